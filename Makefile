@@ -1,0 +1,56 @@
+# The two commands a user needs: `make run` and `make test`. Everything else is what they call.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HARNESS := $(BIN)/rmq-harness
+STAMP := $(VENV)/.installed
+# Variants `make setup` pre-fetches and `make run` starts.
+VARIANTS ?= unpatched upstream-5.4.0
+VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
+
+.PHONY: setup system-packages python jars test lint run bench clean
+
+setup: system-packages python jars
+
+# Java 17, Maven and util-linux's setpriv from Debian, only when missing (idempotent).
+system-packages:
+	@missing=""; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
+	command -v setpriv >/dev/null || missing="$$missing util-linux"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install$$missing" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+python: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# RocketMQ jars from Maven Central into the user cache (reused offline afterwards).
+jars: python
+	$(HARNESS) brokers fetch $(VARIANT_FLAGS)
+
+lint: python
+	$(BIN)/ruff check .
+
+test: setup lint
+	$(BIN)/pytest
+
+# For now: bring the variants up side by side, show their health, stop them.
+run: setup
+	$(HARNESS) brokers up $(VARIANT_FLAGS)
+	$(HARNESS) brokers status; rc=$$?; $(HARNESS) brokers down; exit $$rc
+
+bench: setup
+	$(BIN)/python -m tests.benchmarks.bench_brokers
+
+clean:
+	-$(HARNESS) brokers down
+	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,57 @@
+"""The one small interface every deployment backend implements (local processes, Kubernetes).
+
+Everything downstream (workloads, archives) sees only ``Endpoints``; it never learns which backend
+produced them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from harness.variants import Variant
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """How to reach one variant's RocketMQ deployment (all host:port, loopback locally)."""
+
+    variant: str
+    version: str
+    grpc: str  # the proxy's gRPC endpoint: what the Python clients use
+    remoting: str  # the proxy's remoting endpoint
+    broker: str  # the broker's own remoting port (admin requests: topics, groups)
+    namesrv: str
+    metrics: str  # the broker's Prometheus exporter, http://host:port/metrics
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Health:
+    """What `status` reports for one variant."""
+
+    endpoints: Endpoints
+    healthy: bool
+    detail: str  # one line: what is wrong, or the process ids when all is well
+
+
+class Backend(Protocol):
+    def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
+        """Start each variant and return once every one has passed a real send/pop round trip."""
+        ...
+
+    def endpoints(self) -> list[Endpoints]:
+        """The variants this backend has up now."""
+        ...
+
+    def down(self, names: Sequence[str] | None = None) -> list[str]:
+        """Stop the named variants (all when None); return the names stopped."""
+        ...
+
+    def collect(self, dest: Path) -> None:
+        """Copy what a run archive keeps of the deployment (server logs, configs) into ``dest``."""
+        ...

@@ -1,0 +1,100 @@
+"""Port allocation for local variants.
+
+Each variant gets a slot of 100 ports and keeps RocketMQ's familiar last digits inside it
+(name server ..76, broker ..11 with ..09 and ..12 beside it, proxy remoting ..80, gRPC ..81, broker
+metrics ..57), so `ss -ltnp` output reads at a glance. Slots sit below the kernel's ephemeral range so
+outgoing connections never take them.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+from harness.errors import HarnessError
+
+BASE_PORT = 20000
+SLOT_SIZE = 100
+MAX_SLOTS = 120  # up to port 31999, under the default ephemeral range (32768+)
+
+
+@dataclass(frozen=True)
+class VariantPorts:
+    slot: int
+    namesrv: int
+    broker: int  # listenPort; the broker also opens broker-2 (fast remoting) and broker+1 (HA)
+    proxy_remoting: int
+    grpc: int
+    metrics: int
+
+    @classmethod
+    def for_slot(cls, slot: int, base: int = BASE_PORT) -> VariantPorts:
+        if not 0 <= slot < MAX_SLOTS:
+            raise ValueError(f"slot {slot} out of range 0..{MAX_SLOTS - 1}")
+        b = base + slot * SLOT_SIZE
+        return cls(slot, namesrv=b + 76, broker=b + 11, proxy_remoting=b + 80, grpc=b + 81, metrics=b + 57)
+
+    def all(self) -> dict[str, int]:
+        """Every port the variant's processes listen on, by role."""
+        return {
+            "namesrv": self.namesrv,
+            "broker": self.broker,
+            "broker fast remoting": self.broker - 2,
+            "broker HA": self.broker + 1,
+            "proxy remoting": self.proxy_remoting,
+            "gRPC": self.grpc,
+            "broker metrics": self.metrics,
+        }
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def port_free(port: int) -> bool:
+    """True when nothing listens on the port on any address.
+
+    Binds the wildcard address because some RocketMQ listeners (gRPC, HA) bind it; a wildcard bind
+    also fails when something holds the port on 127.0.0.1 alone.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # Match the servers: they set SO_REUSEADDR, so a port in TIME_WAIT is usable by them too.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def allocate(
+    count: int,
+    taken_slots: Iterable[int] = (),
+    is_free: Callable[[int], bool] = port_free,
+    base: int = BASE_PORT,
+) -> list[VariantPorts]:
+    """Choose ``count`` slots whose ports are all free, skipping slots already in use."""
+    taken = set(taken_slots)
+    chosen: list[VariantPorts] = []
+    busy: list[str] = []
+    for slot in range(MAX_SLOTS):
+        if len(chosen) == count:
+            break
+        if slot in taken:
+            continue
+        ports = VariantPorts.for_slot(slot, base)
+        in_use = [f"{role} {p}" for role, p in ports.all().items() if not is_free(p)]
+        if in_use:
+            busy.append(f"slot {slot}: {in_use[0]} in use")
+            continue
+        chosen.append(ports)
+    if len(chosen) < count:
+        raise HarnessError(
+            f"no free port slot for {count - len(chosen)} more variant(s) between {base} and "
+            f"{base + MAX_SLOTS * SLOT_SIZE - 1} ({busy[-1] if busy else 'all slots taken'}); "
+            "stop other brokers with `rmq-harness brokers down`"
+        )
+    return chosen

@@ -1,0 +1,107 @@
+"""Starting and stopping server processes, always by PID, never by name.
+
+Every JVM the harness starts carries ``-Drmq.harness.owner=<token>`` on its command line; a PID is only
+signalled after its command line shows that token, so a recycled PID is never hit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import psutil
+
+OWNER_PROPERTY = "rmq.harness.owner"
+STOP_TIMEOUT_S = 30.0
+# Children started by this process, kept so their exit status is collected (no zombies).
+_children: dict[int, subprocess.Popen] = {}
+
+
+def owner_flag(token: str) -> str:
+    return f"-D{OWNER_PROPERTY}={token}"
+
+
+def pdeathsig_prefix() -> list[str]:
+    """A command prefix that makes the child get SIGTERM when the harness dies, however it dies.
+
+    util-linux's setpriv sets PR_SET_PDEATHSIG and then execs, so the JVM keeps it; this avoids a
+    preexec_fn, which is unsafe in a process that already runs threads (the gRPC client does).
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
+def spawn(
+    argv: Sequence[str],
+    log_path: Path,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    die_with_parent: bool = False,
+) -> int:
+    """Start a server process in its own session (a terminal's Ctrl-C reaches the harness only,
+    which then stops its servers in order) with stdout and stderr going to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    prefix = pdeathsig_prefix() if die_with_parent else []
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [*prefix, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+    _children[proc.pid] = proc
+    return proc.pid
+
+
+def owned(pid: int, token: str) -> psutil.Process | None:
+    """The live process ``pid`` if its command line carries our owner token, else None."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc if owner_flag(token) in proc.cmdline() else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def alive(pid: int, token: str) -> bool:
+    return owned(pid, token) is not None
+
+
+def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
+    """SIGTERM each owned (pid, token) at once, wait, SIGKILL what is left; return the PIDs killed."""
+    procs = [p for p in (owned(pid, token) for pid, token in targets) if p is not None]
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, left = psutil.wait_procs(procs, timeout=timeout_s)
+    for p in left:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(left, timeout=10)
+    for p in procs:
+        child = _children.pop(p.pid, None)
+        if child is not None:
+            child.poll()
+    return [p.pid for p in left]
+
+
+def find_owned(token_prefix: str) -> list[tuple[int, str]]:
+    """(pid, token) of every live process whose owner token starts with ``token_prefix``."""
+    needle = f"-D{OWNER_PROPERTY}={token_prefix}"
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        for arg in proc.info.get("cmdline") or ():
+            if arg.startswith(needle):
+                found.append((proc.info["pid"], arg.split("=", 1)[1]))
+                break
+    return found

@@ -1,0 +1,133 @@
+"""Variants: the broker builds a comparison runs against, read from variants.yaml.
+
+A variant is a RocketMQ version (from Maven Central, or a local directory of jars), Java agents to
+mount with ``-javaagent:``, and broker / proxy config overrides on top of the harness defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+
+from harness.errors import ConfigError
+from harness.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
+
+Scalar = str | int | float | bool
+# DNS-label friendly: the same name becomes a Kubernetes object name later.
+VariantName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9.-]{0,38}[a-z0-9])?$")]
+
+# Broker keys the launcher owns: ports, addresses and paths differ per variant and per run.
+HARNESS_BROKER_KEYS = frozenset(
+    {
+        "brokerClusterName", "brokerName", "brokerId", "listenPort", "haListenPort", "namesrvAddr",
+        "brokerIP1", "brokerIP2", "storePathRootDir", "storePathCommitLog",
+        "metricsPromExporterHost", "metricsPromExporterPort", "bindAddress",
+    }
+)
+HARNESS_PROXY_KEYS = frozenset(
+    {"rocketMQClusterName", "proxyMode", "grpcServerPort", "remotingListenPort", "namesrvAddr"}
+)
+
+
+class JavaAgent(BaseModel):
+    """A Java agent jar added to the broker JVM as ``-javaagent:<jar>[=<options>]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jar: str = Field(description="path to the agent jar, absolute or relative to the repository root")
+    options: str = Field("", description="the agent's argument string")
+
+    def path(self) -> Path:
+        p = Path(self.jar)
+        return p if p.is_absolute() else REPO_ROOT / p
+
+
+class Variant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: VariantName
+    version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+([.-][A-Za-z0-9.-]+)?$")] = Field(
+        description="RocketMQ version on Maven Central (e.g. 5.3.3)"
+    )
+    description: str = ""
+    jars: Path | None = Field(
+        None, description="a local broker build: a directory of jars used instead of Maven Central"
+    )
+    agents: list[JavaAgent] = Field(default_factory=list)
+    broker: dict[str, Scalar] = Field(default_factory=dict, description="broker.conf overrides")
+    proxy: dict[str, Scalar] = Field(default_factory=dict, description="rmq-proxy.json overrides")
+    jvm_options: list[str] = Field(default_factory=list, description="extra options for the broker JVM")
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        return _reject_owned(v, HARNESS_BROKER_KEYS)
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        return _reject_owned(v, HARNESS_PROXY_KEYS)
+
+
+def _reject_owned(overrides: dict[str, Scalar], owned: frozenset[str]) -> dict[str, Scalar]:
+    clash = sorted(set(overrides) & owned)
+    if clash:
+        raise ValueError(f"{', '.join(clash)} set by the harness per variant; remove it")
+    return overrides
+
+
+class VariantsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    variants: dict[str, dict[str, Any]]
+
+
+def _describe(err: ValidationError, source: str, prefix: str = "") -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    where = ".".join(x for x in (prefix, loc) if x)
+    more = len(err.errors()) - 1
+    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+    return f"{source}: {where}: {first['msg']}{tail}"
+
+
+def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Variant]:
+    """Validate parsed YAML; raise ConfigError naming the first bad field."""
+    try:
+        doc = VariantsFile.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, source)) from None
+    out: dict[str, Variant] = {}
+    for name, body in doc.variants.items():
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{source}: variants.{name}: expected a mapping of settings")
+        try:
+            out[name] = Variant.model_validate({**body, "name": name})
+        except ValidationError as e:
+            raise ConfigError(_describe(e, source, f"variants.{name}")) from None
+    return out
+
+
+def load_variants(path: Path | None = None) -> dict[str, Variant]:
+    path = path or DEFAULT_VARIANTS_FILE
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such variants file; pass --variants FILE") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    return parse_variants(data, str(path))
+
+
+def select(variants: Mapping[str, Variant], names: list[str]) -> list[Variant]:
+    """The named variants, in the order given; an unknown name lists the known ones."""
+    unknown = [n for n in names if n not in variants]
+    if unknown:
+        raise ConfigError(
+            f"unknown variant {unknown[0]!r}; known variants: {', '.join(sorted(variants))}"
+        )
+    return [variants[n] for n in dict.fromkeys(names)]

@@ -1,0 +1,149 @@
+"""Real RocketMQ servers from Maven Central jars, started, used and stopped on this machine."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.backends.local import LocalBackend, process
+from harness.backends.local.ports import port_free
+from harness.client import remoting
+from harness.client.grpc import load_client, store_timestamp_ms
+from harness.errors import ConfigError, HarnessError
+from harness.variants import load_variants, parse_variants
+
+
+def _listeners(pid: int) -> dict[int, str]:
+    return {c.laddr.port: c.laddr.ip for c in psutil.Process(pid).net_connections("tcp") if c.status == "LISTEN"}
+
+
+@pytest.fixture(scope="module")
+def unpatched(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("brokers")
+    backend = LocalBackend(workdir, log=lambda s: None)
+    [ep] = backend.up([load_variants()["unpatched"]])
+    yield backend, ep
+    backend.down()
+
+
+def test_up_is_healthy_and_loopback_bound(unpatched):
+    backend, ep = unpatched
+    [health] = backend.status()
+    assert health.healthy, health.detail
+    assert backend.endpoints() == [ep]
+    [lv] = backend._states()
+    # The listeners RocketMQ lets us bind (bindAddress) are on loopback only.
+    assert _listeners(lv.pids["namesrv"])[lv.ports.namesrv] == "127.0.0.1"
+    proxy = _listeners(lv.pids["proxy"])
+    assert proxy[lv.ports.broker] == "127.0.0.1" and proxy[lv.ports.metrics] == "127.0.0.1"
+    assert lv.ports.grpc in proxy
+    broker_conf = (lv.dirs.conf / "broker.conf").read_text()
+    assert "enableRetryTopicV2=false" in broker_conf and "enableNotifyBeforePopCalculateLag=false" in broker_conf
+
+
+def test_send_and_pop_with_python_client(unpatched, tmp_path: Path):
+    _, ep = unpatched
+    topic, group = f"T_{uuid.uuid4().hex[:8]}", f"G_{uuid.uuid4().hex[:8]}"
+    remoting.create_topic(ep.broker, topic)
+    remoting.create_group(ep.broker, group)
+    rmq = load_client(tmp_path / "client.log")
+    cfg = rmq.ClientConfiguration(ep.grpc, rmq.Credentials(), request_timeout=5)
+    consumer = rmq.SimpleConsumer(cfg, group, {topic: rmq.FilterExpression()}, await_duration=5)
+    producer = rmq.Producer(cfg, (topic,))
+    consumer.startup()
+    producer.startup()
+    try:
+        sent = {}
+        for i in range(5):
+            m = rmq.Message()
+            m.topic = topic
+            m.body = json.dumps({"i": i}).encode()
+            sent[i] = time.time()
+            producer.send(m)
+        got: dict[int, int] = {}
+        deadline = time.monotonic() + 60
+        while len(got) < 5 and time.monotonic() < deadline:
+            for m in consumer.receive(16, 15):
+                got[json.loads(m.body)["i"]] = store_timestamp_ms(m)
+                consumer.ack(m)
+        assert sorted(got) == list(range(5))
+        for i, store_ms in got.items():
+            # The broker's store time lies between our send and now (1 s slack for clock granularity).
+            assert sent[i] - 1 <= store_ms / 1000 <= time.time() + 1
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+    assert (tmp_path / "client.log").exists()
+
+
+def test_collect_copies_logs_and_configs(unpatched, tmp_path: Path):
+    backend, ep = unpatched
+    backend.collect(tmp_path)
+    assert (tmp_path / "unpatched" / "conf" / "broker.conf").is_file()
+    assert (tmp_path / "unpatched" / "proxy" / "broker.log").stat().st_size > 0
+    assert (tmp_path / "unpatched" / "namesrv" / "namesrv.log").is_file()
+
+
+def test_second_up_of_a_running_variant_is_refused(unpatched):
+    backend, _ = unpatched
+    with pytest.raises(HarnessError, match="already up"):
+        backend.up([load_variants()["unpatched"]])
+
+
+def test_down_leaves_nothing(tmp_path: Path):
+    backend = LocalBackend(tmp_path, log=lambda s: None)
+    [ep] = backend.up([load_variants()["unpatched"]])
+    [lv] = backend._states()
+    assert backend.down() == ["unpatched"]
+    assert process.find_owned(backend.token_prefix) == []
+    assert not any(psutil.pid_exists(p) and process.alive(p, lv.token) for p in lv.pids.values())
+    assert all(port_free(p) for p in lv.ports.all().values())
+    assert backend.status() == []
+
+
+def test_failed_start_carries_log_tail_and_leaves_nothing(tmp_path: Path):
+    broken = parse_variants({"variants": {"broken": {"version": "5.3.3", "jvm_options": ["-XX:+NoSuchHarnessOpt"]}}})
+    backend = LocalBackend(tmp_path, log=lambda s: None)
+    with pytest.raises(HarnessError) as e:
+        backend.up([broken["broken"]])
+    assert "proxy process exited during start-up" in str(e.value)
+    assert "NoSuchHarnessOpt" in e.value.detail
+    assert process.find_owned(backend.token_prefix) == []
+
+
+def test_unknown_version_is_named(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("RMQ_HARNESS_CACHE", str(tmp_path / "cache"))
+    bogus = parse_variants({"variants": {"bogus": {"version": "9.9.9"}}})["bogus"]
+    with pytest.raises(ConfigError, match=r"RocketMQ 9\.9\.9 cannot be assembled from Maven Central"):
+        LocalBackend(tmp_path / "w", log=lambda s: None).up([bogus])
+
+
+def test_harness_killed_mid_up_then_down_cleans_up(tmp_path: Path):
+    env = {**os.environ, "RMQ_HARNESS_STATE": str(tmp_path)}
+    cli = [sys.executable, "-m", "harness.cli"]
+    up = subprocess.Popen([*cli, "brokers", "up"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = tmp_path / "brokers" / "unpatched" / "state.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if state.exists() and "proxy" in json.loads(state.read_text())["pids"]:
+            break
+        time.sleep(0.1)
+    else:
+        up.kill()
+        pytest.fail("the proxy never started")
+    up.send_signal(signal.SIGKILL)
+    up.wait(10)
+    pids = json.loads(state.read_text())["pids"]
+    assert all(psutil.pid_exists(p) for p in pids.values())  # detached servers outlive a killed harness
+    done = subprocess.run([*cli, "brokers", "down"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "unpatched" in done.stdout
+    token_prefix = LocalBackend(tmp_path / "brokers").token_prefix
+    assert process.find_owned(token_prefix) == []

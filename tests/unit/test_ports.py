@@ -1,0 +1,41 @@
+import socket
+
+import pytest
+
+from harness.backends.local.ports import MAX_SLOTS, VariantPorts, allocate, port_free
+from harness.errors import HarnessError
+
+
+def test_slots_never_share_a_port():
+    seen: dict[int, int] = {}
+    for slot in range(MAX_SLOTS):
+        for port in VariantPorts.for_slot(slot).all().values():
+            assert port not in seen, f"port {port} in slots {seen.get(port)} and {slot}"
+            seen[port] = slot
+    assert max(seen) < 32768  # below the ephemeral range
+
+
+def test_slot_layout_keeps_rocketmq_digits():
+    p = VariantPorts.for_slot(1)
+    assert (p.namesrv, p.broker, p.grpc, p.proxy_remoting, p.metrics) == (20176, 20111, 20181, 20180, 20157)
+    assert p.all()["broker fast remoting"] == 20109 and p.all()["broker HA"] == 20112
+
+
+def test_allocate_skips_taken_and_busy_slots():
+    busy = {VariantPorts.for_slot(1).grpc}
+    chosen = allocate(3, taken_slots=[0], is_free=lambda port: port not in busy)
+    assert [c.slot for c in chosen] == [2, 3, 4]
+
+
+def test_allocate_reports_when_nothing_is_free():
+    with pytest.raises(HarnessError, match="no free port slot"):
+        allocate(1, is_free=lambda port: False)
+
+
+def test_port_free_sees_a_listener():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert not port_free(port)
+    assert port_free(port)

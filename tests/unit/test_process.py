@@ -1,0 +1,73 @@
+import sys
+import time
+from pathlib import Path
+
+from harness.backends.local import process
+
+
+def _sleeper(tmp_path: Path, token: str, die_with_parent: bool = False) -> int:
+    # A real child process carrying the owner flag the way a JVM does (python ignores extra argv).
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", process.owner_flag(token)]
+    return process.spawn(argv, tmp_path / "out.log", cwd=tmp_path, die_with_parent=die_with_parent)
+
+
+def test_spawn_find_and_stop(tmp_path: Path):
+    pid = _sleeper(tmp_path, "unit-test-prefix/a/1")
+    assert process.alive(pid, "unit-test-prefix/a/1")
+    assert not process.alive(pid, "someone-else")  # a PID is only ours with our token
+    assert (pid, "unit-test-prefix/a/1") in process.find_owned("unit-test-prefix/")
+    killed = process.stop([(pid, "unit-test-prefix/a/1")], timeout_s=10)
+    assert killed == []  # SIGTERM was enough
+    assert not process.alive(pid, "unit-test-prefix/a/1")
+    assert process.find_owned("unit-test-prefix/") == []
+
+
+def test_stop_kills_what_ignores_sigterm(tmp_path: Path):
+    token = "unit-test-prefix/b/1"
+    argv = [sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open('ready','w').close(); "
+            "time.sleep(60)", process.owner_flag(token)]
+    pid = process.spawn(argv, tmp_path / "out.log", cwd=tmp_path)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.stop([(pid, token)], timeout_s=0.5) == [pid]
+    assert not process.alive(pid, token)
+
+
+def test_stop_ignores_processes_without_our_token(tmp_path: Path):
+    pid = _sleeper(tmp_path, "unit-test-prefix/c/1")
+    try:
+        assert process.stop([(pid, "not-the-token")], timeout_s=1) == []
+        assert process.alive(pid, "unit-test-prefix/c/1")
+    finally:
+        process.stop([(pid, "unit-test-prefix/c/1")], timeout_s=5)
+
+
+def test_attached_child_dies_with_the_harness(tmp_path: Path):
+    """A server started attached gets SIGTERM when the harness is killed outright (kill -9)."""
+    import subprocess
+
+    token = "unit-test-prefix/d/1"
+    parent_code = (
+        "import sys, time; from pathlib import Path; from harness.backends.local import process; "
+        f"process.spawn([sys.executable, '-c', 'import time; time.sleep(60)', process.owner_flag({token!r})], "
+        f"Path({str(tmp_path / 'child.log')!r}), cwd=Path({str(tmp_path)!r}), die_with_parent=True); "
+        "print('spawned', flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "spawned"
+        deadline = time.monotonic() + 10
+        while not process.find_owned("unit-test-prefix/d/") and time.monotonic() < deadline:
+            time.sleep(0.05)  # the child may still be between setpriv's exec and python's
+        assert len(process.find_owned("unit-test-prefix/d/")) == 1
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while process.find_owned("unit-test-prefix/d/") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process.find_owned("unit-test-prefix/d/") == []
+    finally:
+        parent.kill()
+        process.stop(process.find_owned("unit-test-prefix/d/"), timeout_s=2)
