@@ -13,12 +13,13 @@ VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
 
 setup: system-packages python jars
 
-# Java 17, Maven and util-linux's setpriv from Debian, only when missing (idempotent).
+# Java 17, Maven, util-linux's setpriv and Prometheus (promtool) from Debian, only when missing.
 system-packages:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
 	command -v mvn >/dev/null || missing="$$missing maven"; \
 	command -v setpriv >/dev/null || missing="$$missing util-linux"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install$$missing" >&2; exit 1; fi; \
@@ -43,13 +44,14 @@ lint: python
 test: setup lint
 	$(BIN)/pytest
 
-# For now: bring the variants up side by side, show their health, stop them.
+# The burst scenario against the variants side by side; the archive lands in runs/.
+SCENARIO ?= burst
 run: setup
-	$(HARNESS) brokers up $(VARIANT_FLAGS)
-	$(HARNESS) brokers status; rc=$$?; $(HARNESS) brokers down; exit $$rc
+	$(HARNESS) run $(VARIANT_FLAGS) --scenario $(SCENARIO)
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_brokers
+	$(BIN)/python -m tests.benchmarks.bench_workload
 
 clean:
 	-$(HARNESS) brokers down

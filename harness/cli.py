@@ -18,8 +18,9 @@ from harness.errors import EXIT_USAGE, HarnessError
 from harness.paths import state_dir
 from harness.variants import load_variants, select
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Piped output (CI logs, files) gets wide lines rather than tables squeezed to 80 columns.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     bsub.add_parser("status", parents=[common], help="show the variants that are up and whether they are healthy")
     down = bsub.add_parser("down", parents=[common], help="stop variants (default: all)")
     down.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME")
+    run = sub.add_parser("run", help="run a scenario against variants side by side and write a run archive")
+    run.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                     help="variant to run against (repeatable; default: unpatched)")
+    run.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
+    run.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
+    run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
     return p
 
 
@@ -96,6 +103,56 @@ def _brokers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fmt_ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v:.0f} ms"
+
+
+def print_summary(summary: Sequence[dict]) -> None:
+    t = Table(title="retry wakeup (receive - retry copy's store time) and redelivery (receive - nack due)")
+    for col in ("scenario", "variant", "sent", "deliveries", "retries", "wakeup p50", "p90", "max",
+                "redelivery p50", "empty polls", "errors", "never received"):
+        t.add_column(col, justify="left" if col in ("scenario", "variant") else "right")
+    for s in summary:
+        w, r = s["wakeup_ms"], s["redelivery_ms"]
+        t.add_row(s["scenario"], s["variant"], str(s["sent"]), str(s["deliveries"]), str(w["n"]),
+                  _fmt_ms(w["p50"]), _fmt_ms(w["p90"]), _fmt_ms(w["max"]), _fmt_ms(r["p50"]),
+                  str(s["empty_polls"]), str(s["errors"]), str(s["ledger"]["never_received"]))
+    console.print(t)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.run import Run
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    if args.duration is not None:
+        scenario = scenario.model_copy(update={"duration_s": args.duration})
+        scenario = type(scenario).model_validate(scenario.model_dump())
+    variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[counts]}"), console=console, transient=False)
+    tasks = {v.name: progress.add_task(v.name, total=scenario.duration_s, counts="starting brokers")
+             for v in variants}
+
+    def on_tick(elapsed: float, counts: dict) -> None:
+        for name, c in counts.items():
+            mean = f"{c.mean_wakeup_s:.2f} s" if c.mean_wakeup_s is not None else "-"
+            progress.update(tasks[name], completed=min(elapsed, scenario.duration_s),
+                            counts=f"sent {c.sent:.0f}  delivered {c.deliveries:.0f}  retries {c.retries:.0f}  "
+                                   f"mean wakeup {mean}")
+
+    with progress:
+        result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
+                     on_tick=on_tick).execute()
+    print_summary(result.summary)
+    console.print(f"run archive: {result.archive}")
+    return 0
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     # Turn SIGTERM into an exception so cleanup (stopping half-started brokers) runs as for Ctrl-C.
     raise KeyboardInterrupt
@@ -107,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "brokers":
             return _brokers(args)
+        if args.command == "run":
+            return _run(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(f"[red]error:[/] {e}", soft_wrap=True)

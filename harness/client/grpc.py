@@ -68,3 +68,4 @@ def round_trip(endpoint: str, topic: str, group: str, timeout_s: float = 60.0) -
                 client.shutdown()
             except Exception:  # noqa: BLE001 - a client that never started cannot shut down cleanly
                 pass
+

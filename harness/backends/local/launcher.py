@@ -187,13 +187,17 @@ class LocalBackend:
         return stopped
 
     def collect(self, dest: Path) -> None:
-        for lv in self._states():
-            target = dest / lv.name
-            shutil.copytree(lv.dirs.conf, target / "conf", dirs_exist_ok=True)
+        # From the directories, not the state files, so logs can be collected after `down` too.
+        if not self.workdir.is_dir():
+            return
+        for root in sorted(d for d in self.workdir.iterdir() if (d / "conf").is_dir()):
+            dirs = config.VariantDirs(root)
+            target = dest / root.name
+            shutil.copytree(dirs.conf, target / "conf", dirs_exist_ok=True)
             for role in ROLES:
-                if lv.dirs.stdout(role).exists():
-                    shutil.copy2(lv.dirs.stdout(role), target / f"{role}.out")
-                logs = lv.dirs.server_logs(role)
+                if dirs.stdout(role).exists():
+                    shutil.copy2(dirs.stdout(role), target / f"{role}.out")
+                logs = dirs.server_logs(role)
                 if logs.is_dir():
                     shutil.copytree(logs, target / role, dirs_exist_ok=True)
 

@@ -73,9 +73,8 @@ def alive(pid: int, token: str) -> bool:
     return owned(pid, token) is not None
 
 
-def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
-    """SIGTERM each owned (pid, token) at once, wait, SIGKILL what is left; return the PIDs killed."""
-    procs = [p for p in (owned(pid, token) for pid, token in targets) if p is not None]
+def _terminate(procs: list[psutil.Process], timeout_s: float) -> list[int]:
+    """SIGTERM all at once, wait, SIGKILL what is left; collect the exit status of our own children."""
     for p in procs:
         try:
             p.terminate()
@@ -95,6 +94,11 @@ def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) 
     return [p.pid for p in left]
 
 
+def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
+    """Stop each owned (pid, token) at once; return the PIDs that had to be killed."""
+    return _terminate([p for p in (owned(pid, token) for pid, token in targets) if p is not None], timeout_s)
+
+
 def find_owned(token_prefix: str) -> list[tuple[int, str]]:
     """(pid, token) of every live process whose owner token starts with ``token_prefix``."""
     needle = f"-D{OWNER_PROPERTY}={token_prefix}"
@@ -105,3 +109,23 @@ def find_owned(token_prefix: str) -> list[tuple[int, str]]:
                 found.append((proc.info["pid"], arg.split("=", 1)[1]))
                 break
     return found
+
+
+def stop_children(pids: Iterable[int], timeout_s: float = 15.0) -> list[int]:
+    """Stop processes this process spawned and has not reaped: their PIDs cannot have been reused,
+    so no owner token is needed (used for Locust processes, which take no -D flag)."""
+    procs = []
+    for pid in pids:
+        child = _children.get(pid)
+        if child is not None and child.poll() is None:
+            try:
+                procs.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                pass
+    return _terminate(procs, timeout_s)
+
+
+def exit_code(pid: int) -> int | None:
+    """The exit code of a child this process spawned, or None while it runs."""
+    child = _children.get(pid)
+    return child.poll() if child is not None else None

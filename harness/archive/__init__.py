@@ -1,0 +1,1 @@
+"""Run archives: ``runs/<run-id>/`` with a versioned manifest, events as Parquet, Locust output and logs."""

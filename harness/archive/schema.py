@@ -1,0 +1,54 @@
+"""The manifest of a run archive. ``MANIFEST_SCHEMA_VERSION`` changes when a field changes meaning;
+readers refuse versions they do not know."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class AgentInfo(BaseModel):
+    jar: str
+    sha256: str
+    options: str = ""
+
+
+class VariantInfo(BaseModel):
+    name: str
+    version: str
+    jars: str | None = None  # a local build's directory, when not from Maven Central
+    agents: list[AgentInfo] = Field(default_factory=list)
+    broker_config: dict[str, Any] = Field(default_factory=dict)  # the broker.conf as started
+    endpoints: dict[str, str] = Field(default_factory=dict)
+
+
+class HostInfo(BaseModel):
+    hostname: str
+    cpus: int
+    memory_gib: float
+    python: str
+    java: str
+    platform: str
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # newer writers may add fields; the version says what changed
+
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    event_schema_version: int
+    run_id: str
+    scenario: dict[str, Any]
+    variants: list[VariantInfo]
+    harness_version: str
+    harness_git_sha: str | None
+    host: HostInfo
+    started_at: str  # ISO 8601, UTC
+    ended_at: str
+    duration_s: float
+    faults: list[dict[str, Any]] = Field(default_factory=list)
+    files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
+    summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.latency.summarize at write time

@@ -1,0 +1,125 @@
+"""Events: one row per thing that happened in a run, the harness's raw record (Parquet).
+
+The columns are the contract between workloads (which write them) and analysis (which reads them);
+``EVENT_SCHEMA_VERSION`` changes whenever a column changes meaning. New kinds and nullable columns may
+be added without breaking readers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+EVENT_SCHEMA_VERSION = 1
+KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen")
+
+SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("variant", pa.string()),
+        ("scenario", pa.string()),
+        ("worker", pa.string()),
+        ("consumer", pa.string()),  # client id of the producer / consumer user
+        ("protocol", pa.string()),
+        ("kind", pa.string()),
+        ("topic", pa.string()),  # the topic the client used (subscription or send target)
+        ("group", pa.string()),
+        ("ledger_id", pa.string()),
+        ("message_id", pa.string()),
+        ("delivery_attempt", pa.int32()),
+        ("t_client_ns", pa.int64()),  # wall clock when the event happened at the client
+        ("store_ts_ms", pa.int64()),  # broker store time of the delivered copy (a retry copy on retries)
+        ("born_ts_ms", pa.int64()),
+        ("poll_started_ns", pa.int64()),  # wall clock when the receive call that returned it started
+        ("invisible_ms", pa.int64()),  # nacked: the invisible duration requested; received: at receive
+        ("origin_topic", pa.string()),  # from the message body: the topic it was first sent to
+        ("intended_group", pa.string()),  # from the message body
+        ("detail", pa.string()),  # error text, or other free-form context
+        # Derived (filled by the archive writer; see harness.latency):
+        ("wakeup_ms", pa.float64()),
+        ("redelivery_ms", pa.float64()),
+    ]
+)
+COLUMNS = tuple(SCHEMA.names)
+DERIVED = ("wakeup_ms", "redelivery_ms")
+
+
+@dataclass
+class MessageBody:
+    """The harness's own JSON message body, so nothing depends on broker properties surviving."""
+
+    ledger_id: str
+    origin_topic: str
+    group: str  # the group the message is intended for
+    send_ns: int
+    run_id: str
+
+    def encode(self) -> bytes:
+        return json.dumps(self.__dict__, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> MessageBody | None:
+        try:
+            d = json.loads(raw)
+            return cls(str(d["ledger_id"]), str(d["origin_topic"]), str(d["group"]), int(d["send_ns"]),
+                       str(d["run_id"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass
+class EventLog:
+    """Collects events in memory and writes them as numbered Parquet parts under ``directory``.
+
+    Thread-safe: client callbacks may record from the client's own threads.
+    """
+
+    directory: Path
+    stem: str
+    common: dict[str, str]
+    flush_every: int = 50_000
+    _rows: list[dict] = field(default_factory=list)
+    _parts: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, kind: str, **cols: object) -> dict:
+        if kind not in KINDS:
+            raise ValueError(f"unknown event kind {kind!r}")
+        row = {**self.common, "kind": kind, "t_client_ns": cols.pop("t_client_ns", None) or time.time_ns(), **cols}
+        with self._lock:
+            self._rows.append(row)
+            full = len(self._rows) >= self.flush_every
+        if full:
+            self.flush()
+        return row
+
+    def flush(self) -> Path | None:
+        with self._lock:
+            rows, self._rows = self._rows, []
+            if not rows:
+                return None
+            part = self._parts
+            self._parts += 1
+        path = self.directory / f"{self.stem}-{part:04d}.parquet"
+        write_parquet(rows, path)
+        return path
+
+
+def to_table(rows: Iterable[dict]) -> pa.Table:
+    rows = list(rows)
+    return pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in COLUMNS}, schema=SCHEMA)
+
+
+def write_parquet(rows: Iterable[dict], path: Path) -> None:
+    """Write atomically: a reader never sees a half-written part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(to_table(rows), tmp)
+    tmp.replace(path)

@@ -1,0 +1,63 @@
+"""Every metric the harness exports: the one place their names, labels and buckets live.
+
+Dashboards and the chart's scrape config are checked against these names. Labels are bounded:
+variant, scenario, protocol and group come from config files, never from message data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+PREFIX = "rmq_harness"
+LABELS = ("variant", "scenario", "protocol", "group")
+# Retry waits span milliseconds (woken at once) to the long-poll timeout (up to 20 s through the proxy).
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0,
+                     12.5, 15.0, 17.5, 20.0, 25.0, 30.0, 60.0)
+
+
+@dataclass(frozen=True)
+class HarnessMetrics:
+    registry: CollectorRegistry
+    retry_wakeup: Histogram
+    redelivery_delay: Histogram
+    poll_wait: Histogram
+    sent: Counter
+    deliveries: Counter
+    acks: Counter
+    nacks: Counter
+    empty_polls: Counter
+    cross_topic: Counter
+    duplicates: Counter
+    errors: Counter
+
+
+def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
+    """Create the metrics in ``registry`` (a fresh one by default, so tests never collide)."""
+    reg = registry or CollectorRegistry()
+
+    def hist(name: str, doc: str) -> Histogram:
+        return Histogram(f"{PREFIX}_{name}", doc, LABELS, buckets=LATENCY_BUCKETS_S, registry=reg)
+
+    def counter(name: str, doc: str, labels: tuple[str, ...] = LABELS) -> Counter:
+        return Counter(f"{PREFIX}_{name}", doc, labels, registry=reg)
+
+    return HarnessMetrics(
+        registry=reg,
+        retry_wakeup=hist("retry_wakeup_seconds",
+                          "Receive time of a retry delivery minus the store time of its retry copy."),
+        redelivery_delay=hist("redelivery_delay_seconds",
+                              "Receive time of a retry delivery minus (nack time + requested invisible duration); "
+                              "only when this worker nacked the previous attempt."),
+        poll_wait=hist("poll_wait_seconds", "How long each receive (long poll) call took."),
+        sent=counter("messages_sent", "Messages sent by producers."),
+        deliveries=counter("deliveries", "Messages received by pop consumers (every delivery attempt)."),
+        acks=counter("acks", "Deliveries acknowledged."),
+        nacks=counter("nacks", "Deliveries nacked (invisible duration changed, or left to lapse)."),
+        empty_polls=counter("empty_polls", "Receive calls that returned no message."),
+        cross_topic=counter("cross_topic_deliveries",
+                            "Deliveries whose body names another origin topic or intended group than the consumer's."),
+        duplicates=counter("duplicate_deliveries", "Deliveries of a message this worker had already acked."),
+        errors=counter("errors", "Client operations that failed.", (*LABELS, "operation")),
+    )

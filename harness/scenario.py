@@ -1,0 +1,162 @@
+"""Scenarios: the shape of a load, read from workloads/scenarios/*.yaml and validated.
+
+A scenario says what to create (topics, groups), how to produce (a burst or a steady rate), how pop
+consumers behave (long poll, invisible time, which delivery attempts they nack and how), and for how
+long. It says nothing about brokers: the same scenario runs against every variant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from harness.errors import ConfigError
+from harness.paths import REPO_ROOT
+
+SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
+SCHEMA_VERSION = 1
+
+# The proxy's limits for gRPC consumers (ProxyConfig, rocketmq-facts.md): a receive's invisible duration
+# must be at least 10 s; its long-polling timeout is clamped to 5..20 s.
+GRPC_MIN_INVISIBLE_S = 10
+GRPC_LONG_POLL_RANGE_S = (5, 20)
+
+# RocketMQ topic / group names: letters, digits, '_', '-', '%', '|' (TopicValidator); no '+' so V2 retry
+# names parse.
+ResourceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,100}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Topic(_Strict):
+    name: ResourceName
+    queues: int = Field(4, ge=1, le=64)
+
+
+class Group(_Strict):
+    name: ResourceName
+    topic: ResourceName = Field(description="the topic this group subscribes to")
+    consumers: int = Field(2, ge=1, le=256, description="pop consumers in this group (Locust users)")
+    retry_max_times: int = Field(16, ge=0, le=64, description="the group's retryMaxTimes on the broker")
+
+
+class Produce(_Strict):
+    pattern: Literal["burst", "steady"]
+    topic: ResourceName | None = Field(None, description="default: the first topic")
+    count: int = Field(32, ge=0, le=1_000_000, description="burst: messages sent at once, then silence")
+    rate: float = Field(1.0, gt=0, le=100_000, description="steady: messages per second")
+    delay_s: float = Field(
+        3.0, ge=0, le=600, description="seconds to wait before producing, so consumers are already polling"
+    )
+    producers: int = Field(1, ge=1, le=64)
+
+
+# Durations the client sends travel as whole seconds (rocketmq-python-client sets Duration.seconds only).
+class Consume(_Strict):
+    invisible_s: int = Field(15, gt=0, le=43_200, description="invisible duration requested on receive, s")
+    long_poll_s: int = Field(20, gt=0, le=300, description="long-polling timeout of each receive, s")
+    batch: int = Field(16, ge=1, le=32, description="max messages per receive")
+    processing_s: float = Field(0.0, ge=0, le=3_600, description="time spent on each delivery before ack/nack")
+
+
+class Nack(_Strict):
+    attempts: list[Annotated[int, Field(ge=1, le=64)]] = Field(
+        default_factory=lambda: [1], description="delivery attempts (1 = first delivery) that are nacked"
+    )
+    how: Literal["change_invisible", "lapse"] = Field(
+        "change_invisible",
+        description="change_invisible: ChangeInvisibleDuration to delay_s; lapse: neither ack nor change, "
+        "so the message reappears when its invisible time runs out",
+    )
+    delay_s: int = Field(1, ge=0, le=43_200, description="change_invisible: the new invisible duration, s")
+
+
+class Scenario(_Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: ResourceName
+    description: str = ""
+    protocol: Literal["grpc"] = Field("grpc", description="grpc (remoting comes with its own issue)")
+    retry_topic: Literal["v1", "v2"] = Field("v1", description="retry topic naming: sets enableRetryTopicV2")
+    topics: list[Topic] = Field(min_length=1)
+    groups: list[Group] = Field(min_length=1)
+    produce: Produce
+    consume: Consume = Field(default_factory=Consume)
+    nack: Nack = Field(default_factory=Nack)
+    duration_s: float = Field(60.0, gt=0, le=86_400, description="how long Locust runs")
+    workers: int = Field(2, ge=1, le=64, description="Locust worker processes")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        topics = {t.name for t in self.topics}
+        if len(topics) != len(self.topics):
+            raise ValueError("topics: names must be unique")
+        groups = [g.name for g in self.groups]
+        if len(set(groups)) != len(groups):
+            raise ValueError("groups: names must be unique")
+        for i, g in enumerate(self.groups):
+            if g.topic not in topics:
+                raise ValueError(f"groups.{i}.topic: {g.topic!r} is not one of topics ({', '.join(sorted(topics))})")
+        if self.produce.topic is not None and self.produce.topic not in topics:
+            raise ValueError(f"produce.topic: {self.produce.topic!r} is not one of topics")
+        if self.protocol == "grpc":
+            lo, hi = GRPC_LONG_POLL_RANGE_S
+            if not lo <= self.consume.long_poll_s <= hi:
+                raise ValueError(f"consume.long_poll_s: {self.consume.long_poll_s} outside the gRPC proxy's "
+                                 f"range {lo}..{hi} s")
+            if self.consume.invisible_s < GRPC_MIN_INVISIBLE_S:
+                raise ValueError(f"consume.invisible_s: {self.consume.invisible_s} under the gRPC proxy's "
+                                 f"minimum of {GRPC_MIN_INVISIBLE_S} s")
+        return self
+
+    @property
+    def produce_topic(self) -> str:
+        return self.produce.topic or self.topics[0].name
+
+    @property
+    def consumer_count(self) -> int:
+        return sum(g.consumers for g in self.groups)
+
+    def broker_overrides(self) -> dict[str, bool]:
+        """Broker settings the scenario decides (they win over the variant's)."""
+        return {"enableRetryTopicV2": self.retry_topic == "v2"}
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return f"{source}: {loc + ': ' if loc else ''}{msg}"
+
+
+def parse_scenario(data: object, source: str = "scenario") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, source)) from None
+
+
+def resolve_path(name_or_path: str) -> Path:
+    """A scenario file path, or the name of one in workloads/scenarios/."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return SCENARIO_DIR / f"{name_or_path}.yaml"
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    path = resolve_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
+        raise ConfigError(f"{path}: no such scenario file (built-in scenarios: {known})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    return parse_scenario(data, str(path))

@@ -1,0 +1,46 @@
+"""Start and stop of one Locust worker process: metrics exporter, event log, clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import start_http_server
+
+from harness import metrics
+from harness.client.grpc import load_client
+from harness.events import EventLog
+from harness.workload import users
+from harness.workload.gevent_bridge import call
+from harness.workload.settings import WorkloadSettings, metrics_port, worker_name
+
+
+def start_worker(environment: object, settings: WorkloadSettings) -> None:
+    worker = worker_name()
+    scenario = settings.parsed_scenario()
+    load_client(Path(settings.client_log_dir) / f"{worker}.log")
+    m = metrics.create()
+    port = metrics_port()
+    if port:
+        start_http_server(port, addr="127.0.0.1", registry=m.registry)
+    log = EventLog(
+        directory=Path(settings.events_dir),
+        stem=worker,
+        common={"run_id": settings.run_id, "variant": settings.variant, "scenario": scenario.name,
+                "worker": worker, "protocol": users.PROTOCOL},
+    )
+    users.CONTEXT = users.WorkerContext(run_id=settings.run_id, variant=settings.variant, scenario=scenario,
+                                        endpoint=settings.grpc_endpoint, worker=worker, log=log, metrics=m)
+
+
+def stop_worker() -> None:
+    """Shut the clients down and write the worker's remaining events (idempotent)."""
+    ctx = users.CONTEXT
+    if ctx is None:
+        return
+    clients, ctx.clients = ctx.clients, []
+    for client in clients:
+        try:
+            call(client.shutdown)
+        except Exception:  # noqa: BLE001 - a client that failed to start cannot shut down; keep going
+            pass
+    ctx.log.flush()

@@ -1,0 +1,65 @@
+"""A short real run: 5.3.3 broker, Locust master and two workers, the archive they leave."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from harness.backends.local import LocalBackend, process
+from harness.cli import main
+from harness.events import COLUMNS
+
+SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--runs-dir", str(runs)]) == 0
+    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    return archive
+
+
+def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path):
+    ev = pd.read_parquet(archive / "events" / "unpatched.parquet")
+    assert tuple(ev.columns) == COLUMNS
+    sent = set(ev.loc[ev.kind == "sent", "ledger_id"])
+    assert len(sent) == 8
+    received = ev[ev.kind == "received"]
+    assert sent <= set(received.ledger_id)
+    retries = received[received.delivery_attempt > 1]
+    assert set(retries.ledger_id) == sent  # every message was nacked once and came back
+    assert retries.wakeup_ms.notna().all() and (retries.wakeup_ms >= 0).all()
+    assert retries.redelivery_ms.notna().all()
+    # Every message body names this run, its topic and the group it was meant for.
+    assert (received.origin_topic == "ShortBurstTopic").all() and (received.intended_group == "ShortBurstGroup").all()
+    assert (ev.loc[ev.kind == "acked", "delivery_attempt"] == 2).all()
+
+
+def test_manifest_and_locust_output(archive: Path):
+    m = json.loads((archive / "manifest.json").read_text())
+    assert m["schema_version"] == 1 and m["event_schema_version"] == 1
+    assert m["scenario"]["name"] == "short-burst"
+    [v] = m["variants"]
+    assert v["name"] == "unpatched" and v["version"] == "5.3.3"
+    assert v["broker_config"]["enableRetryTopicV2"] == "false"
+    [s] = m["summary"]
+    assert s["ledger"]["never_received"] == 0 and s["wakeup_ms"]["n"] == 8
+    stats = pd.read_csv(archive / "locust" / "unpatched" / "stats_stats.csv")
+    names = set(stats["Name"])
+    assert {"send", "receive", "ack", "nack", "retry wakeup"} <= names
+    assert int(stats.loc[stats.Name == "send", "Request Count"].iloc[0]) == 8
+    assert (archive / "locust" / "unpatched" / "report.html").stat().st_size > 0
+    assert (archive / "logs" / "unpatched" / "proxy" / "pop.log").exists()
+    assert (archive / "logs" / "unpatched" / "locust-worker-1.log").exists()
+
+
+def test_nothing_is_left_running(archive: Path):
+    brokers = LocalBackend(archive.parent / ".work" / archive.name / "brokers")
+    assert process.find_owned(brokers.token_prefix) == []
+    runs_dir = str(archive.parent)
+    locusts = [p.pid for p in psutil.process_iter(["cmdline"]) if any(runs_dir in a for a in p.info["cmdline"] or ())]
+    assert locusts == []
+    assert not (archive.parent / ".work" / archive.name).exists()

@@ -1,0 +1,61 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.archive.schema import MANIFEST_SCHEMA_VERSION, HostInfo, Manifest
+from harness.archive.writer import ArchiveStaging
+from harness.errors import HarnessError
+from harness.events import write_parquet
+
+MS = 1_000_000
+
+
+def _manifest(run_id: str) -> Manifest:
+    return Manifest(event_schema_version=1, run_id=run_id, scenario={"name": "s"}, variants=[],
+                    harness_version="0", harness_git_sha=None,
+                    host=HostInfo(hostname="h", cpus=2, memory_gib=24, python="3.11", java="17", platform="x"),
+                    started_at="a", ended_at="b", duration_s=1.0)
+
+
+def _shard(path: Path, variant: str) -> None:
+    common = {"run_id": "r", "variant": variant, "scenario": "s", "group": "G", "ledger_id": "a"}
+    write_parquet([
+        {**common, "kind": "sent", "t_client_ns": 0},
+        {**common, "kind": "received", "delivery_attempt": 1, "t_client_ns": 5 * MS, "store_ts_ms": 1},
+        {**common, "kind": "nacked", "delivery_attempt": 1, "t_client_ns": 6 * MS, "invisible_ms": 1000},
+        {**common, "kind": "received", "delivery_attempt": 2, "t_client_ns": 9000 * MS, "store_ts_ms": 4000},
+    ], path)
+
+
+def test_merge_and_commit(tmp_path: Path):
+    runs = tmp_path / "runs"
+    staging = ArchiveStaging(runs, "run-1")
+    _shard(tmp_path / "shards-v" / "worker-1-0000.parquet", "v")
+    _shard(tmp_path / "shards-w" / "worker-1-0000.parquet", "w")
+    merged = staging.merge_events({"v": tmp_path / "shards-v", "w": tmp_path / "shards-w"})
+    assert len(merged) == 8
+    assert merged.loc[(merged.kind == "received") & (merged.delivery_attempt == 2), "wakeup_ms"].tolist() == [5000] * 2
+    final = staging.commit(_manifest("run-1"))
+    assert final == runs / "run-1" and not staging.path.exists()
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert manifest["schema_version"] == MANIFEST_SCHEMA_VERSION
+    assert manifest["files"]["events"] == ["events/v.parquet", "events/w.parquet"]
+
+
+def test_an_existing_archive_is_never_overwritten(tmp_path: Path):
+    runs = tmp_path / "runs"
+    (runs / "run-1").mkdir(parents=True)
+    (runs / "run-1" / "keep.txt").write_text("data")
+    with pytest.raises(HarnessError, match="already exists"):
+        ArchiveStaging(runs, "run-1")
+    assert (runs / "run-1" / "keep.txt").read_text() == "data"
+
+
+def test_archive_appearing_during_the_run_keeps_both(tmp_path: Path):
+    runs = tmp_path / "runs"
+    staging = ArchiveStaging(runs, "run-2")
+    (runs / "run-2").mkdir()
+    with pytest.raises(HarnessError, match="appeared while"):
+        staging.commit(_manifest("run-2"))
+    assert staging.path.exists() and (staging.path / "manifest.json").exists()

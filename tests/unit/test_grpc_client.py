@@ -1,0 +1,32 @@
+"""The one private attribute the harness reads from rocketmq-python-client: the store timestamp."""
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.v5.model import Message
+from rocketmq.v5.util import Misc
+
+from harness.client.grpc import store_timestamp_ms
+
+
+def _decoded(store_s: int, store_nanos: int) -> Message:
+    m = pb.Message()
+    m.topic.name = "T"
+    m.body = b'{"x":1}'
+    m.system_properties.message_id = "01AB"
+    m.system_properties.body_encoding = pb.Encoding.IDENTITY
+    m.system_properties.body_digest.type = pb.DigestType.CRC32
+    m.system_properties.body_digest.checksum = Misc.crc32_checksum(m.body)
+    m.system_properties.born_timestamp.seconds = store_s - 1
+    m.system_properties.store_timestamp.seconds = store_s
+    m.system_properties.store_timestamp.nanos = store_nanos
+    m.system_properties.delivery_attempt = 2
+    return Message().fromProtobuf(m)
+
+
+def test_store_timestamp_is_read_in_ms_from_the_clients_decoded_message():
+    msg = _decoded(1_795_327_650, 162_000_000)
+    assert store_timestamp_ms(msg) == 1_795_327_650_162
+    assert msg.delivery_attempt == 2 and msg.born_timestamp == 1_795_327_649_000
+
+
+def test_missing_store_timestamp_is_none():
+    assert store_timestamp_ms(object()) is None

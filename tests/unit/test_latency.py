@@ -1,0 +1,84 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.latency import derive, summarize
+
+MS = 1_000_000  # ns
+
+
+def _ev(kind, ledger, attempt=1, t_ms=0, store_ms=None, invisible_ms=None, variant="v", group="G"):
+    return {"run_id": "r", "variant": variant, "scenario": "s", "kind": kind, "group": group, "ledger_id": ledger,
+            "delivery_attempt": attempt, "t_client_ns": t_ms * MS, "store_ts_ms": store_ms,
+            "invisible_ms": invisible_ms}
+
+
+def test_wakeup_and_redelivery_of_a_nacked_message():
+    ev = pd.DataFrame([
+        _ev("sent", "a", t_ms=0),
+        _ev("received", "a", 1, t_ms=10, store_ms=5),
+        _ev("nacked", "a", 1, t_ms=20, invisible_ms=1000),
+        _ev("received", "a", 2, t_ms=18_000, store_ms=3_500),  # retry copy stored at 3.5 s, seen at 18 s
+        _ev("acked", "a", 2, t_ms=18_001),
+    ])
+    d = derive(ev)
+    retry = d[(d.kind == "received") & (d.delivery_attempt == 2)].iloc[0]
+    assert retry.wakeup_ms == pytest.approx(14_500)
+    assert retry.redelivery_ms == pytest.approx(18_000 - (20 + 1000))
+    first = d[(d.kind == "received") & (d.delivery_attempt == 1)].iloc[0]
+    assert np.isnan(first.wakeup_ms) and np.isnan(first.redelivery_ms)  # only retries are measured
+
+
+def test_lapse_uses_receive_time_plus_invisible_time():
+    ev = pd.DataFrame([
+        _ev("received", "a", 1, t_ms=100, store_ms=90),
+        _ev("nacked", "a", 1, t_ms=100, invisible_ms=15_000),
+        _ev("received", "a", 2, t_ms=17_600, store_ms=17_590),
+    ])
+    d = derive(ev)
+    assert d.loc[2, "redelivery_ms"] == pytest.approx(17_600 - 15_100)
+    assert d.loc[2, "wakeup_ms"] == pytest.approx(10)
+
+
+def test_latest_nack_wins_and_variants_and_groups_do_not_mix():
+    ev = pd.DataFrame([
+        _ev("nacked", "a", 1, t_ms=0, invisible_ms=1000),
+        _ev("nacked", "a", 1, t_ms=500, invisible_ms=1000),  # a duplicate delivery nacked again
+        _ev("nacked", "a", 1, t_ms=0, invisible_ms=9000, variant="w"),
+        _ev("nacked", "a", 1, t_ms=0, invisible_ms=7000, group="H"),
+        _ev("received", "a", 2, t_ms=4000, store_ms=3990),
+        _ev("received", "a", 2, t_ms=4000, store_ms=3990, variant="w"),
+    ])
+    d = derive(ev)
+    assert d.loc[4, "redelivery_ms"] == pytest.approx(4000 - 1500)
+    assert d.loc[5, "redelivery_ms"] == pytest.approx(4000 - 9000)
+
+
+def test_retry_without_a_seen_nack_has_no_redelivery():
+    d = derive(pd.DataFrame([_ev("received", "a", 3, t_ms=50, store_ms=40)]))
+    assert d.loc[0, "wakeup_ms"] == pytest.approx(10) and np.isnan(d.loc[0, "redelivery_ms"])
+
+
+def test_summary_counts_ledger_and_quantiles():
+    rows = [_ev("sent", x) for x in "abcd"]
+    wakeups = [100, 200, 300]
+    for i, (x, w) in enumerate(zip("abc", wakeups, strict=True)):
+        rows += [_ev("received", x, 1, t_ms=1, store_ms=1), _ev("nacked", x, 1, t_ms=1, invisible_ms=0),
+                 _ev("received", x, 2, t_ms=1000 + w, store_ms=1000), _ev("acked", x, 2, t_ms=2000 + i)]
+    rows += [_ev("received", "c", 2, t_ms=5000, store_ms=4000)]  # duplicate delivery of c's attempt 2
+    rows += [_ev("empty_poll", None), _ev("error", None)]
+    [s] = summarize(derive(pd.DataFrame(rows)))
+    assert (s["sent"], s["deliveries"], s["retry_deliveries"], s["acks"], s["nacks"]) == (4, 7, 4, 3, 3)
+    assert (s["empty_polls"], s["errors"]) == (1, 1)
+    assert s["ledger"] == {"sent": 4, "received": 3, "acked": 3, "never_received": 1, "unknown_received": 0,
+                           "duplicate_deliveries": 1}
+    all_wakeups = [100, 200, 300, 1000]
+    assert s["wakeup_ms"]["n"] == 4
+    assert s["wakeup_ms"]["p50"] == pytest.approx(np.quantile(all_wakeups, 0.5))
+    assert s["wakeup_ms"]["p90"] == pytest.approx(np.quantile(all_wakeups, 0.9))
+    assert s["wakeup_ms"]["max"] == 1000
+
+
+def test_summary_of_no_retries_has_empty_distributions():
+    [s] = summarize(derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)])))
+    assert s["wakeup_ms"] == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}

@@ -1,0 +1,88 @@
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.scenario import load_scenario, parse_scenario
+
+BASE = {
+    "name": "s",
+    "topics": [{"name": "T"}],
+    "groups": [{"name": "G", "topic": "T"}],
+    "produce": {"pattern": "burst", "count": 4},
+}
+
+
+def _with(**changes):
+    doc = {**BASE}
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = doc
+        for p in path:
+            node[p] = dict(node.get(p, {}))
+            node = node[p]
+        node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize("name", ["burst", "steady"])
+def test_shipped_scenarios_load(name):
+    s = load_scenario(name)
+    assert s.name == name and s.protocol == "grpc" and s.retry_topic == "v1"
+    assert s.consume.invisible_s >= 10 and 5 <= s.consume.long_poll_s <= 20
+    assert s.broker_overrides() == {"enableRetryTopicV2": False}
+
+
+def test_burst_is_the_seed_case():
+    s = load_scenario("burst")
+    assert s.produce.pattern == "burst" and s.produce.count == 32
+    assert s.nack.attempts == [1] and s.nack.how == "change_invisible"
+
+
+@pytest.mark.parametrize(
+    "doc, needle",
+    [
+        (_with(colour="red"), "colour: unknown field"),
+        (_with(consume__invisible_s=5), "consume.invisible_s: 5 under the gRPC proxy's minimum of 10 s"),
+        (_with(consume__long_poll_s=30), "consume.long_poll_s: 30 outside the gRPC proxy's range 5..20 s"),
+        (_with(consume__long_poll_s=2), "range 5..20 s"),
+        (_with(produce__count=-1), "produce.count: Input should be greater than or equal to 0"),
+        (_with(produce__pattern="sine"), "produce.pattern"),
+        (_with(groups=[{"name": "G", "topic": "Other"}]), "groups.0.topic: 'Other' is not one of topics (T)"),
+        (_with(groups=[{"name": "G", "topic": "T", "consumers": 0}]), "groups.0.consumers"),
+        (_with(nack__attempts=[0]), "nack.attempts.0"),
+        (_with(nack__how="drop"), "nack.how"),
+        (_with(topics=[{"name": "A+B"}]), "topics.0.name"),
+        (_with(protocol="remoting"), "protocol"),
+        (_with(workers=0), "workers"),
+    ],
+)
+def test_bad_scenarios_name_the_field(doc, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_scenario(doc, "x.yaml")
+    assert str(e.value).startswith("x.yaml: ")
+    assert needle in str(e.value)
+    assert "\n" not in str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_v2_retry_topics_set_the_broker():
+    assert parse_scenario(_with(retry_topic="v2")).broker_overrides() == {"enableRetryTopicV2": True}
+
+
+def test_missing_file_lists_builtins(tmp_path: Path):
+    with pytest.raises(ConfigError, match="built-in scenarios: burst, steady"):
+        load_scenario(str(tmp_path / "none.yaml"))
+
+
+def test_cli_rejects_bad_scenario_before_starting_anything(tmp_path: Path, capsys):
+    from harness.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\ntopics: [{name: T}]\ngroups: [{name: G, topic: T}]\n"
+                   "produce: {pattern: burst}\nconsume: {invisible_s: 3}\n")
+    runs = tmp_path / "runs"
+    assert main(["run", "--scenario", str(bad), "--runs-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "consume.invisible_s" in err and "minimum of 10 s" in err
+    assert not runs.exists()  # nothing started, nothing written
