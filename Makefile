@@ -44,10 +44,11 @@ lint: python
 test: setup lint
 	$(BIN)/pytest
 
-# The burst scenario against the variants side by side; the archive lands in runs/.
+# The burst scenario against the variants side by side (archive in runs/), then the Spark comparison
+# of the second variant against the first (report in reports/).
 SCENARIO ?= burst
 run: setup
-	$(HARNESS) run $(VARIANT_FLAGS) --scenario $(SCENARIO)
+	$(HARNESS) run $(VARIANT_FLAGS) --scenario $(SCENARIO) --compare
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_brokers

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from harness import __version__
 from harness.backends.base import Endpoints
-from harness.errors import EXIT_USAGE, HarnessError
+from harness.errors import EXIT_USAGE, ConfigError, HarnessError
 from harness.paths import state_dir
 from harness.variants import load_variants, select
 
@@ -51,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
     run.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
+    run.add_argument("--compare", action="store_true",
+                     help="afterwards compare the second variant (candidate) against the first (baseline)")
+
+    cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
+    from spark.jobs.compare import parser as compare_parser
+
+    for action in compare_parser()._actions:
+        if action.dest != "help":
+            cmp_._add_action(action)
     return p
 
 
@@ -150,7 +159,44 @@ def _run(args: argparse.Namespace) -> int:
                      on_tick=on_tick).execute()
     print_summary(result.summary)
     console.print(f"run archive: {result.archive}")
-    return 0
+    if not args.compare:
+        return 0
+    if len(variants) < 2:
+        raise ConfigError("--compare needs two variants: --variant BASELINE --variant CANDIDATE")
+    cmp_args = _compare_defaults([str(result.archive)], variants[0].name, variants[1].name)
+    return _compare(cmp_args)
+
+
+def _compare_defaults(archives: list[str], baseline: str, candidate: str) -> argparse.Namespace:
+    from spark.jobs.compare import parser as compare_parser
+
+    return compare_parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate])
+
+
+def print_comparison(summary: dict) -> None:
+    t = Table(title=f"{summary['candidate']} against {summary['baseline']}")
+    for col in ("scenario", "metric", "baseline p50", "candidate p50", "ratio", "95% CI", "p-value", "n", "verdict"):
+        t.add_column(col, justify="left" if col in ("scenario", "metric", "verdict") else "right")
+    for c in summary["comparisons"]:
+        ci = f"{c['ci95'][0]:.3g}-{c['ci95'][1]:.3g}" if c["ci95"] else "-"
+        ratio = f"{c['ratio_of_medians']:.3g}" if c["ratio_of_medians"] is not None else "-"
+        p = f"{c['p_value']:.2g}" if c["p_value"] is not None else "-"
+        colour = {"improvement": "green", "regression": "red"}.get(c["verdict"], "white")
+        t.add_row(c["scenario"], c["metric"], _fmt_ms(c["median_baseline"]), _fmt_ms(c["median_candidate"]), ratio,
+                  ci, p, f"{c['n_baseline']}/{c['n_candidate']}", f"[{colour}]{c['verdict']}[/] ({c['reason']})")
+    console.print(t)
+    colour = {"improvement": "green", "regression": "red"}.get(summary["verdict"], "yellow")
+    console.print(f"verdict: [bold {colour}]{summary['verdict']}[/]   rule: {summary['rule']['text']}")
+    console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from spark.jobs.compare import EXIT_REGRESSION, run
+
+    with console.status("comparing on Spark ..."):
+        summary = run(args, warn=lambda s: err_console.print(f"[yellow]warning:[/] {s}"))
+    print_comparison(summary)
+    return EXIT_REGRESSION if args.fail_on_regression and summary["verdict"] == "regression" else 0
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -166,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _brokers(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "compare":
+            return _compare(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(f"[red]error:[/] {e}", soft_wrap=True)

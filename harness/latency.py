@@ -18,7 +18,7 @@ QUANTILES = (0.5, 0.9, 0.99)
 
 def derive(events: pd.DataFrame) -> pd.DataFrame:
     """Return a copy with ``wakeup_ms`` and ``redelivery_ms`` filled on retry deliveries."""
-    ev = events.copy()
+    ev = events.reset_index(drop=True)
     ev["wakeup_ms"] = np.nan
     ev["redelivery_ms"] = np.nan
     retry = (ev["kind"] == "received") & (ev["delivery_attempt"] > 1)
@@ -26,7 +26,8 @@ def derive(events: pd.DataFrame) -> pd.DataFrame:
     has_store = retry & ev["store_ts_ms"].notna()
     ev.loc[has_store, "wakeup_ms"] = recv_ms[has_store] - ev.loc[has_store, "store_ts_ms"]
 
-    keys = ["variant", "group", "ledger_id"]
+    # Ledger ids are unique within a run only.
+    keys = [k for k in ("run_id", "scenario", "variant", "group", "ledger_id") if k in ev.columns]
     nacks = ev.loc[ev["kind"] == "nacked", [*keys, "delivery_attempt", "t_client_ns", "invisible_ms"]].copy()
     if nacks.empty or not retry.any():
         return ev
@@ -50,6 +51,11 @@ def _dist(values: pd.Series) -> dict[str, float | int | None]:
     return out
 
 
+def _ledger_ids(ev: pd.DataFrame, kind: str) -> set[tuple[str, str]]:
+    rows = ev.loc[ev["kind"] == kind, ["run_id", "ledger_id"]]
+    return set(zip(rows["run_id"], rows["ledger_id"], strict=True))
+
+
 def summarize(events: pd.DataFrame) -> list[dict]:
     """Per (scenario, variant): counts, the ledger, and wakeup / redelivery distributions (ms).
 
@@ -58,9 +64,7 @@ def summarize(events: pd.DataFrame) -> list[dict]:
     out = []
     for (scenario, variant), ev in events.groupby(["scenario", "variant"], sort=True):
         kinds = ev["kind"].value_counts()
-        sent_ids = set(ev.loc[ev["kind"] == "sent", "ledger_id"])
-        received_ids = set(ev.loc[ev["kind"] == "received", "ledger_id"])
-        acked_ids = set(ev.loc[ev["kind"] == "acked", "ledger_id"])
+        sent_ids, received_ids, acked_ids = (_ledger_ids(ev, k) for k in ("sent", "received", "acked"))
         recv = ev[ev["kind"] == "received"]
         out.append({
             "scenario": scenario,
@@ -78,7 +82,7 @@ def summarize(events: pd.DataFrame) -> list[dict]:
                 "acked": len(sent_ids & acked_ids),
                 "never_received": len(sent_ids - received_ids),
                 "unknown_received": len(received_ids - sent_ids),
-                "duplicate_deliveries": int(recv.duplicated(["ledger_id", "delivery_attempt"]).sum()),
+                "duplicate_deliveries": int(recv.duplicated(["run_id", "ledger_id", "delivery_attempt"]).sum()),
             },
             "wakeup_ms": _dist(ev["wakeup_ms"]),
             "redelivery_ms": _dist(ev["redelivery_ms"]),

@@ -1,0 +1,1 @@
+"""Post-processing of run archives on Spark: read (io), analyse (analysis), compare, report."""

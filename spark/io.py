@@ -1,0 +1,131 @@
+"""Run archives -> one events DataFrame (plus their manifests), with every bad input named in one line.
+
+Local paths are checked file by file before Spark touches them (manifest JSON, schema versions,
+Parquet footers), so a broken archive is reported by name rather than by a JVM stack trace. Paths with
+a scheme (s3a://, hdfs://, file://) are read through Spark with the user's Hadoop configuration.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
+from harness.errors import ConfigError
+from harness.events import COLUMNS, EVENT_SCHEMA_VERSION
+
+KNOWN_MANIFEST_VERSIONS = {MANIFEST_SCHEMA_VERSION}
+KNOWN_EVENT_VERSIONS = {EVENT_SCHEMA_VERSION}
+
+
+class ArchiveError(ConfigError):
+    """An archive that cannot be read, naming the file."""
+
+
+@dataclass(frozen=True)
+class Archive:
+    path: str
+    manifest: dict
+    event_files: list[str]
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def variants(self) -> list[str]:
+        return [v["name"] for v in self.manifest.get("variants", [])]
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _check_manifest(manifest: object, where: str) -> dict:
+    if not isinstance(manifest, dict):
+        raise ArchiveError(f"{where}: not a JSON object")
+    for key in ("schema_version", "event_schema_version", "run_id", "variants"):
+        if key not in manifest:
+            raise ArchiveError(f"{where}: missing {key!r}")
+    if manifest["schema_version"] not in KNOWN_MANIFEST_VERSIONS:
+        raise ArchiveError(f"{where}: manifest schema version {manifest['schema_version']} is unknown to this "
+                           f"build (knows {sorted(KNOWN_MANIFEST_VERSIONS)}); upgrade rmq-pop-harness")
+    if manifest["event_schema_version"] not in KNOWN_EVENT_VERSIONS:
+        raise ArchiveError(f"{where}: event schema version {manifest['event_schema_version']} is unknown to this "
+                           f"build (knows {sorted(KNOWN_EVENT_VERSIONS)}); upgrade rmq-pop-harness")
+    return manifest
+
+
+def inspect_local(path: str) -> Archive:
+    root = Path(path)
+    if not root.is_dir():
+        raise ArchiveError(f"{root}: no such run archive directory")
+    mf = root / MANIFEST
+    try:
+        manifest = json.loads(mf.read_text())
+    except FileNotFoundError:
+        raise ArchiveError(f"{mf}: missing; is {root} a run archive (runs/<run-id>/)?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArchiveError(f"{mf}: corrupt JSON ({e})") from None
+    _check_manifest(manifest, str(mf))
+    files = sorted((root / "events").glob("*.parquet"))
+    if not files:
+        raise ArchiveError(f"{root / 'events'}: no event Parquet files")
+    for f in files:
+        try:
+            names = pq.read_schema(f).names
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a broken file
+            raise ArchiveError(f"{f}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+        missing = [c for c in COLUMNS if c not in names]
+        if missing:
+            raise ArchiveError(f"{f}: missing event column(s) {', '.join(missing)}")
+    return Archive(str(root.resolve()), manifest, [str(f.resolve()) for f in files])
+
+
+def inspect_remote(spark: object, path: str) -> Archive:
+    base = path.rstrip("/")
+    try:
+        text = spark.sparkContext.wholeTextFiles(f"{base}/{MANIFEST}").collect()[0][1]
+        manifest = json.loads(text)
+    except Exception as e:  # noqa: BLE001 - Hadoop and Py4J errors of every kind
+        raise ArchiveError(f"{base}/{MANIFEST}: cannot be read ({str(e).splitlines()[0][:200]})") from None
+    _check_manifest(manifest, f"{base}/{MANIFEST}")
+    return Archive(base, manifest, [f"{base}/events/*.parquet"])
+
+
+def load_archives(
+    paths: Sequence[str],
+    spark: object | None = None,
+    skip_bad: bool = False,
+    warn: Callable[[str], None] = print,
+) -> list[Archive]:
+    out: list[Archive] = []
+    seen: dict[str, str] = {}
+    for p in paths:
+        try:
+            a = inspect_remote(spark, p) if _is_remote(p) else inspect_local(p)
+        except ArchiveError as e:
+            if not skip_bad:
+                raise
+            warn(f"skipped: {e}")
+            continue
+        if a.run_id in seen:
+            raise ArchiveError(f"{p}: run {a.run_id} is also at {seen[a.run_id]}; pass each archive once")
+        seen[a.run_id] = p
+        out.append(a)
+    if not out:
+        raise ArchiveError("no readable run archive among the paths given")
+    return out
+
+
+def read_events(spark: object, archives: Sequence[Archive]) -> object:
+    """All events of ``archives`` as one Spark DataFrame with the event columns."""
+    files = [f for a in archives for f in a.event_files]
+    try:
+        return spark.read.parquet(*files).select(*COLUMNS)
+    except Exception as e:  # noqa: BLE001
+        raise ArchiveError(f"reading events failed: {str(e).splitlines()[0][:300]}") from None

@@ -1,0 +1,71 @@
+"""Generated run archives for Spark tests and benchmarks: raw events with known latencies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from harness.archive.schema import HostInfo, Manifest, VariantInfo
+from harness.archive.writer import ArchiveStaging
+from harness.events import EVENT_SCHEMA_VERSION, write_parquet
+
+MS = 1_000_000
+
+
+def archive(
+    runs: Path,
+    run_id: str,
+    wakeups: dict[str, Callable[[np.random.Generator, int], np.ndarray]],
+    messages: int = 40,
+    scenario: str = "burst",
+    seed: int = 7,
+    empty_polls: int = 3,
+    lost: int = 1,
+) -> Path:
+    """Write ``runs/<run_id>`` with, per variant, ``messages`` sent, each received, nacked (1 s), received
+    again after the sampled wakeup, acked; ``lost`` messages are sent and never received."""
+    rng = np.random.default_rng(seed)
+    staging = ArchiveStaging(runs, run_id)
+    for variant, sampler in wakeups.items():
+        w = sampler(rng, messages)
+        rows = []
+        common = {"run_id": run_id, "variant": variant, "scenario": scenario, "worker": "worker-1",
+                  "consumer": "c1", "protocol": "grpc", "topic": "T", "group": "G"}
+        base_ms = 1_795_000_000_000
+        for i in range(messages + lost):
+            lid = f"worker-1-m{i}"
+            t0 = base_ms + i * 10
+            rows.append({**common, "kind": "sent", "ledger_id": lid, "t_client_ns": t0 * MS, "consumer": "p1"})
+            if i >= messages:
+                continue
+            body = {"ledger_id": lid, "origin_topic": "T", "intended_group": "G"}
+            rows.append({**common, **body, "kind": "received", "delivery_attempt": 1, "t_client_ns": (t0 + 5) * MS,
+                         "store_ts_ms": t0 + 1, "invisible_ms": 15_000})
+            rows.append({**common, **body, "kind": "nacked", "delivery_attempt": 1, "t_client_ns": (t0 + 6) * MS,
+                         "invisible_ms": 1000})
+            store = t0 + 6 + 1000 + 2000  # revived ~2 s after the nack came due
+            recv_ns = int((store + w[i]) * MS)
+            rows.append({**common, **body, "kind": "received", "delivery_attempt": 2, "t_client_ns": recv_ns,
+                         "store_ts_ms": store, "invisible_ms": 15_000})
+            rows.append({**common, **body, "kind": "acked", "delivery_attempt": 2, "t_client_ns": recv_ns + MS})
+        rows += [{**common, "kind": "empty_poll", "t_client_ns": (base_ms + 50_000 + k) * MS}
+                 for k in range(empty_polls)]
+        write_parquet(rows, staging.dir("events") / f"{variant}.parquet")
+    manifest = Manifest(
+        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario={"name": scenario},
+        variants=[VariantInfo(name=v, version="5.3.3") for v in wakeups], harness_version="test",
+        harness_git_sha=None,
+        host=HostInfo(hostname="synth", cpus=2, memory_gib=24, python="3.11", java="17", platform="synth"),
+        started_at="2026-11-22T00:00:00+00:00", ended_at="2026-11-22T00:01:00+00:00", duration_s=60.0,
+    )
+    return staging.commit(manifest)
+
+
+def slow(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.uniform(14_000, 20_000, n)
+
+
+def fast(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.exponential(30, n)
