@@ -53,6 +53,7 @@ run: setup
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_brokers
 	$(BIN)/python -m tests.benchmarks.bench_workload
+	$(BIN)/python -m tests.benchmarks.bench_spark
 
 clean:
 	-$(HARNESS) brokers down

@@ -1,0 +1,100 @@
+"""Benchmark of the Spark comparison on generated archives of 1M and 10M events (local[2]).
+Run by `make bench`; writes bench-results/spark.json. Asserts nothing."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.archive.schema import HostInfo, Manifest, VariantInfo
+from harness.archive.writer import ArchiveStaging
+from harness.events import EVENT_SCHEMA_VERSION, SCHEMA
+
+OUT = Path("bench-results") / "spark.json"
+MS = 1_000_000
+
+
+def _variant_table(run_id: str, variant: str, messages: int, rng: np.random.Generator, slow: bool) -> pa.Table:
+    """Five events per message (sent, received, nacked, received again, acked), built column-wise."""
+    i = np.arange(messages)
+    t0 = 1_795_000_000_000 + i // 10
+    wake = rng.uniform(14_000, 20_000, messages) if slow else rng.exponential(30, messages)
+    store = t0 + 3006
+    t = np.stack([t0 * MS, (t0 + 5) * MS, (t0 + 6) * MS, ((store + wake) * MS).astype(np.int64),
+                  ((store + wake) * MS).astype(np.int64) + MS], axis=1).ravel()
+    kinds = np.tile(np.array(["sent", "received", "nacked", "received", "acked"]), messages)
+    attempt = np.tile(np.array([0, 1, 1, 2, 2], dtype=np.int32), messages)
+    store_col = np.stack([np.zeros(messages), t0 + 1, np.zeros(messages), store, np.zeros(messages)], axis=1).ravel()
+    has_store = np.tile(np.array([False, True, False, True, False]), messages)
+    inv = np.tile(np.array([0, 15_000, 1000, 15_000, 0]), messages)
+    has_inv = np.tile(np.array([False, True, True, True, False]), messages)
+    ledger = np.repeat(np.char.add("worker-1-m", i.astype(str)), 5)
+    n = messages * 5
+    cols = {name: pa.nulls(n, type=SCHEMA.field(name).type) for name in SCHEMA.names}
+    cols.update({
+        "run_id": pa.array(np.full(n, run_id)), "variant": pa.array(np.full(n, variant)),
+        "scenario": pa.array(np.full(n, "burst")), "worker": pa.array(np.full(n, "worker-1")),
+        "protocol": pa.array(np.full(n, "grpc")), "group": pa.array(np.full(n, "G")),
+        "topic": pa.array(np.full(n, "T")), "kind": pa.array(kinds), "ledger_id": pa.array(ledger),
+        "delivery_attempt": pa.array(attempt, mask=attempt == 0), "t_client_ns": pa.array(t),
+        "store_ts_ms": pa.array(store_col.astype(np.int64), mask=~has_store),
+        "invisible_ms": pa.array(inv.astype(np.int64), mask=~has_inv),
+    })
+    return pa.table(cols, schema=SCHEMA)
+
+
+def make_archive(runs: Path, events: int) -> Path:
+    rng = np.random.default_rng(events)
+    run_id = f"bench-{events}"
+    staging = ArchiveStaging(runs, run_id)
+    per_variant = events // 10  # two variants, five events per message
+    for variant, slow in (("unpatched", True), ("patched", False)):
+        pq.write_table(_variant_table(run_id, variant, per_variant, rng, slow),
+                       staging.dir("events") / f"{variant}.parquet")
+    return staging.commit(Manifest(
+        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario={"name": "burst"},
+        variants=[VariantInfo(name="unpatched", version="5.3.3"), VariantInfo(name="patched", version="5.3.3")],
+        harness_version="bench", harness_git_sha=None,
+        host=HostInfo(hostname="bench", cpus=2, memory_gib=24, python="", java="", platform=""),
+        started_at="", ended_at="", duration_s=0.0))
+
+
+def main() -> None:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for events in (1_000_000, 10_000_000):
+            t = time.monotonic()
+            archive = make_archive(Path(tmp) / "runs", events)
+            gen_s = time.monotonic() - t
+            # A child process per size, so its peak RSS (driver JVM is a grandchild) is measured alone.
+            t = time.monotonic()
+            proc = subprocess.run(
+                ["/usr/bin/time", "-v", sys.executable, "-m", "spark.jobs.compare", str(archive), "--baseline",
+                 "unpatched", "--candidate", "patched", "--master", "local[2]", "--out",
+                 str(Path(tmp) / f"report-{events}")],
+                capture_output=True, text=True, check=False)
+            wall = time.monotonic() - t
+            peak_kb = max((int(line.split()[-1]) for line in proc.stderr.splitlines()
+                           if "Maximum resident set size" in line), default=0)
+            results.append({"events": events, "generate_s": round(gen_s, 1), "compare_wall_s": round(wall, 1),
+                            "exit_code": proc.returncode, "peak_rss_mib_largest_process": round(peak_kb / 1024),
+                            "parquet_mb": round(sum(f.stat().st_size for f in (archive / "events").glob("*"))
+                                                / 1e6, 1)})
+            print(results[-1], flush=True)
+    results.append({"note": "peak RSS is of the largest single process in the tree (the Spark driver JVM)",
+                    "self_maxrss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)})
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
