@@ -6,12 +6,15 @@ BIN := $(VENV)/bin
 HARNESS := $(BIN)/rmq-harness
 STAMP := $(VENV)/.installed
 # Variants `make setup` pre-fetches and `make run` starts.
-VARIANTS ?= unpatched upstream-5.4.0
+VARIANTS ?= unpatched patched
 VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
 
-.PHONY: setup system-packages python jars test lint run bench clean
+AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/pop-wakeup-probe.jar
+AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-setup: system-packages python jars
+.PHONY: setup system-packages python jars agents test test-agents lint run bench clean
+
+setup: system-packages python jars agents
 
 # Java 17, Maven, util-linux's setpriv and Prometheus (promtool) from Debian, only when missing.
 system-packages:
@@ -38,14 +41,24 @@ $(STAMP): pyproject.toml
 jars: python
 	$(HARNESS) brokers fetch $(VARIANT_FLAGS)
 
+# The broker patch agents (Maven, ByteBuddy from Maven Central); `make test` runs their JUnit tests.
+agents: $(AGENT_JARS)
+
+$(AGENT_JARS) &: $(AGENT_SOURCES)
+	mvn -B -q -f broker-patches/pom.xml package -DskipTests
+	touch $(AGENT_JARS)
+
+test-agents:
+	set -o pipefail; mvn -B -f broker-patches/pom.xml test | grep -E "Tests run:|FAIL|ERROR|BUILD"
+
 lint: python
 	$(BIN)/ruff check .
 
-test: setup lint
+test: setup lint test-agents
 	$(BIN)/pytest
 
-# The burst scenario against the variants side by side (archive in runs/), then the Spark comparison
-# of the second variant against the first (report in reports/).
+# The burst scenario against unpatched 5.3.3 and 5.3.3 + the wakeup fix agent side by side (archive in
+# runs/), then the Spark comparison of the second variant against the first (report in reports/).
 SCENARIO ?= burst
 run: setup
 	$(HARNESS) run $(VARIANT_FLAGS) --scenario $(SCENARIO) --compare
@@ -57,4 +70,4 @@ bench: setup
 
 clean:
 	-$(HARNESS) brokers down
-	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info broker-patches/target

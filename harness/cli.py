@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
     run.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
     run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
+    run.add_argument("--probe", action="store_true",
+                     help="mount the pop-wakeup-probe agent on every variant and archive its counters")
     run.add_argument("--compare", action="store_true",
                      help="afterwards compare the second variant (candidate) against the first (baseline)")
 
@@ -131,6 +133,22 @@ def print_summary(summary: Sequence[dict]) -> None:
     console.print(t)
 
 
+def print_probes(probes: dict[str, list[dict]]) -> None:
+    """Wakeups seen by the broker-side probe, per variant, group and cause."""
+    t = Table(title="pop long-poll wakeups seen inside the broker (pop-wakeup-probe)")
+    for col in ("variant", "group", "cause", "wakeups", "found nothing, re-suspended"):
+        t.add_column(col, justify="right" if col in ("wakeups", "found nothing, re-suspended") else "left")
+    for variant, samples in probes.items():
+        rows: dict[tuple[str, str], list[float]] = {}
+        for s in samples:
+            if s["name"] in ("rmq_probe_pop_wakeups_total", "rmq_probe_pop_empty_wakeups_total"):
+                cell = rows.setdefault((s["group"], s["cause"]), [0.0, 0.0])
+                cell[0 if s["name"] == "rmq_probe_pop_wakeups_total" else 1] += s["value"]
+        for (group, cause), (woken, empty) in sorted(rows.items()):
+            t.add_row(variant, group, cause, f"{woken:.0f}", f"{empty:.0f}")
+    console.print(t)
+
+
 def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -156,8 +174,10 @@ def _run(args: argparse.Namespace) -> int:
 
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
-                     on_tick=on_tick).execute()
+                     on_tick=on_tick, probe=args.probe).execute()
     print_summary(result.summary)
+    if result.probes:
+        print_probes(result.probes)
     console.print(f"run archive: {result.archive}")
     if not args.compare:
         return 0

@@ -29,7 +29,7 @@ from harness import __version__
 from harness.archive.schema import AgentInfo, HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.backends.base import Endpoints
-from harness.backends.local import LocalBackend, process
+from harness.backends.local import LocalBackend, config, process
 from harness.backends.local.launcher import find_java
 from harness.client import remoting
 from harness.errors import HarnessError
@@ -144,6 +144,7 @@ class RunResult:
     archive: Path
     summary: list[dict]
     events: pd.DataFrame
+    probes: dict[str, list[dict]] = field(default_factory=dict)  # variant -> probe counter samples
 
 
 class Run:
@@ -154,11 +155,14 @@ class Run:
         runs_dir: Path,
         log: Callable[[str], None] = print,
         on_tick: Callable[[float, dict[str, Progress]], None] | None = None,
+        probe: bool = False,
     ) -> None:
         self.scenario = scenario
         # The scenario decides retry-topic naming for every variant it runs against.
         self.variants = [v.model_copy(update={"broker": {**v.broker, **scenario.broker_overrides()}})
                          for v in variants]
+        if probe:
+            self.variants = [config.with_probe(v) for v in self.variants]
         self.runs_dir = runs_dir.expanduser().resolve()
         self.log = log
         self.on_tick = on_tick
@@ -180,6 +184,7 @@ class Run:
                 self.groups.append(self._start_locust(ep, staging))
             self._follow()
             self._check_workers()
+            probes = self._collect_probes(endpoints, staging)
         except BaseException:
             self._stop_locust()
             backend.down()
@@ -204,10 +209,11 @@ class Run:
             ended_at=dt.datetime.now(dt.UTC).isoformat(),
             duration_s=round(time.monotonic() - t0, 1),
             summary=summary,
+            probe=probes,
         )
         archive = staging.commit(manifest)
         shutil.rmtree(self.work, ignore_errors=True)
-        return RunResult(archive, summary, merged)
+        return RunResult(archive, summary, merged, probes)
 
     # --- steps ---------------------------------------------------------------------------------
 
@@ -278,6 +284,25 @@ class Run:
                     f"{g.variant}: {', '.join(missing)} wrote no events (exit codes {g.exit_codes}); "
                     f"see {g.logs}/locust-{missing[0]}.log"
                 )
+
+    def _collect_probes(self, endpoints: Sequence[Endpoints], staging: ArchiveStaging) -> dict[str, list[dict]]:
+        """Save each mounted wakeup probe's counters (before the brokers stop) as probe/<variant>.prom."""
+        out = {}
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        for ep in endpoints:
+            if not ep.probe:
+                continue
+            try:
+                text = opener.open(ep.probe, timeout=5).read().decode()
+            except OSError as e:
+                self.log(f"{ep.variant}: wakeup probe at {ep.probe} did not answer ({e})")
+                continue
+            (staging.dir("probe") / f"{ep.variant}.prom").write_text(text)
+            out[ep.variant] = [
+                {"name": s.name, **s.labels, "value": s.value}
+                for fam in text_string_to_metric_families(text) for s in fam.samples
+            ]
+        return out
 
     def _stop_locust(self) -> None:
         for g in self.groups:

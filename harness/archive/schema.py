@@ -52,3 +52,5 @@ class Manifest(BaseModel):
     faults: list[dict[str, Any]] = Field(default_factory=list)
     files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
     summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.latency.summarize at write time
+    # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).
+    probe: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)

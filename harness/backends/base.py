@@ -25,6 +25,7 @@ class Endpoints:
     broker: str  # the broker's own remoting port (admin requests: topics, groups)
     namesrv: str
     metrics: str  # the broker's Prometheus exporter, http://host:port/metrics
+    probe: str = ""  # the pop-wakeup-probe agent's exporter, when mounted
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)

@@ -24,6 +24,7 @@ from harness.workload.gevent_bridge import call, ensure_threads
 
 PROTOCOL = "grpc"
 BURST_CONCURRENCY = 64
+ANY_GROUP = "*"
 
 
 @dataclass
@@ -77,8 +78,9 @@ class ProducerUser(User):
         self.ctx = ctx
         self.rmq = rmq
         self.topic = ctx.scenario.produce_topic
-        # The group each message is meant for: the first group subscribed to the topic.
-        self.intended = next((g.name for g in ctx.scenario.groups if g.topic == self.topic), "")
+        # The group each message is meant for; "*" when several groups subscribe to the topic.
+        subscribed = [g.name for g in ctx.scenario.groups if g.topic == self.topic]
+        self.intended = subscribed[0] if len(subscribed) == 1 else ANY_GROUP
         self.client_id = ctx.next_id("producer")
         cfg = rmq.ClientConfiguration(ctx.endpoint, rmq.Credentials(), request_timeout=10)
         self.producer = rmq.Producer(cfg, (self.topic,))
@@ -196,7 +198,7 @@ class PopConsumerUser(User):
                        origin_topic=body.origin_topic if body else None,
                        intended_group=body.group if body else None, **common)
         ctx.metrics.deliveries.labels(**labels).inc()
-        if body and (body.origin_topic != g.topic or body.group != g.name):
+        if body and (body.origin_topic != g.topic or body.group not in (g.name, ANY_GROUP)):
             ctx.metrics.cross_topic.labels(**labels).inc()
         if (g.name, ledger_id) in ctx.acked:
             ctx.metrics.duplicates.labels(**labels).inc()

@@ -160,6 +160,30 @@ def _jvm(role: str, java: str, dist: Distribution, home: Path, dirs: VariantDirs
     return argv
 
 
+PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
+WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
+PROBE_OPTIONS = "port={probe_port}"
+
+
+def agent_options(options: str, ports: VariantPorts) -> str:
+    """Agent argument strings may name the variant's ports: {probe_port}, {metrics_port}."""
+    return options.replace("{probe_port}", str(ports.probe)).replace("{metrics_port}", str(ports.metrics))
+
+
+def mounts_probe(variant: Variant) -> bool:
+    return any(Path(a.jar).name == Path(PROBE_JAR).name for a in variant.agents)
+
+
+def with_probe(variant: Variant) -> Variant:
+    """The variant with the wakeup probe mounted last (its advice then wraps any patch's)."""
+    if mounts_probe(variant):
+        return variant
+    from harness.variants import JavaAgent
+
+    agents = [*variant.agents, JavaAgent(jar=PROBE_JAR, options=PROBE_OPTIONS)]
+    return variant.model_copy(update={"agents": agents})
+
+
 def namesrv_command(java: str, dist: Distribution, dirs: VariantDirs, conf: Path, token: str) -> list[str]:
     return [
         *_jvm("namesrv", java, dist, dirs.namesrv_home, dirs, token),
@@ -177,7 +201,8 @@ def proxy_command(
     token: str,
 ) -> list[str]:
     agents = [
-        f"-javaagent:{a.path()}" + (f"={a.options}" if a.options else "") for a in variant.agents
+        f"-javaagent:{a.path()}" + (f"={agent_options(a.options, ports)}" if a.options else "")
+        for a in variant.agents
     ]
     return [
         *_jvm("proxy", java, dist, dirs.proxy_home, dirs, token),

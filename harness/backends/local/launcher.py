@@ -71,6 +71,7 @@ class LocalVariant:
     token: str
     pids: dict[str, int]
     started_at: float
+    probe: bool = False
 
     @property
     def endpoints(self) -> Endpoints:
@@ -83,6 +84,7 @@ class LocalVariant:
             broker=f"{lo}:{self.ports.broker}",
             namesrv=f"{lo}:{self.ports.namesrv}",
             metrics=f"http://{lo}:{self.ports.metrics}/metrics",
+            probe=f"http://{lo}:{self.ports.probe}/metrics" if self.probe else "",
         )
 
     def save(self) -> None:
@@ -93,6 +95,7 @@ class LocalVariant:
             "token": self.token,
             "pids": self.pids,
             "started_at": self.started_at,
+            "probe": self.probe,
         }
         tmp = self.dirs.root / f".{STATE_FILE}.tmp"
         tmp.write_text(json.dumps(state, indent=2))
@@ -109,6 +112,7 @@ class LocalVariant:
             token=s["token"],
             pids={k: int(v) for k, v in s["pids"].items()},
             started_at=s["started_at"],
+            probe=s.get("probe", False),
         )
 
     def alive(self) -> dict[str, bool]:
@@ -258,6 +262,7 @@ class LocalBackend:
             token=f"{self.token_prefix}{v.name}/{uuid.uuid4().hex[:8]}",
             pids={},
             started_at=time.time(),
+            probe=config.mounts_probe(v),
         )
         commands = {
             "namesrv": config.namesrv_command(java, dist, dirs, files["namesrv"], lv.token),

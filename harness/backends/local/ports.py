@@ -2,8 +2,8 @@
 
 Each variant gets a slot of 100 ports and keeps RocketMQ's familiar last digits inside it
 (name server ..76, broker ..11 with ..09 and ..12 beside it, proxy remoting ..80, gRPC ..81, broker
-metrics ..57), so `ss -ltnp` output reads at a glance. Slots sit below the kernel's ephemeral range so
-outgoing connections never take them.
+metrics ..57, wakeup probe ..58), so `ss -ltnp` output reads at a glance. Slots sit below the kernel's
+ephemeral range so outgoing connections never take them.
 """
 
 from __future__ import annotations
@@ -28,13 +28,15 @@ class VariantPorts:
     proxy_remoting: int
     grpc: int
     metrics: int
+    probe: int = 0  # the pop-wakeup-probe agent's exporter, when a variant mounts it
 
     @classmethod
     def for_slot(cls, slot: int, base: int = BASE_PORT) -> VariantPorts:
         if not 0 <= slot < MAX_SLOTS:
             raise ValueError(f"slot {slot} out of range 0..{MAX_SLOTS - 1}")
         b = base + slot * SLOT_SIZE
-        return cls(slot, namesrv=b + 76, broker=b + 11, proxy_remoting=b + 80, grpc=b + 81, metrics=b + 57)
+        return cls(slot, namesrv=b + 76, broker=b + 11, proxy_remoting=b + 80, grpc=b + 81, metrics=b + 57,
+                   probe=b + 58)
 
     def all(self) -> dict[str, int]:
         """Every port the variant's processes listen on, by role."""
@@ -46,6 +48,7 @@ class VariantPorts:
             "proxy remoting": self.proxy_remoting,
             "gRPC": self.grpc,
             "broker metrics": self.metrics,
+            "wakeup probe": self.probe,
         }
 
     def as_dict(self) -> dict[str, int]:

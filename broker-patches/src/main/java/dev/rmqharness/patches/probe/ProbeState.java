@@ -1,0 +1,81 @@
+package dev.rmqharness.patches.probe;
+
+import dev.rmqharness.patches.common.Reflect;
+import dev.rmqharness.patches.common.RetryTopics;
+import java.util.Collections;
+import java.util.Map;
+import java.util.WeakHashMap;
+
+/** What the probe has seen, keyed by the pop request's command object (weakly: no leak). */
+public final class ProbeState {
+    static final Counters WAKEUPS = new Counters("rmq_probe_pop_wakeups_total",
+        "Suspended pop requests woken, by cause (retry_owner, retry_other, message, lag_callback, timeout, other).",
+        "topic", "group", "cause");
+    static final Counters EMPTY_WAKEUPS = new Counters("rmq_probe_pop_empty_wakeups_total",
+        "Woken pop requests that found nothing and were suspended again, by the cause of the wakeup.",
+        "topic", "group", "cause");
+    static final Counters SUSPENDS = new Counters("rmq_probe_pop_suspends_total",
+        "Pop requests suspended in a long poll (new or re-suspended).", "topic", "group");
+
+    private static final Map<Object, String[]> POLLER = Collections.synchronizedMap(new WeakHashMap<>());
+    private static final Map<Object, String> WOKEN_BY = Collections.synchronizedMap(new WeakHashMap<>());
+
+    private ProbeState() {
+    }
+
+    public static void onPollingStart(Object command, Object header) {
+        if (command == null || header == null) {
+            return;
+        }
+        Object topic = Reflect.get(header, "getTopic");
+        Object group = Reflect.get(header, "getConsumerGroup");
+        POLLER.put(command, new String[] {String.valueOf(topic), String.valueOf(group)});
+    }
+
+    public static void onPollingResult(Object command, Object result) {
+        if (command == null || result == null || !"POLLING_SUC".equals(result.toString())) {
+            return;
+        }
+        String[] tg = POLLER.get(command);
+        if (tg == null) {
+            return;
+        }
+        SUSPENDS.inc(tg[0], tg[1]);
+        String cause = WOKEN_BY.remove(command);
+        if (cause != null) {
+            EMPTY_WAKEUPS.inc(tg[0], tg[1], cause);
+        }
+    }
+
+    public static void onWakeUp(Object popRequest, boolean woke) {
+        if (!woke || popRequest == null) {
+            return;
+        }
+        Object command = Reflect.get(popRequest, "getRemotingCommand");
+        String[] tg = command == null ? null : POLLER.get(command);
+        String topic = tg == null ? "unknown" : tg[0];
+        String group = tg == null ? "unknown" : tg[1];
+        String cause = cause(topic, group);
+        WAKEUPS.inc(topic, group, cause);
+        if (command != null) {
+            WOKEN_BY.put(command, cause);
+        }
+    }
+
+    static String cause(String topic, String group) {
+        String[] ctx = WakeContext.current();
+        if (ctx != null) {
+            if (WakeContext.RETRY.equals(ctx[0])) {
+                return RetryTopics.isRetry(ctx[1])
+                    ? (RetryTopics.isOwner(ctx[1], topic, group) ? "retry_owner" : "retry_other")
+                    : WakeContext.MESSAGE; // a plain topic passes through the retry-aware entry point too
+            }
+            return ctx[0];
+        }
+        return Thread.currentThread().getName().startsWith("PopLongPollingService") ? "timeout" : "other";
+    }
+
+    static String render() {
+        return WAKEUPS.render() + EMPTY_WAKEUPS.render() + SUSPENDS.render();
+    }
+}

@@ -1,0 +1,48 @@
+package dev.rmqharness.patches.probe;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class ProbeTest {
+    @Test
+    void causeFollowsTheNotificationContext() {
+        String[] outer = WakeContext.enter(WakeContext.RETRY, "%RETRY%G1+T");
+        try {
+            assertEquals("retry_owner", ProbeState.cause("T", "G1"));
+            assertEquals("retry_other", ProbeState.cause("T", "G2"));
+            String[] inner = WakeContext.enterIfNone(WakeContext.MESSAGE); // nested plain notify keeps "retry"
+            assertEquals("retry_other", ProbeState.cause("T", "G2"));
+            WakeContext.restore(inner);
+        } finally {
+            WakeContext.restore(outer);
+        }
+        assertNull(WakeContext.current());
+        String[] prev = WakeContext.enterIfNone(WakeContext.CALLBACK);
+        assertEquals("lag_callback", ProbeState.cause("T", "G1"));
+        WakeContext.restore(prev);
+        assertEquals("other", ProbeState.cause("T", "G1"));
+    }
+
+    @Test
+    void countersRenderPrometheusText() {
+        Counters c = new Counters("x_total", "help text", "topic", "group");
+        c.inc("T", "G\"1");
+        c.inc("T", "G\"1");
+        String text = c.render();
+        assertTrue(text.contains("# TYPE x_total counter\n"));
+        assertTrue(text.contains("x_total{topic=\"T\",group=\"G\\\"1\"} 2\n"), text);
+        assertEquals(2, c.get("T", "G\"1"));
+    }
+
+    @Test
+    void agentArguments() {
+        Map<String, String> o = WakeupProbeAgent.parse("port=20058, host=127.0.0.1");
+        assertEquals("20058", o.get("port"));
+        assertEquals("127.0.0.1", o.get("host"));
+        assertTrue(WakeupProbeAgent.parse(null).isEmpty());
+    }
+}
