@@ -48,11 +48,12 @@ public final class RetryWakeup {
             bind(service.getClass());
             List<Target> targets = RetryTopics.resolve(topic, Reflect.pollers(topicCidMap.get(service)));
             for (Target t : targets) {
-                // Pop requests that do not pin a queue (all gRPC pops) wait under queue id -1.
-                notifyOne.invoke(service, t.topic, -1, t.group, false, tagsCode, msgStoreTime, filterBitMap,
+                // Pop requests that do not pin a queue (all gRPC pops) wait under queue id -1. force: the
+                // request's tag filter was written for the original topic, not for the retry copy.
+                notifyOne.invoke(service, t.topic, -1, t.group, true, tagsCode, msgStoreTime, filterBitMap,
                     properties);
                 if (queueId >= 0) {
-                    notifyOne.invoke(service, t.topic, queueId, t.group, false, tagsCode, msgStoreTime,
+                    notifyOne.invoke(service, t.topic, queueId, t.group, true, tagsCode, msgStoreTime,
                         filterBitMap, properties);
                 }
             }

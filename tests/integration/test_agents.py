@@ -1,0 +1,87 @@
+"""The broker patch agents on real 5.3.3 brokers: what the wakeup probe sees with and without the fix.
+
+These assert who gets woken (counts), not how fast: speed lives in benchmarks and closing notes.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.backends.local.config import PROBE_JAR, WAKEUP_FIX_JAR
+from harness.paths import REPO_ROOT
+from harness.run import Run
+from harness.scenario import load_scenario
+from harness.variants import load_variants
+
+RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _agents_built():
+    for jar in (WAKEUP_FIX_JAR, PROBE_JAR):
+        if not (REPO_ROOT / jar).is_file():
+            pytest.fail(f"{jar} missing: run `make setup` (builds broker-patches/)")
+
+
+def _run(tmp_path_factory, scenario: str):
+    runs = tmp_path_factory.mktemp("runs")
+    variants = load_variants()
+    result = Run([variants["unpatched"], variants["patched"]], load_scenario(str(RESOURCES / f"{scenario}.yaml")),
+                 runs, log=lambda s: None, probe=True).execute()
+    return result
+
+
+def _wakeups(result, variant: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for s in result.probes[variant]:
+        if s["name"] == "rmq_probe_pop_wakeups_total":
+            out[s["cause"]] = out.get(s["cause"], 0.0) + s["value"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def v1_burst(tmp_path_factory):
+    return _run(tmp_path_factory, "short-burst")
+
+
+@pytest.fixture(scope="module")
+def v2_four_groups(tmp_path_factory):
+    return _run(tmp_path_factory, "short-fourgroups-v2")
+
+
+def test_v1_retries_wake_nobody_unpatched_and_their_owner_patched(v1_burst):
+    unpatched, patched = _wakeups(v1_burst, "unpatched"), _wakeups(v1_burst, "patched")
+    assert unpatched.get("retry_owner", 0) == 0 and unpatched.get("retry_other", 0) == 0
+    assert unpatched.get("timeout", 0) > 0  # the polls that delivered the retries had to expire
+    assert patched.get("retry_owner", 0) > 0 and patched.get("retry_other", 0) == 0
+
+
+def test_every_message_came_back_on_both(v1_burst):
+    for variant in ("unpatched", "patched"):
+        ev = pd.read_parquet(v1_burst.archive / "events" / f"{variant}.parquet")
+        sent = set(ev.loc[ev.kind == "sent", "ledger_id"])
+        retried = set(ev.loc[(ev.kind == "received") & (ev.delivery_attempt == 2), "ledger_id"])
+        assert len(sent) == 8 and retried == sent, variant
+
+
+def test_patched_broker_runs_the_agent_and_the_archive_says_so(v1_burst):
+    out = (v1_burst.archive / "logs" / "patched" / "proxy.out").read_text()
+    assert "[pop-retry-wakeup] installed" in out and "[pop-wakeup-probe] observing" in out
+    assert "[pop-retry-wakeup]" not in (v1_burst.archive / "logs" / "unpatched" / "proxy.out").read_text()
+    import json
+
+    manifest = json.loads((v1_burst.archive / "manifest.json").read_text())
+    [patched] = [v for v in manifest["variants"] if v["name"] == "patched"]
+    assert [Path(a["jar"]).name for a in patched["agents"]] == ["pop-retry-wakeup.jar", "pop-wakeup-probe.jar"]
+    assert all(len(a["sha256"]) == 64 for a in patched["agents"])
+    assert (v1_burst.archive / "probe" / "patched.prom").read_text().startswith("# HELP rmq_probe_pop_wakeups_total")
+
+
+def test_v2_retries_wake_other_groups_only_when_unpatched(v2_four_groups):
+    unpatched, patched = _wakeups(v2_four_groups, "unpatched"), _wakeups(v2_four_groups, "patched")
+    assert unpatched.get("retry_other", 0) > 0
+    assert patched.get("retry_other", 0) == 0 and patched.get("retry_owner", 0) > 0
+    ev = pd.read_parquet(v2_four_groups.archive / "events" / "patched.parquet")
+    received = ev[ev.kind == "received"].groupby("group").ledger_id.nunique()
+    assert received.to_dict() == {g: 8 for g in ("ShortFourA", "ShortFourB", "ShortFourC", "ShortFourD")}
