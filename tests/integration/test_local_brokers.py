@@ -39,11 +39,13 @@ def test_up_is_healthy_and_loopback_bound(unpatched):
     assert health.healthy, health.detail
     assert backend.endpoints() == [ep]
     [lv] = backend._states()
-    # The listeners RocketMQ lets us bind (bindAddress) are on loopback only.
-    assert _listeners(lv.pids["namesrv"])[lv.ports.namesrv] == "127.0.0.1"
+    # Every listener is on loopback: bindAddress where RocketMQ has it, the loopback-bind agent elsewhere.
+    assert set(_listeners(lv.pids["namesrv"]).values()) == {"127.0.0.1"}
     proxy = _listeners(lv.pids["proxy"])
-    assert proxy[lv.ports.broker] == "127.0.0.1" and proxy[lv.ports.metrics] == "127.0.0.1"
-    assert lv.ports.grpc in proxy
+    for port in (lv.ports.broker, lv.ports.broker - 2, lv.ports.broker + 1, lv.ports.grpc, lv.ports.proxy_remoting,
+                 lv.ports.metrics):
+        assert proxy.get(port) == "127.0.0.1", (port, proxy)
+    assert set(proxy.values()) == {"127.0.0.1"}, proxy
     broker_conf = (lv.dirs.conf / "broker.conf").read_text()
     assert "enableRetryTopicV2=false" in broker_conf and "enableNotifyBeforePopCalculateLag=false" in broker_conf
 

@@ -58,3 +58,6 @@ def test_commands_carry_owner_agents_and_own_homes(tmp_path: Path):
     assert proxy[proxy.index("-cp") + 2] == "org.apache.rocketmq.proxy.ProxyStartup"
     # Agents must come before the main class or the JVM treats them as program arguments.
     assert proxy.index("-javaagent:/opt/a.jar=x=1") < proxy.index("-cp")
+    # The loopback-bind agent comes first on every broker, before the variant's own agents.
+    loopback = [a for a in proxy if a.endswith("loopback-bind.jar")]
+    assert len(loopback) == 1 and proxy.index(loopback[0]) < proxy.index("-javaagent:/opt/a.jar=x=1")

@@ -11,7 +11,9 @@ def test_shipped_variants_file_loads():
     variants = load_variants(DEFAULT_VARIANTS_FILE)
     assert variants["unpatched"].version == "5.3.3"
     assert variants["upstream-5.4.0"].version == "5.4.0"
-    assert all(v.agents == [] for v in variants.values())
+    assert variants["unpatched"].agents == [] and variants["upstream-5.4.0"].agents == []
+    assert variants["patched"].version == "5.3.3"
+    assert [a.jar for a in variants["patched"].agents] == ["broker-patches/target/pop-retry-wakeup.jar"]
 
 
 def test_overrides_and_agents_parse():

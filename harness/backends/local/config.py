@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.backends.local.jars import MAIN_CLASSES, Distribution
 from harness.backends.local.ports import VariantPorts
 from harness.backends.local.process import owner_flag
+from harness.paths import REPO_ROOT
 from harness.variants import Scalar, Variant
 
 LOOPBACK = "127.0.0.1"
@@ -161,6 +162,9 @@ def _jvm(role: str, java: str, dist: Distribution, home: Path, dirs: VariantDirs
 
 
 PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
+# Mounted on every local broker: binds the proxy's gRPC and remoting ports and the HA port to loopback,
+# which RocketMQ has no setting for. It moves listeners only.
+LOOPBACK_JAR = "broker-patches/target/loopback-bind.jar"
 WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
 PROBE_OPTIONS = "port={probe_port}"
 
@@ -206,6 +210,7 @@ def proxy_command(
     ]
     return [
         *_jvm("proxy", java, dist, dirs.proxy_home, dirs, token),
+        f"-javaagent:{REPO_ROOT / LOOPBACK_JAR}",
         *agents,
         *variant.jvm_options,
         "-cp", dist.classpath(), MAIN_CLASSES["proxy"],

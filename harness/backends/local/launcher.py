@@ -25,6 +25,7 @@ from harness.backends.local.ports import VariantPorts, allocate
 from harness.client import remoting
 from harness.client.grpc import round_trip
 from harness.errors import ConfigError, HarnessError
+from harness.paths import REPO_ROOT
 from harness.variants import Variant
 
 READY_TOPIC = "RMQ_HARNESS_READY"
@@ -151,6 +152,8 @@ class LocalBackend:
 
     def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
         java = find_java()
+        if not (REPO_ROOT / config.LOOPBACK_JAR).is_file():
+            raise HarnessError(f"{config.LOOPBACK_JAR} not built: run `make setup` (builds broker-patches/)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         for v in variants:
             self._refuse_if_running(v.name)
