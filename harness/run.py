@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from harness.client import remoting
 from harness.errors import HarnessError
 from harness.events import EVENT_SCHEMA_VERSION
 from harness.latency import summarize
+from harness.observability.prometheus import Prometheus, ScrapeTarget
 from harness.paths import REPO_ROOT
 from harness.scenario import Scenario
 from harness.variants import Variant
@@ -176,17 +178,28 @@ class Run:
         t0 = time.monotonic()
         staging = ArchiveStaging(self.runs_dir, self.run_id)
         backend = LocalBackend(self.work / "brokers", attached=True, log=self.log)
+        prom = Prometheus(self.work / "prometheus", free_port())
         try:
             endpoints = backend.up(self.variants)
             for ep in endpoints:
                 self._create_resources(ep)
+            worker_ports = {ep.variant: {f"worker-{i}": free_port() for i in range(1, self.scenario.workers + 1)}
+                            for ep in endpoints}
+            prom.start(self._scrape_targets(endpoints, worker_ports))
+            self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
+            window_start = time.time()
             for ep in endpoints:
-                self.groups.append(self._start_locust(ep, staging))
+                self.groups.append(self._start_locust(ep, staging, worker_ports[ep.variant]))
             self._follow()
             self._check_workers()
             probes = self._collect_probes(endpoints, staging)
+            # One more scrape interval so the last counter values are in.
+            time.sleep(1.5)
+            exported = prom.export(staging.dir("prometheus"), window_start, time.time())
+            prom.stop()
         except BaseException:
             self._stop_locust()
+            prom.stop()
             backend.down()
             backend.collect(staging.dir("logs"))
             self.log(f"run failed; what it wrote so far is in {staging.path}")
@@ -210,6 +223,8 @@ class Run:
             duration_s=round(time.monotonic() - t0, 1),
             summary=summary,
             probe=probes,
+            prometheus={"scrape_interval_s": 1.0, "series": exported,
+                        "observer_effect": self.scenario.observer_effect},
         )
         archive = staging.commit(manifest)
         shutil.rmtree(self.work, ignore_errors=True)
@@ -223,7 +238,18 @@ class Run:
         for g in self.scenario.groups:
             remoting.create_group(ep.broker, g.name, retry_max_times=g.retry_max_times)
 
-    def _start_locust(self, ep: Endpoints, staging: ArchiveStaging) -> LocustGroup:
+    def _scrape_targets(self, endpoints: Sequence[Endpoints],
+                        worker_ports: dict[str, dict[str, int]]) -> list[ScrapeTarget]:
+        targets = []
+        for ep in endpoints:
+            targets += [ScrapeTarget("workers", f"127.0.0.1:{port}", ep.variant)
+                        for port in worker_ports[ep.variant].values()]
+            targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(ep.metrics).netloc, ep.variant))
+            if ep.probe:
+                targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(ep.probe).netloc, ep.variant))
+        return targets
+
+    def _start_locust(self, ep: Endpoints, staging: ArchiveStaging, ports: dict[str, int]) -> LocustGroup:
         sc = self.scenario
         work = self.work / "locust" / ep.variant
         shard_dir = work / "events"
@@ -247,10 +273,9 @@ class Run:
              "--only-summary", "--logfile", str(logs / "locust-master.log")],
             logs / "locust-master.out", cwd=work, env={**env, ENV_WORKER: "master"}, die_with_parent=True,
         )
-        workers, ports = {}, {}
+        workers = {}
         for i in range(1, sc.workers + 1):
             name = f"worker-{i}"
-            ports[name] = free_port()
             workers[name] = process.spawn(
                 [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
                  "--logfile", str(logs / f"locust-{name}.log")],

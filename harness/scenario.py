@@ -87,6 +87,11 @@ class Scenario(_Strict):
     produce: Produce
     consume: Consume = Field(default_factory=Consume)
     nack: Nack = Field(default_factory=Nack)
+    observer_effect: bool = Field(
+        False,
+        description="true: each scrape of the broker's lag gauges force-wakes suspended pops (upstream's "
+        "default enableNotifyBeforePopCalculateLag=true), which caps a stuck retry at the scrape interval",
+    )
     duration_s: float = Field(60.0, gt=0, le=86_400, description="how long Locust runs")
     workers: int = Field(2, ge=1, le=64, description="Locust worker processes")
 
@@ -123,7 +128,8 @@ class Scenario(_Strict):
 
     def broker_overrides(self) -> dict[str, bool]:
         """Broker settings the scenario decides (they win over the variant's)."""
-        return {"enableRetryTopicV2": self.retry_topic == "v2"}
+        return {"enableRetryTopicV2": self.retry_topic == "v2",
+                "enableNotifyBeforePopCalculateLag": self.observer_effect}
 
 
 def _describe(err: ValidationError, source: str) -> str:

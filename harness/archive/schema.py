@@ -54,3 +54,5 @@ class Manifest(BaseModel):
     summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.latency.summarize at write time
     # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).
     probe: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    # The run's Prometheus: scrape interval, series exported per query (files in prometheus/).
+    prometheus: dict[str, Any] = Field(default_factory=dict)

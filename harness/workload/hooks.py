@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import start_http_server
+from prometheus_client import disable_created_metrics, start_http_server
 
 from harness import metrics
 from harness.client.grpc import load_client
@@ -18,6 +18,7 @@ def start_worker(environment: object, settings: WorkloadSettings) -> None:
     worker = worker_name()
     scenario = settings.parsed_scenario()
     load_client(Path(settings.client_log_dir) / f"{worker}.log")
+    disable_created_metrics()  # the *_created series only add noise to every scrape and export
     m = metrics.create()
     port = metrics_port()
     if port:

@@ -56,6 +56,17 @@ def test_manifest_and_locust_output(archive: Path):
     assert (archive / "logs" / "unpatched" / "locust-worker-1.log").exists()
 
 
+def test_prometheus_scraped_the_workers_and_the_broker(archive: Path):
+    m = json.loads((archive / "manifest.json").read_text())["prometheus"]
+    assert m["series"]["harness"] > 0 and m["series"]["broker_pop"] > 0
+    answer = json.loads((archive / "prometheus" / "harness.json").read_text())
+    sent = [r for r in answer["data"]["result"] if r["metric"]["__name__"] == "rmq_harness_messages_sent_total"]
+    assert {r["metric"]["variant"] for r in sent} == {"unpatched"}
+    assert sum(float(r["values"][-1][1]) for r in sent) == 8  # the last scrape saw every send
+    broker = json.loads((archive / "prometheus" / "broker_pop.json").read_text())["data"]["result"]
+    assert any(r["metric"]["__name__"] == "rocketmq_pop_revive_in_message_total" for r in broker)
+
+
 def test_nothing_is_left_running(archive: Path):
     brokers = LocalBackend(archive.parent / ".work" / archive.name / "brokers")
     assert process.find_owned(brokers.token_prefix) == []

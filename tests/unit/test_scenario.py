@@ -30,7 +30,7 @@ def test_shipped_scenarios_load(name):
     s = load_scenario(name)
     assert s.name == name and s.protocol == "grpc" and s.retry_topic == "v1"
     assert s.consume.invisible_s >= 10 and 5 <= s.consume.long_poll_s <= 20
-    assert s.broker_overrides() == {"enableRetryTopicV2": False}
+    assert s.broker_overrides() == {"enableRetryTopicV2": False, "enableNotifyBeforePopCalculateLag": False}
 
 
 def test_burst_is_the_seed_case():
@@ -67,7 +67,8 @@ def test_bad_scenarios_name_the_field(doc, needle):
 
 
 def test_v2_retry_topics_set_the_broker():
-    assert parse_scenario(_with(retry_topic="v2")).broker_overrides() == {"enableRetryTopicV2": True}
+    assert parse_scenario(_with(retry_topic="v2")).broker_overrides()["enableRetryTopicV2"] is True
+    assert parse_scenario(_with(observer_effect=True)).broker_overrides()["enableNotifyBeforePopCalculateLag"] is True
 
 
 def test_missing_file_lists_builtins(tmp_path: Path):

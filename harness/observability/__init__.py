@@ -1,0 +1,1 @@
+"""Prometheus for a run: started beside the brokers, scraping workers, broker exporters and probes."""

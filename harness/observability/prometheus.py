@@ -1,0 +1,120 @@
+"""A real Prometheus (Debian's package) per run: generated config, start and stop by PID, and the
+export of the run window into the archive.
+
+Everything listens on 127.0.0.1; storage lives in the run's work directory and is discarded after the
+export, which keeps every raw series the harness cares about at a fixed step.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness.backends.local import process
+from harness.errors import HarnessError
+
+# Raw series exported after a run: ours, the probe's, and the broker's pop / consumer families.
+EXPORTS = {
+    "harness": '{__name__=~"rmq_harness_.+"}',
+    "probe": '{__name__=~"rmq_probe_.+"}',
+    "broker_pop": '{__name__=~"rocketmq_pop_.+"}',
+    "broker_consumer": '{__name__=~"rocketmq_consumer_.+|rocketmq_send_to_dlq_messages_total"}',
+}
+MAX_POINTS = 10_000  # Prometheus refuses query_range answers above 11,000 points per series
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    job: str  # workers | broker | probe
+    address: str  # host:port
+    variant: str
+    path: str = "/metrics"
+
+
+def render_config(targets: Sequence[ScrapeTarget], interval_s: float = 1.0) -> str:
+    jobs: dict[str, list[dict]] = {}
+    for t in targets:
+        jobs.setdefault(t.job, []).append({"targets": [t.address], "labels": {"variant": t.variant}})
+    interval = f"{int(interval_s * 1000)}ms"
+    config = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [
+            {"job_name": job, "metrics_path": "/metrics", "static_configs": groups, "honor_labels": True}
+            for job, groups in sorted(jobs.items())
+        ],
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def binary() -> str:
+    prom = shutil.which("prometheus")
+    if not prom:
+        raise HarnessError("prometheus not found on PATH: run `make setup` (apt-get install prometheus)")
+    return prom
+
+
+class Prometheus:
+    def __init__(self, workdir: Path, port: int) -> None:
+        self.workdir = workdir
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.pid: int | None = None
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def start(self, targets: Sequence[ScrapeTarget], interval_s: float = 1.0, timeout_s: float = 60.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "prometheus.yml"
+        config.write_text(render_config(targets, interval_s))
+        self.pid = process.spawn(
+            [binary(), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d",
+             "--log.level=warn"],
+            self.workdir / "prometheus.log", cwd=self.workdir, die_with_parent=True,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.exit_code(self.pid) is not None:
+                raise HarnessError(f"prometheus exited at start-up; see {self.workdir / 'prometheus.log'}")
+            try:
+                if self._opener.open(f"{self.url}/-/ready", timeout=1).status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise HarnessError(f"prometheus not ready within {timeout_s:.0f} s; see {self.workdir / 'prometheus.log'}")
+
+    def query_range(self, expr: str, start: float, end: float, step_s: float) -> dict:
+        params = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                         "step": f"{step_s:g}s"})
+        with self._opener.open(f"{self.url}/api/v1/query_range?{params}", timeout=60) as resp:
+            return json.loads(resp.read())
+
+    def query(self, expr: str) -> dict:
+        params = urllib.parse.urlencode({"query": expr})
+        with self._opener.open(f"{self.url}/api/v1/query?{params}", timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def export(self, dest: Path, start: float, end: float, exprs: Mapping[str, str] = EXPORTS) -> dict[str, int]:
+        """Write query_range answers of the run window to ``dest/<name>.json``; return series per export."""
+        dest.mkdir(parents=True, exist_ok=True)
+        step = max(1.0, (end - start) / MAX_POINTS)
+        counts = {}
+        for name, expr in exprs.items():
+            answer = self.query_range(expr, start, end, step)
+            (dest / f"{name}.json").write_text(json.dumps({"query": expr, "start": start, "end": end,
+                                                           "step_s": step, **answer}))
+            counts[name] = len(answer.get("data", {}).get("result", []))
+        return counts
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            process.stop_children([self.pid], timeout_s=15)
+            self.pid = None
