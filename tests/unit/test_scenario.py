@@ -72,7 +72,7 @@ def test_v2_retry_topics_set_the_broker():
 
 
 def test_missing_file_lists_builtins(tmp_path: Path):
-    with pytest.raises(ConfigError, match="built-in scenarios: burst, fourgroups-v2, steady"):
+    with pytest.raises(ConfigError, match="built-in scenarios: burst, burst-observed, fourgroups-v2, steady"):
         load_scenario(str(tmp_path / "none.yaml"))
 
 
