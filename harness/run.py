@@ -36,6 +36,7 @@ from harness.client import remoting
 from harness.errors import HarnessError
 from harness.events import EVENT_SCHEMA_VERSION
 from harness.latency import summarize
+from harness.observability.dashboards import panel_queries
 from harness.observability.prometheus import Prometheus, ScrapeTarget
 from harness.paths import REPO_ROOT
 from harness.scenario import Scenario
@@ -195,7 +196,10 @@ class Run:
             probes = self._collect_probes(endpoints, staging)
             # One more scrape interval so the last counter values are in.
             time.sleep(1.5)
-            exported = prom.export(staging.dir("prometheus"), window_start, time.time())
+            window = (window_start, time.time())
+            exported = prom.export(staging.dir("prometheus"), *window)
+            exported["dashboard_panels"] = prom.export_panels(staging.dir("prometheus") / "panels.json",
+                                                              panel_queries(self.run_id), *window)
             prom.stop()
         except BaseException:
             self._stop_locust()
@@ -242,11 +246,11 @@ class Run:
                         worker_ports: dict[str, dict[str, int]]) -> list[ScrapeTarget]:
         targets = []
         for ep in endpoints:
-            targets += [ScrapeTarget("workers", f"127.0.0.1:{port}", ep.variant)
+            targets += [ScrapeTarget("workers", f"127.0.0.1:{port}", ep.variant, self.run_id)
                         for port in worker_ports[ep.variant].values()]
-            targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(ep.metrics).netloc, ep.variant))
+            targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(ep.metrics).netloc, ep.variant, self.run_id))
             if ep.probe:
-                targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(ep.probe).netloc, ep.variant))
+                targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(ep.probe).netloc, ep.variant, self.run_id))
         return targets
 
     def _start_locust(self, ep: Endpoints, staging: ArchiveStaging, ports: dict[str, int]) -> LocustGroup:

@@ -36,13 +36,15 @@ class ScrapeTarget:
     job: str  # workers | broker | probe
     address: str  # host:port
     variant: str
+    run: str = ""
     path: str = "/metrics"
 
 
 def render_config(targets: Sequence[ScrapeTarget], interval_s: float = 1.0) -> str:
     jobs: dict[str, list[dict]] = {}
     for t in targets:
-        jobs.setdefault(t.job, []).append({"targets": [t.address], "labels": {"variant": t.variant}})
+        labels = {"variant": t.variant, **({"run": t.run} if t.run else {})}
+        jobs.setdefault(t.job, []).append({"targets": [t.address], "labels": labels})
     interval = f"{int(interval_s * 1000)}ms"
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
@@ -113,6 +115,19 @@ class Prometheus:
                                                            "step_s": step, **answer}))
             counts[name] = len(answer.get("data", {}).get("result", []))
         return counts
+
+    def export_panels(self, path: Path, queries: Sequence[tuple[str, str]], start: float, end: float) -> int:
+        """Run every dashboard panel's query over the run window; save the answers; return how many
+        queries returned at least one series."""
+        step = max(1.0, (end - start) / MAX_POINTS)
+        out, with_data = [], 0
+        for title, expr in queries:
+            answer = self.query_range(expr, start, end, step)
+            series = len(answer.get("data", {}).get("result", []))
+            with_data += series > 0
+            out.append({"panel": title, "expr": expr, "series": series, "answer": answer})
+        path.write_text(json.dumps({"start": start, "end": end, "step_s": step, "panels": out}))
+        return with_data
 
     def stop(self) -> None:
         if self.pid is not None:

@@ -20,6 +20,12 @@ def start_worker(environment: object, settings: WorkloadSettings) -> None:
     load_client(Path(settings.client_log_dir) / f"{worker}.log")
     disable_created_metrics()  # the *_created series only add noise to every scrape and export
     m = metrics.create()
+    # Every label set exists from the start (zero), so dashboards show 0 rather than "no data".
+    for g in scenario.groups:
+        labels = {"variant": settings.variant, "scenario": scenario.name, "protocol": users.PROTOCOL,
+                  "group": g.name}
+        for c in (m.sent, m.deliveries, m.acks, m.nacks, m.empty_polls, m.cross_topic, m.duplicates):
+            c.labels(**labels)
     port = metrics_port()
     if port:
         start_http_server(port, addr="127.0.0.1", registry=m.registry)

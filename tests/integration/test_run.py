@@ -10,6 +10,7 @@ import pytest
 from harness.backends.local import LocalBackend, process
 from harness.cli import main
 from harness.events import COLUMNS
+from harness.observability import dashboards
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"
 
@@ -17,7 +18,8 @@ SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-bur
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
-    assert main(["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--runs-dir", str(runs)]) == 0
+    assert main(["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--runs-dir", str(runs),
+                 "--probe"]) == 0
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     return archive
 
@@ -65,6 +67,13 @@ def test_prometheus_scraped_the_workers_and_the_broker(archive: Path):
     assert sum(float(r["values"][-1][1]) for r in sent) == 8  # the last scrape saw every send
     broker = json.loads((archive / "prometheus" / "broker_pop.json").read_text())["data"]["result"]
     assert any(r["metric"]["__name__"] == "rocketmq_pop_revive_in_message_total" for r in broker)
+
+
+def test_every_dashboard_panel_query_returned_data(archive: Path):
+    panels = json.loads((archive / "prometheus" / "panels.json").read_text())["panels"]
+    assert len(panels) == len(dashboards.queries()) > 0
+    empty = [p["panel"] for p in panels if p["series"] == 0 or p["answer"]["status"] != "success"]
+    assert empty == []
 
 
 def test_nothing_is_left_running(archive: Path):

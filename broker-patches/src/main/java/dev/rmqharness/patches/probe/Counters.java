@@ -19,6 +19,15 @@ final class Counters {
     }
 
     void inc(String... labelValues) {
+        values.computeIfAbsent(key(labelValues), k -> new LongAdder()).increment();
+    }
+
+    /** Create the series at 0 if it does not exist yet. */
+    void touch(String... labelValues) {
+        values.computeIfAbsent(key(labelValues), k -> new LongAdder());
+    }
+
+    private String key(String... labelValues) {
         StringBuilder key = new StringBuilder();
         for (int i = 0; i < labels.length; i++) {
             if (i > 0) {
@@ -27,7 +36,7 @@ final class Counters {
             key.append(labels[i]).append("=\"").append(escape(i < labelValues.length ? labelValues[i] : ""))
                 .append('"');
         }
-        values.computeIfAbsent(key.toString(), k -> new LongAdder()).increment();
+        return key.toString();
     }
 
     long get(String... labelValues) {

@@ -57,6 +57,7 @@ public final class ProbeState {
         String group = tg == null ? "unknown" : tg[1];
         String cause = cause(topic, group);
         WAKEUPS.inc(topic, group, cause);
+        EMPTY_WAKEUPS.touch(topic, group, cause); // a 0 series: "none found nothing" is data too
         if (command != null) {
             WOKEN_BY.put(command, cause);
         }
