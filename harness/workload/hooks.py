@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import disable_created_metrics, start_http_server
+from gevent.pywsgi import WSGIServer
+from prometheus_client import disable_created_metrics, make_wsgi_app
 
 from harness import metrics
 from harness.client.grpc import load_client
@@ -28,7 +29,9 @@ def start_worker(environment: object, settings: WorkloadSettings) -> None:
             c.labels(**labels)
     port = metrics_port()
     if port:
-        start_http_server(port, addr="127.0.0.1", registry=m.registry)
+        # Served by greenlets on the hub: prometheus_client's threaded server would use gevent-patched
+        # sockets from foreign threads ("Cannot switch to a different thread" under frequent scrapes).
+        WSGIServer(("127.0.0.1", port), make_wsgi_app(m.registry), log=None, error_log=None).start()
     log = EventLog(
         directory=Path(settings.events_dir),
         stem=worker,
@@ -37,6 +40,7 @@ def start_worker(environment: object, settings: WorkloadSettings) -> None:
     )
     users.CONTEXT = users.WorkerContext(run_id=settings.run_id, variant=settings.variant, scenario=scenario,
                                         endpoint=settings.grpc_endpoint, worker=worker, log=log, metrics=m)
+    users.CONTEXT_READY.set()
 
 
 def stop_worker() -> None:

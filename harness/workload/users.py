@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 import gevent
+import gevent.event
 import gevent.pool
 from locust import User, constant, events
 
@@ -50,12 +51,14 @@ class WorkerContext:
         return f"{self.worker}-{prefix}{next(self._seq)}"
 
 
-# Set by the locustfile's init hook before any user starts.
+# Set by the locustfile's init hook. A worker connects to the master before Locust fires init, so a
+# spawn message can start users first: they wait for the context rather than fail.
 CONTEXT: WorkerContext | None = None
+CONTEXT_READY = gevent.event.Event()
 
 
 def _ctx() -> WorkerContext:
-    if CONTEXT is None:
+    if not CONTEXT_READY.wait(timeout=120) or CONTEXT is None:
         raise RuntimeError("workload context not initialised (the locustfile's init hook did not run)")
     return CONTEXT
 
