@@ -40,14 +40,7 @@ final class Counters {
     }
 
     long get(String... labelValues) {
-        StringBuilder key = new StringBuilder();
-        for (int i = 0; i < labels.length; i++) {
-            if (i > 0) {
-                key.append(',');
-            }
-            key.append(labels[i]).append("=\"").append(escape(labelValues[i])).append('"');
-        }
-        LongAdder v = values.get(key.toString());
+        LongAdder v = values.get(key(labelValues));
         return v == null ? 0 : v.sum();
     }
 
