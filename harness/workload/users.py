@@ -235,13 +235,8 @@ class PopConsumerUser(User):
             ctx.metrics.nacks.labels(**labels).inc()
             return
         started = time.time_ns()
-        try:
-            _, ended = call(self.consumer.change_invisible_duration, m, nack.delay_s)
-        except Exception as e:  # noqa: BLE001
-            ended = time.time_ns()
-            ctx.log.record("error", detail=f"change_invisible_duration: {e}"[:500], **common)
-            ctx.metrics.errors.labels(**labels, operation="nack").inc()
-            _fire("nack", started, ended, exc=e)
+        ended = self._operation("nack", common, self.consumer.change_invisible_duration, m, nack.delay_s)
+        if ended is None:
             return
         invisible_ms = int(nack.delay_s * 1000)
         # The broker's new checkpoint starts when it handles the request; the client's send time is the
@@ -249,24 +244,30 @@ class PopConsumerUser(User):
         ctx.log.record("nacked", t_client_ns=started, invisible_ms=invisible_ms, detail="change_invisible", **common)
         ctx.nack_due_ms[key] = started / 1e6 + invisible_ms
         ctx.metrics.nacks.labels(**labels).inc()
-        _fire("nack", started, ended)
 
     def ack(self, m: object, common: dict) -> None:
         ctx = self.ctx
-        labels = ctx.labels(self.group.name)
-        started = time.time_ns()
-        try:
-            _, ended = call(self.consumer.ack, m)
-        except Exception as e:  # noqa: BLE001
-            ended = time.time_ns()
-            ctx.log.record("error", detail=f"ack: {e}"[:500], **common)
-            ctx.metrics.errors.labels(**labels, operation="ack").inc()
-            _fire("ack", started, ended, exc=e)
+        ended = self._operation("ack", common, self.consumer.ack, m)
+        if ended is None:
             return
         ctx.log.record("acked", t_client_ns=ended, **common)
         ctx.acked.add((self.group.name, common["ledger_id"]))
-        ctx.metrics.acks.labels(**labels).inc()
-        _fire("ack", started, ended)
+        ctx.metrics.acks.labels(**ctx.labels(self.group.name)).inc()
+
+    def _operation(self, name: str, common: dict, fn: object, *args: object) -> int | None:
+        """Run a client call on a pool thread and report it to Locust; on failure record an error event and
+        count it. Returns the wall clock (ns) when it returned, or None when it failed."""
+        ctx = self.ctx
+        started = time.time_ns()
+        try:
+            _, ended = call(fn, *args)
+        except Exception as e:  # noqa: BLE001 - every client failure is data
+            ctx.log.record("error", detail=f"{name}: {e}"[:500], **common)
+            ctx.metrics.errors.labels(**ctx.labels(self.group.name), operation=name).inc()
+            _fire(name, started, time.time_ns(), exc=e)
+            return None
+        _fire(name, started, ended)
+        return ended
 
     tasks = [poll]
 

@@ -108,7 +108,8 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
     events = read_events(spark, archives).filter(F.col("variant").isin(wanted))
     events = events.cache()
     retries = retry_deliveries(events).cache()
-    pv = [_nest(r) for r in _rows(per_variant(events, retries))]
+    pv_rows = _rows(per_variant(events, retries))
+    pv = [_nest(r) for r in pv_rows]
 
     comparisons, samples = [], {}
     scenarios = sorted({r["scenario"] for r in pv if r["variant"] == args.baseline}
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
         raise ConfigError(f"{out} already exists; reports are never overwritten (choose another --out)")
     staging = out.with_name(f".{out.name}.partial")
     staging.mkdir(parents=True)
-    spark.createDataFrame(_rows(per_variant(events, retries))).coalesce(1).write.parquet(
+    spark.createDataFrame(pv_rows).coalesce(1).write.parquet(
         str(staging / "per_variant.parquet"))
     retries.coalesce(1).write.parquet(str(staging / "retries.parquet"))
     (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")

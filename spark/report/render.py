@@ -19,6 +19,16 @@ def _ms_axis(ax: object, axis: str = "x") -> None:
     getattr(ax, f"set_{axis}label")("milliseconds (log scale)")
 
 
+def _save(fig: object, ax: object, title: str, path: Path, legend: bool = True) -> None:
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    if legend:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _cdf(samples: dict[str, np.ndarray], metric: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for variant, v in samples.items():
@@ -27,12 +37,7 @@ def _cdf(samples: dict[str, np.ndarray], metric: str, path: Path) -> None:
             ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=f"{variant} (n={v.size})")
     _ms_axis(ax)
     ax.set_ylabel("fraction of retry deliveries")
-    ax.set_title(f"{metric}: cumulative distribution")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, f"{metric}: cumulative distribution", path)
 
 
 def _box(samples: dict[str, np.ndarray], metric: str, path: Path) -> None:
@@ -41,11 +46,7 @@ def _box(samples: dict[str, np.ndarray], metric: str, path: Path) -> None:
     ax.boxplot([np.clip(samples[k][np.isfinite(samples[k])], 0.1, None) for k in names], tick_labels=names,
                showfliers=True)
     _ms_axis(ax, "y")
-    ax.set_title(f"{metric} per variant")
-    ax.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, f"{metric} per variant", path, legend=False)
 
 
 def _over_time(series: dict[str, tuple[np.ndarray, np.ndarray]], metric: str, path: Path) -> None:
@@ -55,12 +56,7 @@ def _over_time(series: dict[str, tuple[np.ndarray, np.ndarray]], metric: str, pa
             ax.scatter(t_s, np.clip(v, 0.1, None), s=10, alpha=0.7, label=variant)
     _ms_axis(ax, "y")
     ax.set_xlabel("seconds since the variant's first retry delivery")
-    ax.set_title(f"{metric} over the run")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, ax, f"{metric} over the run", path)
 
 
 def render(summary: dict, samples: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]], out: Path) -> Path:
