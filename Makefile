@@ -13,7 +13,8 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/loopback-bind.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents test test-agents lint run bench clean
+.PHONY: setup system-packages python jars agents test test-agents lint run bench clean \
+	k8s-tools kind-up deploy loadtest collect grafana compare kind-down
 
 setup: system-packages python jars agents
 
@@ -55,8 +56,8 @@ test-agents:
 lint: python
 	$(BIN)/ruff check .
 
-test: setup lint test-agents
-	$(BIN)/pytest
+test: setup k8s-tools lint test-agents
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest
 
 # The burst scenario against unpatched 5.3.3 and 5.3.3 + the wakeup fix agent side by side (archive in
 # runs/), then the Spark comparison of the second variant against the first (report in reports/).
@@ -72,3 +73,66 @@ bench: setup
 clean:
 	-$(HARNESS) brokers down
 	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info broker-patches/target
+
+# --- Kubernetes: the chart onto kind (README "On Kubernetes"). Needs Docker, kind and kubectl; helm is
+# built here from the Go module proxy at a pinned version, and checkov (the security linter the chart
+# tests run) goes into its own venv: its pins are not ours.
+TOOLS ?= $(HOME)/.cache/rmq-harness/tools
+HELM_VERSION := v3.19.5
+HELM ?= $(TOOLS)/helm-$(HELM_VERSION)/helm
+CHECKOV_VERSION := 3.3.30
+CHECKOV ?= $(TOOLS)/checkov-$(CHECKOV_VERSION)/bin/checkov
+KIND ?= kind
+KIND_CLUSTER ?= rmq-harness
+RELEASE ?= rmq
+NAMESPACE ?= rmq-harness
+IMAGE_TAG ?= dev
+CHART := charts/rocketmq-pop-harness
+FULLNAME = $(if $(findstring rocketmq-pop-harness,$(RELEASE)),$(RELEASE),$(RELEASE)-rocketmq-pop-harness)
+K8S_FLAGS = --release $(RELEASE) --namespace $(NAMESPACE)
+# A plain `go install` leaves helm's version empty and its default Kubernetes at 1.20; say both.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=31 \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=31
+
+$(HELM):
+	@command -v go >/dev/null || { echo "error: building helm $(HELM_VERSION) needs Go 1.24+ on PATH (or pass HELM=/path/to/helm)" >&2; exit 1; }
+	GOBIN=$(abspath $(dir $@)) GOPATH=$(TOOLS)/gopath GOCACHE=$(TOOLS)/gocache GOFLAGS=-modcacherw CGO_ENABLED=0 \
+	  go install -trimpath -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(CHECKOV):
+	rm -rf $(TOOLS)/checkov-$(CHECKOV_VERSION)
+	$(PYTHON) -m venv $(TOOLS)/checkov-$(CHECKOV_VERSION)
+	$(TOOLS)/checkov-$(CHECKOV_VERSION)/bin/pip install -q checkov==$(CHECKOV_VERSION)
+
+k8s-tools: $(HELM) $(CHECKOV)
+
+kind-up: $(HELM)
+	@command -v docker >/dev/null && command -v $(KIND) >/dev/null && command -v kubectl >/dev/null || \
+	  { echo "error: kind-up needs docker, kind and kubectl on PATH" >&2; exit 1; }
+	$(KIND) get clusters | grep -qx $(KIND_CLUSTER) || $(KIND) create cluster --config charts/kind/cluster.yaml --name $(KIND_CLUSTER)
+	docker build -t rmq-pop-harness:$(IMAGE_TAG) .
+	$(KIND) load docker-image rmq-pop-harness:$(IMAGE_TAG) --name $(KIND_CLUSTER)
+
+deploy: $(HELM)
+	$(HELM) upgrade --install $(RELEASE) $(CHART) --namespace $(NAMESPACE) --create-namespace \
+	  --set harnessImage.tag=$(IMAGE_TAG) --wait --timeout 15m
+
+# A run as a Job in the cluster; its archive is copied into runs/ when it ends.
+loadtest: python
+	$(HARNESS) run --backend k8s $(K8S_FLAGS) $(VARIANT_FLAGS) --scenario $(SCENARIO)
+
+collect: python
+	$(HARNESS) k8s collect $(K8S_FLAGS)
+
+grafana:
+	@echo "Grafana: http://127.0.0.1:3000  user admin  password $$(kubectl -n $(NAMESPACE) get secret $(FULLNAME)-grafana -o jsonpath='{.data.admin-password}' | base64 -d)"
+	kubectl -n $(NAMESPACE) port-forward --address 127.0.0.1 svc/$(FULLNAME)-grafana 3000:3000
+
+# The newest archive in runs/ (or RUN=runs/<id>), first variant as baseline, second as candidate.
+compare: python
+	$(HARNESS) compare $(or $(RUN),$(lastword $(sort $(wildcard runs/2*)))) \
+	  --baseline $(word 1,$(VARIANTS)) --candidate $(word 2,$(VARIANTS))
+
+kind-down:
+	$(KIND) delete cluster --name $(KIND_CLUSTER)

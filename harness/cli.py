@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -21,6 +23,12 @@ from harness.variants import load_variants, select
 # Piped output (CI logs, files) gets wide lines rather than tables squeezed to 80 columns.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+
+
+def _run_id(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value):
+        raise argparse.ArgumentTypeError(f"{value!r}: a run id is letters, digits, '.', '_' and '-' (at most 63)")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +63,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="mount the pop-wakeup-probe agent on every variant and archive its counters")
     run.add_argument("--compare", action="store_true",
                      help="afterwards compare the second variant (candidate) against the first (baseline)")
+    run.add_argument("--backend", choices=("local", "k8s"), default="local",
+                     help="local: brokers on this machine (default); k8s: the Helm release's brokers, the run as "
+                          "a Job in the cluster, its archive copied back into --runs-dir")
+    run.add_argument("--run-id", type=_run_id, default=None, help=argparse.SUPPRESS)
+    k8s_opts = argparse.ArgumentParser(add_help=False)
+    k8s_opts.add_argument("--release", default="rmq", help="Helm release name (default: rmq)")
+    k8s_opts.add_argument("--namespace", default="rmq-harness", help="its namespace (default: rmq-harness)")
+    for action in k8s_opts._actions:
+        if action.dest != "help":
+            run._add_action(action)
+    k8s = sub.add_parser("k8s", help="the Kubernetes side: archives of runs in the cluster")
+    ksub = k8s.add_subparsers(dest="action", required=True)
+    collect = ksub.add_parser("collect", parents=[k8s_opts],
+                              help="copy run archives from the cluster's runs volume (default: all not yet here)")
+    collect.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    collect.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
 
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     from spark.jobs.compare import parser as compare_parser
@@ -159,6 +183,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.duration is not None:
         scenario = scenario.model_copy(update={"duration_s": args.duration})
         scenario = type(scenario).model_validate(scenario.model_dump())
+    if args.backend == "k8s":
+        from harness.backends.k8s.cluster import in_cluster
+
+        if not in_cluster():
+            return _run_in_cluster(args, scenario)
     variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[counts]}"), console=console, transient=False)
@@ -174,17 +203,64 @@ def _run(args: argparse.Namespace) -> int:
 
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
-                     on_tick=on_tick, probe=args.probe).execute()
+                     on_tick=on_tick, probe=args.probe, site=_site(args.backend), run_id=args.run_id).execute()
     print_summary(result.summary)
     if result.probes:
         print_probes(result.probes)
     console.print(f"run archive: {result.archive}")
+    return _maybe_compare(args, result.archive, [v.name for v in variants])
+
+
+def _site(backend: str) -> object:
+    if backend == "k8s":
+        from harness.backends.k8s.incluster import cluster_site
+
+        return cluster_site
+    from harness.run import local_site
+
+    return local_site
+
+
+def _maybe_compare(args: argparse.Namespace, archive: Path, variants: list[str]) -> int:
     if not args.compare:
         return 0
     if len(variants) < 2:
         raise ConfigError("--compare needs two variants: --variant BASELINE --variant CANDIDATE")
-    cmp_args = _compare_defaults([str(result.archive)], variants[0].name, variants[1].name)
-    return _compare(cmp_args)
+    return _compare(_compare_defaults([str(archive)], variants[0], variants[1]))
+
+
+def _run_in_cluster(args: argparse.Namespace, scenario: object) -> int:
+    """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
+    from harness.backends.k8s.remote import Cluster
+    from harness.run import GRACE_S, new_run_id
+
+    names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
+    cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
+                                                                                   highlight=False))
+    run_id = args.run_id or new_run_id(scenario.name)
+    job = cluster.start(run_id, scenario, names, args.probe)
+    # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
+    cluster.follow(job, timeout_s=scenario.duration_s + GRACE_S + 900)
+    [archive] = cluster.fetch([run_id], args.runs_dir)
+    manifest = json.loads((archive / "manifest.json").read_text())
+    print_summary(manifest["summary"])
+    if manifest.get("probe"):
+        print_probes(manifest["probe"])
+    console.print(f"run archive: {archive}")
+    return _maybe_compare(args, archive, names)
+
+
+def _k8s(args: argparse.Namespace) -> int:
+    from harness.backends.k8s.remote import Cluster
+
+    cluster = Cluster(args.release, args.namespace, log=console.print)
+    wanted = args.run_ids or [r for r in cluster.archives() if not (args.runs_dir / r).exists()]
+    if not wanted:
+        console.print(f"every archive on the runs volume is already in {args.runs_dir}")
+        return 0
+    for path in cluster.fetch(wanted, args.runs_dir):
+        console.print(f"copied {path}")
+    return 0
 
 
 def _compare_defaults(archives: list[str], baseline: str, candidate: str) -> argparse.Namespace:
@@ -234,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "k8s":
+            return _k8s(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(f"[red]error:[/] {e}", soft_wrap=True)

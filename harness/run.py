@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import __version__
 from harness.archive.schema import AgentInfo, HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
-from harness.backends.base import Endpoints
+from harness.backends.base import Backend, Endpoints
 from harness.backends.local import LocalBackend, config, process
 from harness.backends.local.launcher import find_java
 from harness.client import remoting
@@ -41,7 +41,13 @@ from harness.observability.prometheus import Prometheus, ScrapeTarget
 from harness.paths import REPO_ROOT
 from harness.scenario import Scenario
 from harness.variants import Variant
-from harness.workload.settings import ENV_METRICS_PORT, ENV_SETTINGS, ENV_WORKER, WorkloadSettings
+from harness.workload.settings import (
+    ENV_METRICS_HOST,
+    ENV_METRICS_PORT,
+    ENV_SETTINGS,
+    ENV_WORKER,
+    WorkloadSettings,
+)
 
 LOCUSTFILE = REPO_ROOT / "workloads" / "locustfile.py"
 # After the run time, Locust needs a moment to stop users and workers to write their events.
@@ -52,6 +58,32 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@dataclass
+class Site:
+    """Where a run's brokers, workers and Prometheus live: this machine, or a pod in a cluster.
+
+    Everything else in a run is the same on both, so a run archive never says which produced it
+    beyond the endpoints it records.
+    """
+
+    backend: Backend
+    prometheus: Prometheus
+    bind_host: str  # where Locust workers serve their metrics
+    advertise_host: str  # how Prometheus reaches them
+    worker_port: Callable[[int], int]  # the n-th worker of the run (0-based) -> its metrics port
+
+
+def local_site(work: Path, log: Callable[[str], None]) -> Site:
+    """Brokers started for the run on loopback, a Prometheus of its own, free ports."""
+    return Site(
+        backend=LocalBackend(work / "brokers", attached=True, log=log),
+        prometheus=Prometheus(work / "prometheus", free_port()),
+        bind_host="127.0.0.1",
+        advertise_host="127.0.0.1",
+        worker_port=lambda _n: free_port(),
+    )
 
 
 @dataclass
@@ -133,21 +165,17 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _read_properties(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            k, v = line.split("=", 1)
-            out[k.strip()] = v.strip()
-    return out
-
-
 @dataclass
 class RunResult:
     archive: Path
     summary: list[dict]
     events: pd.DataFrame
     probes: dict[str, list[dict]] = field(default_factory=dict)  # variant -> probe counter samples
+
+
+def new_run_id(scenario: str) -> str:
+    now = dt.datetime.now(dt.UTC)
+    return f"{now:%Y%m%d-%H%M%S}-{scenario}-{secrets.token_hex(2)}"
 
 
 class Run:
@@ -159,6 +187,8 @@ class Run:
         log: Callable[[str], None] = print,
         on_tick: Callable[[float, dict[str, Progress]], None] | None = None,
         probe: bool = False,
+        site: Callable[[Path, Callable[[str], None]], Site] = local_site,
+        run_id: str | None = None,
     ) -> None:
         self.scenario = scenario
         # The scenario decides retry-topic naming for every variant it runs against.
@@ -169,23 +199,25 @@ class Run:
         self.runs_dir = runs_dir.expanduser().resolve()
         self.log = log
         self.on_tick = on_tick
-        now = dt.datetime.now(dt.UTC)
-        self.run_id = f"{now:%Y%m%d-%H%M%S}-{scenario.name}-{secrets.token_hex(2)}"
+        self.run_id = run_id or new_run_id(scenario.name)
         self.work = self.runs_dir / ".work" / self.run_id
+        self.site_factory = site
         self.groups: list[LocustGroup] = []
 
     def execute(self) -> RunResult:
         started = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
         staging = ArchiveStaging(self.runs_dir, self.run_id)
-        backend = LocalBackend(self.work / "brokers", attached=True, log=self.log)
-        prom = Prometheus(self.work / "prometheus", free_port())
+        site = self.site_factory(self.work, self.log)
+        self.site = site
+        backend, prom = site.backend, site.prometheus
         try:
             endpoints = backend.up(self.variants)
             for ep in endpoints:
                 self._create_resources(ep)
-            worker_ports = {ep.variant: {f"worker-{i}": free_port() for i in range(1, self.scenario.workers + 1)}
-                            for ep in endpoints}
+            n = self.scenario.workers
+            worker_ports = {ep.variant: {f"worker-{i}": site.worker_port(k * n + i - 1) for i in range(1, n + 1)}
+                            for k, ep in enumerate(endpoints)}
             prom.start(self._scrape_targets(endpoints, worker_ports))
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()
@@ -194,6 +226,7 @@ class Run:
             self._follow()
             self._check_workers()
             probes = self._collect_probes(endpoints, staging)
+            configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
             # One more scrape interval so the last counter values are in.
             time.sleep(1.5)
             window = (window_start, time.time())
@@ -216,7 +249,8 @@ class Run:
             event_schema_version=EVENT_SCHEMA_VERSION,
             run_id=self.run_id,
             scenario=self.scenario.model_dump(mode="json"),
-            variants=[self._variant_info(v, ep) for v, ep in zip(self.variants, endpoints, strict=True)],
+            variants=[self._variant_info(v, ep, configs[v.name])
+                      for v, ep in zip(self.variants, endpoints, strict=True)],
             harness_version=__version__,
             harness_git_sha=_git_sha(),
             host=HostInfo(hostname=socket.gethostname(), cpus=os.cpu_count() or 0,
@@ -246,7 +280,7 @@ class Run:
                         worker_ports: dict[str, dict[str, int]]) -> list[ScrapeTarget]:
         targets = []
         for ep in endpoints:
-            targets += [ScrapeTarget("workers", f"127.0.0.1:{port}", ep.variant, self.run_id)
+            targets += [ScrapeTarget("workers", f"{self.site.advertise_host}:{port}", ep.variant, self.run_id)
                         for port in worker_ports[ep.variant].values()]
             targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(ep.metrics).netloc, ep.variant, self.run_id))
             if ep.probe:
@@ -284,7 +318,8 @@ class Run:
                 [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
                  "--logfile", str(logs / f"locust-{name}.log")],
                 logs / f"locust-{name}.out", cwd=work,
-                env={**env, ENV_WORKER: name, ENV_METRICS_PORT: str(ports[name])}, die_with_parent=True,
+                env={**env, ENV_WORKER: name, ENV_METRICS_PORT: str(ports[name]),
+                     ENV_METRICS_HOST: self.site.bind_host}, die_with_parent=True,
             )
         self.log(f"{ep.variant}: Locust master {master} and {sc.workers} workers driving {ep.grpc}")
         return LocustGroup(ep.variant, master, workers, ports, shard_dir, logs)
@@ -337,13 +372,12 @@ class Run:
         for g in self.groups:
             process.stop_children(g.pids())
 
-    def _variant_info(self, v: Variant, ep: Endpoints) -> VariantInfo:
-        conf = self.work / "brokers" / v.name / "conf" / "broker.conf"
+    def _variant_info(self, v: Variant, ep: Endpoints, broker_config: dict[str, str]) -> VariantInfo:
         return VariantInfo(
             name=v.name,
             version=v.version,
             jars=str(v.jars) if v.jars else None,
             agents=[AgentInfo(jar=a.jar, sha256=_sha256(a.path()), options=a.options) for a in v.agents],
-            broker_config=_read_properties(conf) if conf.exists() else {},
+            broker_config=broker_config,
             endpoints=ep.as_dict(),
         )

@@ -65,15 +65,15 @@ class Variant(BaseModel):
     @field_validator("broker")
     @classmethod
     def _broker_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        return _reject_owned(v, HARNESS_BROKER_KEYS)
+        return reject_owned(v, HARNESS_BROKER_KEYS)
 
     @field_validator("proxy")
     @classmethod
     def _proxy_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        return _reject_owned(v, HARNESS_PROXY_KEYS)
+        return reject_owned(v, HARNESS_PROXY_KEYS)
 
 
-def _reject_owned(overrides: dict[str, Scalar], owned: frozenset[str]) -> dict[str, Scalar]:
+def reject_owned(overrides: dict[str, Scalar], owned: frozenset[str]) -> dict[str, Scalar]:
     clash = sorted(set(overrides) & owned)
     if clash:
         raise ValueError(f"{', '.join(clash)} set by the harness per variant; remove it")

@@ -56,3 +56,18 @@ class Backend(Protocol):
     def collect(self, dest: Path) -> None:
         """Copy what a run archive keeps of the deployment (server logs, configs) into ``dest``."""
         ...
+
+    def broker_config(self, name: str) -> dict[str, str]:
+        """The broker.conf a variant runs with (empty when unknown), for the run manifest."""
+        ...
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Java properties file's key=value lines (RocketMQ's broker.conf), comments skipped."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if "=" in line and not line.startswith(("#", "!")):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out

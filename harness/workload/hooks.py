@@ -12,7 +12,7 @@ from harness.client.grpc import load_client
 from harness.events import EventLog
 from harness.workload import users
 from harness.workload.gevent_bridge import call
-from harness.workload.settings import WorkloadSettings, metrics_port, worker_name
+from harness.workload.settings import WorkloadSettings, metrics_host, metrics_port, worker_name
 
 
 def start_worker(environment: object, settings: WorkloadSettings) -> None:
@@ -31,7 +31,7 @@ def start_worker(environment: object, settings: WorkloadSettings) -> None:
     if port:
         # Served by greenlets on the hub: prometheus_client's threaded server would use gevent-patched
         # sockets from foreign threads ("Cannot switch to a different thread" under frequent scrapes).
-        WSGIServer(("127.0.0.1", port), make_wsgi_app(m.registry), log=None, error_log=None).start()
+        WSGIServer((metrics_host(), port), make_wsgi_app(m.registry), log=None, error_log=None).start()
     log = EventLog(
         directory=Path(settings.events_dir),
         stem=worker,

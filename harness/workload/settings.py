@@ -12,6 +12,8 @@ from harness.scenario import Scenario
 ENV_SETTINGS = "RMQ_HARNESS_WORKLOAD"
 ENV_WORKER = "RMQ_HARNESS_WORKER"
 ENV_METRICS_PORT = "RMQ_HARNESS_METRICS_PORT"
+# Loopback locally; all interfaces in a pod, where Prometheus scrapes from another pod.
+ENV_METRICS_HOST = "RMQ_HARNESS_METRICS_HOST"
 
 
 @dataclass(frozen=True)
@@ -44,3 +46,7 @@ def worker_name() -> str:
 def metrics_port() -> int | None:
     port = os.environ.get(ENV_METRICS_PORT)
     return int(port) if port else None
+
+
+def metrics_host() -> str:
+    return os.environ.get(ENV_METRICS_HOST, "127.0.0.1")

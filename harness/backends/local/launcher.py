@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.base import Endpoints, Health
+from harness.backends.base import Endpoints, Health, parse_properties
 from harness.backends.local import config, process
 from harness.backends.local.jars import Distribution, distribution_for
 from harness.backends.local.ports import VariantPorts, allocate
@@ -207,6 +207,10 @@ class LocalBackend:
                 logs = dirs.server_logs(role)
                 if logs.is_dir():
                     shutil.copytree(logs, target / role, dirs_exist_ok=True)
+
+    def broker_config(self, name: str) -> dict[str, str]:
+        conf = config.VariantDirs(self.workdir / name).conf / "broker.conf"
+        return parse_properties(conf.read_text()) if conf.is_file() else {}
 
     # --- status ----------------------------------------------------------------------------
 

@@ -1,0 +1,36 @@
+# The harness image for the Kubernetes side (charts/rocketmq-pop-harness): `rmq-harness run` in the
+# load-test pod (Locust master and workers, the run orchestrator) and the agent jars that the brokers'
+# init containers copy. Built and loaded into kind by `make kind-up`.
+
+# The broker agents, built as `make setup` builds them (Java 8 bytecode: the apache/rocketmq image
+# runs Java 8).
+FROM maven:3.9.9-eclipse-temurin-17 AS agents
+WORKDIR /src
+COPY broker-patches/pom.xml broker-patches/pom.xml
+RUN mvn -q -B -f broker-patches/pom.xml dependency:go-offline
+COPY broker-patches/src broker-patches/src
+RUN mvn -q -B -f broker-patches/pom.xml package -DskipTests
+
+FROM python:3.11-slim-bookworm
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HOME=/tmp
+RUN groupadd --gid 10001 harness \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin harness
+# The repository's layout under /app: the harness finds workloads/ and broker-patches/ next to its code.
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY harness harness
+COPY spark spark
+COPY dashboards dashboards
+COPY workloads workloads
+RUN pip install --no-compile -e . && python -m compileall -q harness spark dashboards workloads
+COPY --from=agents /src/broker-patches/target/pop-retry-wakeup.jar /src/broker-patches/target/pop-wakeup-probe.jar \
+     broker-patches/target/
+USER 10001:10001
+# A batch job: Kubernetes decides liveness from the process; there is no server to probe.
+HEALTHCHECK NONE
+ENTRYPOINT ["rmq-harness"]
+CMD ["--help"]

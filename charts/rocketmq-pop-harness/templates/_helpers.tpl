@@ -1,0 +1,93 @@
+{{/* The chart name, overridable. */}}
+{{- define "rph.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's object prefix: the release name, suffixed with the chart's unless it contains it
+(harness/backends/k8s/naming.py computes the same). */}}
+{{- define "rph.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains .Chart.Name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "rph.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels: stable for the life of an object, so kept apart from the metadata labels. */}}
+{{- define "rph.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "rph.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "rph.labels" -}}
+helm.sh/chart: {{ include "rph.chart" .root }}
+{{ include "rph.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: rocketmq-pop-harness
+{{- end }}
+
+{{/* One variant's StatefulSet / Service / ConfigMap name (a Service name has no dots: 5.4.0 -> 5-4-0);
+fails when a pod label would be too long. */}}
+{{- define "rph.variantName" -}}
+{{- $name := printf "%s-%s" (include "rph.fullname" .root) (.variant.name | replace "." "-") }}
+{{- if gt (len $name) 52 }}
+{{- fail (printf "variant %q: %q is longer than 52 characters (a StatefulSet name); shorten the variant or the release name, or set fullnameOverride" .variant.name $name) }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{- define "rph.harnessImage" -}}
+{{ .Values.harnessImage.repository }}:{{ .Values.harnessImage.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Where agent jars live in the harness image (the repository's layout under /app). */}}
+{{- define "rph.agentDir" -}}
+/app/broker-patches/target
+{{- end }}
+
+{{/* A variant's agents, the wakeup probe last when enabled: a list of {jar, options}. */}}
+{{- define "rph.agents" -}}
+{{- $agents := list }}
+{{- range .variant.agents }}
+{{- $agents = append $agents (dict "jar" .jar "options" (.options | default "")) }}
+{{- end }}
+{{- if .root.Values.probe.enabled }}
+{{- $agents = append $agents (dict "jar" "pop-wakeup-probe.jar" "options" (printf "port=%d,host=0.0.0.0" (int .root.Values.probe.port))) }}
+{{- end }}
+{{- toJson $agents }}
+{{- end }}
+
+{{- define "rph.restrictedContainer" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+{{- end }}
+
+{{/* A properties value: Helm reads YAML numbers as float64, which would print 1.34217728e+08. */}}
+{{- define "rph.prop" -}}
+{{- if kindIs "float64" . }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- end }}
+
+{{/* checkov (the security linter `make test` runs on every rendered profile) findings that are
+deliberate, each with its reason: annotations on the workload. Usage: (list "CKV_K8S_43" ...). */}}
+{{- define "rph.checkovSkips" -}}
+{{- $reasons := dict
+  "CKV_K8S_43" "images are named by release tag (a variant is its RocketMQ version; the harness image is built locally and loaded into kind, so it has no registry digest)"
+  "CKV_K8S_15" "IfNotPresent by default because images loaded into kind cannot be pulled; set pullPolicy Always in values for a registry"
+  "CKV2_K8S_6" "all traffic is between this release's pods in one namespace; no NetworkPolicy is imposed because kind's CNI and a user's cluster differ, and a wrong one would silently stop scrapes"
+  "CKV_K8S_40" "runs as the image's own user (apache/rocketmq uid 3000, grafana uid 472), which owns the image's files"
+  "CKV_K8S_38" "the load test restarts the variants' brokers and reads their logs through the API (a Role limited to this namespace)" }}
+{{- range $i, $id := . }}
+checkov.io/skip{{ add1 $i }}: {{ printf "%s=%s" $id (index $reasons $id) | quote }}
+{{- end }}
+{{- end }}

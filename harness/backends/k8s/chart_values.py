@@ -1,0 +1,162 @@
+"""The Helm chart's values as a pydantic model: the source of charts/rocketmq-pop-harness/values.schema.json.
+
+`python -m harness.backends.k8s.chart_values` prints the schema; a test keeps the committed file equal to
+it. Helm checks values against the schema on lint, template and install, so a bad value fails there
+with the field's name, before anything reaches a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from harness.variants import HARNESS_BROKER_KEYS, HARNESS_PROXY_KEYS, Scalar, VariantName, reject_owned
+
+Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")]
+ImageTag = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
+Repository = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]+([._/:-][a-z0-9]+)*$")]
+JarName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+\.jar$")]
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+Duration = Annotated[str, StringConstraints(pattern=r"^[0-9]+(ms|s|m|h|d|w|y)$")]
+ScenarioName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Resources(Strict):
+    requests: dict[Literal["cpu", "memory", "ephemeral-storage"], Quantity | int]
+    limits: dict[Literal["cpu", "memory", "ephemeral-storage"], Quantity | int]
+
+
+class Image(Strict):
+    repository: Repository
+    tag: ImageTag
+    pullPolicy: PullPolicy = "IfNotPresent"  # noqa: N815 - Helm values are camelCase
+
+
+class RocketMQImage(Strict):
+    repository: Repository = Field(description="the image of Apache RocketMQ; each variant's version is its tag")
+    pullPolicy: PullPolicy = "IfNotPresent"  # noqa: N815
+
+
+class Agent(Strict):
+    jar: JarName = Field(description="a jar of broker-patches/target/ in the harness image")
+    options: str = Field("", description="the agent's argument string", pattern=r"^[^\s]*$")
+
+
+class ChartVariant(Strict):
+    name: VariantName
+    version: ImageTag = Field(description="apache/rocketmq image tag, e.g. 5.3.3")
+    description: str = ""
+    agents: list[Agent] = Field(default_factory=list)
+    broker: dict[str, Scalar] = Field(default_factory=dict, description="broker.conf overrides")
+    proxy: dict[str, Scalar] = Field(default_factory=dict, description="rmq-proxy.json overrides")
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        return reject_owned(v, HARNESS_BROKER_KEYS)
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        return reject_owned(v, HARNESS_PROXY_KEYS)
+
+
+class Probe(Strict):
+    enabled: bool = False
+    port: int = Field(5558, ge=1024, le=65535)
+
+
+class Broker(Strict):
+    config: dict[str, Scalar]
+    heapOptions: str  # noqa: N815
+    resources: Resources
+
+
+class NameServer(Strict):
+    heapOptions: str  # noqa: N815
+    resources: Resources
+
+
+class RunsVolume(Strict):
+    size: Quantity
+    storageClassName: str = ""  # noqa: N815
+
+
+class LoadTest(Strict):
+    scenario: ScenarioName
+    variants: list[VariantName] = Field(min_length=1)
+    extraScenarios: dict[ScenarioName, str] = Field(default_factory=dict)  # noqa: N815
+    activeDeadlineSeconds: int = Field(ge=60)  # noqa: N815
+    ttlSecondsAfterFinished: int = Field(ge=0)  # noqa: N815
+    resources: Resources
+    runsVolume: RunsVolume  # noqa: N815
+
+
+class PrometheusValues(Strict):
+    image: Image
+    scrapeInterval: Duration  # noqa: N815
+    retention: Duration
+    resources: Resources
+
+
+class GrafanaValues(Strict):
+    image: Image
+    adminUser: Annotated[str, StringConstraints(min_length=1)]  # noqa: N815
+    resources: Resources
+
+
+class ChartValues(Strict):
+    """values.yaml of charts/rocketmq-pop-harness."""
+
+    nameOverride: str = ""  # noqa: N815
+    fullnameOverride: str = ""  # noqa: N815
+    harnessImage: Image  # noqa: N815
+    rocketmqImage: RocketMQImage  # noqa: N815
+    variants: list[ChartVariant] = Field(min_length=1)
+    probe: Probe
+    broker: Broker
+    nameServer: NameServer  # noqa: N815
+    loadtest: LoadTest
+    prometheus: PrometheusValues
+    grafana: GrafanaValues
+
+    @field_validator("broker")
+    @classmethod
+    def _base_keys(cls, v: Broker) -> Broker:
+        reject_owned(v.config, HARNESS_BROKER_KEYS)
+        return v
+
+
+def _without_titles(node: object) -> object:
+    if isinstance(node, dict):
+        return {k: _without_titles(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+    if isinstance(node, list):
+        return [_without_titles(v) for v in node]
+    return node
+
+
+def schema() -> dict:
+    """JSON Schema (draft 7, which Helm checks) with the owned broker keys refused by name."""
+    s = _without_titles(ChartValues.model_json_schema(ref_template="#/definitions/{model}"))
+    s["definitions"] = s.pop("$defs")
+    # A false schema per owned key: Helm then names the key's full path in its error.
+    owned_broker = {"properties": {k: False for k in sorted(HARNESS_BROKER_KEYS)}}
+    owned_proxy = {"properties": {k: False for k in sorted(HARNESS_PROXY_KEYS)}}
+    s["definitions"]["ChartVariant"]["properties"]["broker"].update(owned_broker)
+    s["definitions"]["ChartVariant"]["properties"]["proxy"].update(owned_proxy)
+    s["definitions"]["Broker"]["properties"]["config"].update(owned_broker)
+    return {"$schema": "http://json-schema.org/draft-07/schema#", "title": "rocketmq-pop-harness values", **s}
+
+
+def render() -> str:
+    return json.dumps(schema(), indent=2, sort_keys=False) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,75 @@
+"""Names, labels and ports the Helm chart gives its objects, in one place for the k8s backend.
+
+The chart's templates and these functions must agree; tests render the chart and compare.
+"""
+
+from __future__ import annotations
+
+from harness.backends.base import Endpoints
+
+CHART = "rocketmq-pop-harness"
+# Label keys (app.kubernetes.io/* are Kubernetes' recommended ones).
+NAME = "app.kubernetes.io/name"
+INSTANCE = "app.kubernetes.io/instance"
+COMPONENT = "app.kubernetes.io/component"
+VARIANT = "rmq-harness/variant"
+PROBE = "rmq-harness/probe"
+RUN_ID = "rmq-harness/run-id"
+# Components.
+ROCKETMQ = "rocketmq"
+LOADTEST = "loadtest"
+# RocketMQ's own default ports, the same in every variant's pod (each pod has its own IP).
+PORTS = {"namesrv": 9876, "broker": 10911, "remoting": 8080, "grpc": 8081, "metrics": 5557, "probe": 5558}
+# The load-test pod: its http_sd endpoint and the first Locust worker's metrics port.
+SD_PORT = 9099
+WORKER_PORT_BASE = 9100
+BROKER_CONTAINER = "broker"
+RUNS_MOUNT = "/runs"
+# A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>, a label value of at most 63.
+MAX_STATEFULSET_NAME = 52
+
+
+def fullname(release: str, override: str = "") -> str:
+    """The chart's fullname helper: the release name, suffixed with the chart's unless it contains it."""
+    if override:
+        name = override
+    elif CHART in release:
+        name = release
+    else:
+        name = f"{release}-{CHART}"
+    return name[:63].rstrip("-")
+
+
+def variant_name(full: str, variant: str) -> str:
+    """The StatefulSet, Service and ConfigMap of one variant (Service names allow no dots)."""
+    return f"{full}-{variant.replace('.', '-')}"
+
+
+def endpoints(full: str, namespace: str, variant: str, version: str, probe: bool) -> Endpoints:
+    """How a pod in the cluster reaches one variant: its Service's DNS name and RocketMQ's ports."""
+    host = f"{variant_name(full, variant)}.{namespace}.svc"
+    return Endpoints(
+        variant=variant,
+        version=version,
+        grpc=f"{host}:{PORTS['grpc']}",
+        remoting=f"{host}:{PORTS['remoting']}",
+        broker=f"{host}:{PORTS['broker']}",
+        namesrv=f"{host}:{PORTS['namesrv']}",
+        metrics=f"http://{host}:{PORTS['metrics']}/metrics",
+        probe=f"http://{host}:{PORTS['probe']}/metrics" if probe else "",
+    )
+
+
+def worker_port(n: int) -> int:
+    """The metrics port of the run's n-th Locust worker (0-based), declared on the load-test pod."""
+    return WORKER_PORT_BASE + n
+
+# What the chart tells the load-test pod about where it runs.
+ENV_FULLNAME = "RMQ_HARNESS_FULLNAME"
+ENV_NAMESPACE = "RMQ_HARNESS_NAMESPACE"
+ENV_POD_IP = "RMQ_HARNESS_POD_IP"
+ENV_PROMETHEUS = "RMQ_HARNESS_PROMETHEUS_URL"
+# Where the load-test pod mounts the release's variants and the run's scenario.
+VARIANTS_FILE = "/etc/rmq-harness/variants/variants.yaml"
+SCENARIO_DIR = "/etc/rmq-harness/scenario"
+SCENARIO_VOLUME = "scenario"

@@ -1,0 +1,227 @@
+"""Driving runs in a cluster from outside it: start a run as a Job made from the release's load-test
+CronJob (what `kubectl create job --from=cronjob/...` does), follow it, and copy its archive out of the
+runs PersistentVolumeClaim into a local runs directory, atomically and never over an existing archive.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness.backends.k8s import naming, transfer
+from harness.backends.k8s.cluster import load_api_client
+from harness.errors import ConfigError, HarnessError
+from harness.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Release:
+    name: str
+    namespace: str
+    cronjob: dict  # the load-test CronJob as the API returns it (camelCase keys)
+
+    @property
+    def full(self) -> str:
+        return self.cronjob["metadata"]["name"].removesuffix(f"-{naming.LOADTEST}")
+
+
+def job_name(release_full: str, run_id: str) -> str:
+    digest = hashlib.sha1(run_id.encode()).hexdigest()[:8]
+    return f"{release_full[:42].rstrip('-')}-run-{digest}"
+
+
+def run_args(run_id: str, scenario_file: str, variants: Sequence[str], probe: bool) -> list[str]:
+    args = ["--variants", naming.VARIANTS_FILE, "run", "--backend", "k8s", "--run-id", run_id,
+            "--scenario", scenario_file, "--runs-dir", naming.RUNS_MOUNT]
+    for v in variants:
+        args += ["--variant", v]
+    return args + (["--probe"] if probe else [])
+
+
+def job_manifest(release: Release, run_id: str, scenario_configmap: str, args: list[str]) -> dict:
+    """A Job from the CronJob's template: the run id as a label, the run's own scenario ConfigMap, ``args``."""
+    template = copy.deepcopy(release.cronjob["spec"]["jobTemplate"])
+    meta = template.get("metadata") or {}
+    labels = {**(meta.get("labels") or {}), naming.RUN_ID: run_id}
+    spec = template["spec"]
+    pod_meta = spec["template"].setdefault("metadata", {})
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), naming.RUN_ID: run_id}
+    pod = spec["template"]["spec"]
+    pod["containers"][0]["args"] = args
+    for vol in pod.get("volumes") or []:
+        if vol["name"] == naming.SCENARIO_VOLUME:
+            vol["configMap"]["name"] = scenario_configmap
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(release.full, run_id), "namespace": release.namespace, "labels": labels,
+                     "annotations": {"cronjob.kubernetes.io/instantiate": "manual"}},
+        "spec": spec,
+    }
+
+
+def collector_manifest(release: Release, name: str) -> dict:
+    """A pod like the load test's (same image, runs volume) that only waits to be copied from."""
+    pod = copy.deepcopy(release.cronjob["spec"]["jobTemplate"]["spec"]["template"])
+    spec = pod["spec"]
+    container = spec["containers"][0]
+    container["command"], container["args"] = ["sleep", "3600"], []
+    container.pop("ports", None)
+    spec["restartPolicy"] = "Never"
+    spec["volumes"] = [v for v in spec.get("volumes") or [] if v["name"] != naming.SCENARIO_VOLUME]
+    container["volumeMounts"] = [m for m in container.get("volumeMounts") or [] if m["name"] != naming.SCENARIO_VOLUME]
+    labels = {k: v for k, v in (pod.get("metadata") or {}).get("labels", {}).items() if k != naming.COMPONENT}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": release.namespace,
+                         "labels": {**labels, naming.COMPONENT: "collector"}},
+            "spec": spec}
+
+
+class Cluster:
+    """The release's load test, seen from a workstation through the current kubeconfig context."""
+
+    def __init__(self, release: str, namespace: str, log: Callable[[str], None] = print) -> None:
+        from kubernetes import client
+
+        self.api = load_api_client()
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.log = log
+        selector = f"{naming.INSTANCE}={release},{naming.COMPONENT}={naming.LOADTEST}"
+        found = self.batch.list_namespaced_cron_job(namespace, label_selector=selector).items
+        if not found:
+            raise ConfigError(f"no load test of Helm release {release!r} in namespace {namespace!r}: "
+                              "run `make deploy` first, or pass --release / --namespace")
+        self.release = Release(release, namespace, self.api.sanitize_for_serialization(found[0]))
+
+    # --- a run -----------------------------------------------------------------------------
+
+    def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], probe: bool) -> str:
+        from kubernetes import client
+
+        ns = self.release.namespace
+        name = job_name(self.release.full, run_id)
+        scenario_cm = f"{name}-scenario"
+        file = f"{scenario.name}.yaml"
+        self.core.create_namespaced_config_map(ns, {
+            "metadata": {"name": scenario_cm, "labels": {naming.INSTANCE: self.release.name, naming.RUN_ID: run_id}},
+            "data": {file: yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)},
+        })
+        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe)
+        job = self.batch.create_namespaced_job(ns, job_manifest(self.release, run_id, scenario_cm, args))
+        # The scenario's ConfigMap goes when the Job is deleted.
+        owner = client.V1OwnerReference(api_version="batch/v1", kind="Job", name=job.metadata.name,
+                                        uid=job.metadata.uid, block_owner_deletion=False)
+        self.core.patch_namespaced_config_map(scenario_cm, ns, {"metadata": {"ownerReferences": [
+            self.api.sanitize_for_serialization(owner)]}})
+        self.log(f"started Job {name} in namespace {ns}")
+        return name
+
+    def follow(self, job: str, timeout_s: float) -> None:
+        """Print the run's log as it goes; raise when the Job fails or runs past ``timeout_s``."""
+        from kubernetes import watch
+
+        ns = self.release.namespace
+        deadline = time.monotonic() + timeout_s
+        pod = self._job_pod(job, deadline)
+        for line in watch.Watch().stream(self.core.read_namespaced_pod_log, pod, ns, follow=True,
+                                         _request_timeout=timeout_s):
+            self.log(line)
+        while time.monotonic() < deadline:
+            status = self.batch.read_namespaced_job_status(job, ns).status
+            if status.succeeded:
+                return
+            if status.failed:
+                raise HarnessError(f"the run's Job {job} failed; its log is above (kubectl -n {ns} logs job/{job})")
+            time.sleep(2.0)
+        raise HarnessError(f"the run's Job {job} did not finish within {timeout_s:.0f} s")
+
+    def _job_pod(self, job: str, deadline: float) -> str:
+        ns = self.release.namespace
+        while time.monotonic() < deadline:
+            pods = self.core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items
+            for p in pods:
+                if p.status.phase in ("Running", "Succeeded", "Failed"):
+                    return p.metadata.name
+                waiting = [s.state.waiting for s in p.status.container_statuses or [] if s.state.waiting]
+                if any(w.reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName") for w in waiting):
+                    raise HarnessError(f"pod {p.metadata.name} cannot pull its image ({waiting[0].message}); "
+                                       "build and load it with `make kind-up`")
+            time.sleep(2.0)
+        raise HarnessError(f"the Job {job} started no pod in time (kubectl -n {ns} describe job/{job})")
+
+    # --- archives --------------------------------------------------------------------------
+
+    def archives(self) -> list[str]:
+        """Run ids of the complete archives on the runs volume."""
+        with self._collector() as pod:
+            out = self._exec(pod, ["sh", "-c", f"ls -1 {naming.RUNS_MOUNT}"])
+        return sorted(n for n in out.split() if n and not n.startswith(".") and n != "lost+found")
+
+    def fetch(self, run_ids: Sequence[str], runs_dir: Path) -> list[Path]:
+        """Copy archives into ``runs_dir``; an archive already there is an error, never overwritten."""
+        runs_dir = runs_dir.expanduser().resolve()
+        clash = [r for r in run_ids if (runs_dir / r).exists()]
+        if clash:
+            raise HarnessError(f"{runs_dir / clash[0]} already exists; move it away or pass another --runs-dir")
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        out = []
+        with self._collector() as pod:
+            for run_id in run_ids:
+                data = transfer.read_tree(self.core, self.release.namespace, pod, self._container(),
+                                          f"{naming.RUNS_MOUNT}/{run_id}")
+                staging = runs_dir / f".{run_id}.partial"
+                shutil.rmtree(staging, ignore_errors=True)
+                if transfer.unpack(data, staging) != [run_id] or not (staging / run_id / "manifest.json").is_file():
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise HarnessError(f"{run_id} on the runs volume is not a complete archive (no manifest.json)")
+                (staging / run_id).rename(runs_dir / run_id)
+                staging.rmdir()
+                out.append(runs_dir / run_id)
+        return out
+
+    def _container(self) -> str:
+        return self.release.cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["name"]
+
+    def _exec(self, pod: str, command: list[str]) -> str:
+        from kubernetes.stream import stream
+
+        return stream(self.core.connect_get_namespaced_pod_exec, pod, self.release.namespace,
+                      container=self._container(), command=command, stderr=True, stdin=False, stdout=True,
+                      tty=False)
+
+    def _collector(self) -> _Collector:
+        return _Collector(self)
+
+
+class _Collector:
+    """A short-lived pod mounting the runs volume, deleted on exit."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.name = f"{cluster.release.full[:40].rstrip('-')}-collect-{int(time.time()) % 100000}"
+
+    def __enter__(self) -> str:
+        c = self.cluster
+        ns = c.release.namespace
+        c.core.create_namespaced_pod(ns, collector_manifest(c.release, self.name))
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            phase = c.core.read_namespaced_pod(self.name, ns).status.phase
+            if phase == "Running":
+                return self.name
+            if phase in ("Failed", "Succeeded"):
+                break
+            time.sleep(1.0)
+        self.__exit__()
+        raise HarnessError(f"pod {self.name} mounting the runs volume did not start (kubectl -n {ns} describe pod)")
+
+    def __exit__(self, *exc: object) -> None:
+        self.cluster.core.delete_namespaced_pod(self.name, self.cluster.release.namespace, grace_period_seconds=0)

@@ -1,0 +1,42 @@
+"""Copying a directory out of a pod over the API (what `kubectl cp` does): tar in the container,
+base64 so the websocket's text frames carry it intact, unpacked here."""
+
+from __future__ import annotations
+
+import base64
+import io
+import shlex
+import tarfile
+from pathlib import Path, PurePosixPath
+
+from harness.errors import HarnessError
+
+
+def read_tree(core: object, namespace: str, pod: str, container: str, path: str, timeout_s: float = 300.0) -> bytes:
+    """The directory ``path`` in the container as gzipped tar bytes (its last component at the top)."""
+    from kubernetes.stream import stream
+
+    p = PurePosixPath(path)
+    command = f"tar czf - -C {shlex.quote(str(p.parent))} {shlex.quote(p.name)} | base64 -w 0"
+    resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container,
+                  command=["sh", "-c", command], stderr=True, stdin=False, stdout=True, tty=False,
+                  _preload_content=False)
+    out, err = [], []
+    try:
+        resp.run_forever(timeout=timeout_s)
+        out.append(resp.read_stdout() or "")
+        err.append(resp.read_stderr() or "")
+        code = resp.returncode
+    finally:
+        resp.close()
+    if code:
+        raise HarnessError(f"copying {path} out of pod {pod} failed (exit {code}): {''.join(err).strip()[:300]}")
+    return base64.b64decode("".join(out))
+
+
+def unpack(data: bytes, dest: Path) -> list[str]:
+    """Unpack tar bytes into ``dest``; return the top-level names. Paths leaving ``dest`` are refused."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+        tar.extractall(dest, filter="data")
+        return sorted({PurePosixPath(m.name).parts[0] for m in tar.getmembers() if m.name not in ("", ".")})

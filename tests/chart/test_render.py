@@ -1,0 +1,372 @@
+"""The chart rendered in every CI profile: what it would apply, checked object by object.
+
+The contracts tested here are the ones a cluster run depends on: the patched broker really loads the
+agent, Prometheus finds the workers and brokers, Grafana gets every dashboard, no secret sits in plain
+values, and the k8s backend's names, labels, environment and permissions match the objects.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.backends.k8s import naming
+from harness.backends.k8s.chart_values import ChartValues
+from harness.backends.local.config import BROKER_DEFAULTS, PROBE_JAR, WAKEUP_FIX_JAR
+from harness.cli import _parser
+from harness.paths import REPO_ROOT
+from harness.scenario import parse_scenario
+from harness.variants import parse_variants
+from tests.chart.helm import (
+    CHART,
+    NAMESPACE,
+    PROFILES,
+    RELEASE,
+    container,
+    env_of,
+    find,
+    helm,
+    one,
+    render,
+)
+
+FULL = naming.fullname(RELEASE)
+
+
+def values_of(profile: str) -> ChartValues:
+    base = yaml.safe_load((CHART / "values.yaml").read_text())
+    override = yaml.safe_load((CHART / "ci" / profile).read_text()) or {}
+    return ChartValues.model_validate({**base, **{k: v if not isinstance(v, dict) or k not in base
+                                                  else {**base[k], **v} for k, v in override.items()}})
+
+
+def test_there_are_profiles_for_defaults_and_many_variants():
+    names = [p.name for p in PROFILES]
+    assert names[0] == "01-default-values.yaml" and len(names) >= 3
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_helm_lint_is_clean_in_every_profile(profile: Path):
+    out = helm("lint", str(CHART), "--strict", "--values", str(profile), "--namespace", NAMESPACE,
+               "--kube-version", "1.31.0")
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_values_schema_is_generated_from_the_model():
+    from harness.backends.k8s.chart_values import render as render_schema
+
+    committed = (CHART / "values.schema.json").read_text()
+    assert committed == render_schema(), "regenerate: python -m harness.backends.k8s.chart_values > values.schema.json"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("variants[0].name=Bad_Name,variants[0].version=5.3.3", "/variants/0/name"),
+        ("variants[0].name=x,variants[0].version=5.3.3,variants[0].broker.listenPort=1",
+         "/variants/0/broker/listenPort"),
+        ("variants[0].name=x,variants[0].version=5.3.3,variants[0].proxy.grpcServerPort=1",
+         "/variants/0/proxy/grpcServerPort"),
+        ("broker.config.brokerIP1=10.0.0.1", "/broker/config/brokerIP1"),
+        ("loadtest.scenario=no-such-scenario", "loadtest.scenario"),
+        ("loadtest.variants[0]=nobody", "loadtest.variants"),
+        ("probe.port=80", "/probe/port"),
+        ("fullnameOverride=" + "y" * 50, "longer than 52"),
+        ("harnessImage.pullPolicy=Sometimes", "/harnessImage/pullPolicy"),
+    ],
+)
+def test_bad_values_fail_naming_the_field(setting: str, message: str):
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", "1.31.0", "--set", setting]
+    out = helm(*args, check=False)
+    assert out.returncode != 0
+    assert message in out.stderr, out.stderr
+
+
+def test_rendered_objects_carry_standard_labels_and_the_namespace(rendered):
+    for objs in rendered.values():
+        for o in objs:
+            labels = o["metadata"].get("labels", {})
+            for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                        "app.kubernetes.io/managed-by", "helm.sh/chart"):
+                assert key in labels, f"{o['kind']} {o['metadata']['name']} lacks label {key}"
+            assert o["metadata"]["namespace"] == NAMESPACE
+
+
+def pod_specs(objs: list[dict]) -> list[tuple[str, dict]]:
+    out = []
+    for o in objs:
+        if o["kind"] in ("StatefulSet", "Deployment"):
+            out.append((o["metadata"]["name"], o["spec"]["template"]["spec"]))
+        elif o["kind"] == "CronJob":
+            out.append((o["metadata"]["name"], o["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+    return out
+
+
+def test_every_container_is_non_root_read_only_and_bounded(rendered):
+    for objs in rendered.values():
+        for name, spec in pod_specs(objs):
+            assert spec["securityContext"]["runAsNonRoot"] is True, name
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            for c in spec["containers"] + spec.get("initContainers", []):
+                sc = c["securityContext"]
+                assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"], (name, c["name"])
+                assert sc["capabilities"]["drop"] == ["ALL"], (name, c["name"])
+                assert {"cpu", "memory"} <= set(c["resources"]["requests"]) <= set(c["resources"]["limits"])
+
+
+def variant_sets(objs: list[dict]) -> dict[str, dict]:
+    return {o["metadata"]["labels"][naming.VARIANT]: o for o in find(objs, "StatefulSet")}
+
+
+def test_patched_variant_mounts_and_loads_the_fix_agent(rendered):
+    objs = rendered["01-default-values.yaml"]
+    sets = variant_sets(objs)
+    assert set(sets) == {"unpatched", "patched"}
+    patched = sets["patched"]["spec"]["template"]["spec"]
+    jar = Path(WAKEUP_FIX_JAR).name
+    init = next(c for c in patched["initContainers"] if c["name"] == "agents")
+    assert init["command"][-1] == "/agents/" and f"/app/{WAKEUP_FIX_JAR}" in init["command"]
+    assert {"name": "agents", "mountPath": "/agents"} in init["volumeMounts"]
+    broker = container(patched, naming.BROKER_CONTAINER)
+    opts = shlex.split(env_of(broker)["JAVA_OPT_EXT"])
+    assert f"-javaagent:/agents/{jar}" in opts
+    mount = next(m for m in broker["volumeMounts"] if m["name"] == "agents")
+    assert mount["mountPath"] == "/agents" and mount["readOnly"]
+    assert any(v["name"] == "agents" and "emptyDir" in v for v in patched["volumes"])
+    unpatched = sets["unpatched"]["spec"]["template"]["spec"]
+    assert "initContainers" not in unpatched
+    assert "-javaagent" not in env_of(container(unpatched, naming.BROKER_CONTAINER))["JAVA_OPT_EXT"]
+
+
+def test_the_agents_the_chart_names_are_the_jars_the_image_ships():
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    for jar in (WAKEUP_FIX_JAR, PROBE_JAR):
+        assert Path(jar).name in dockerfile
+    assert "/app" in dockerfile and "WORKDIR /app" in dockerfile
+
+
+def test_probe_profile_mounts_the_probe_last_on_every_broker_reachable_from_prometheus(rendered):
+    objs = rendered["02-multi-variant-values.yaml"]
+    sets = variant_sets(objs)
+    assert set(sets) == {"unpatched", "patched", "upstream-5.4.0", "patched-v2"}
+    for variant, sts in sets.items():
+        assert sts["metadata"]["labels"][naming.PROBE] == "true"
+        broker = container(sts["spec"]["template"]["spec"], naming.BROKER_CONTAINER)
+        agents = [o for o in shlex.split(env_of(broker)["JAVA_OPT_EXT"]) if o.startswith("-javaagent:")]
+        assert agents[-1] == f"-javaagent:/agents/{Path(PROBE_JAR).name}=port={naming.PORTS['probe']},host=0.0.0.0"
+        assert {"name": "probe", "containerPort": naming.PORTS["probe"]} in broker["ports"]
+        svc = one(objs, "Service", naming.variant_name(FULL, variant))
+        assert {"name": "probe", "port": naming.PORTS["probe"], "targetPort": "probe"} in svc["spec"]["ports"]
+    image = container(sets["upstream-5.4.0"]["spec"]["template"]["spec"], naming.BROKER_CONTAINER)["image"]
+    assert image == "apache/rocketmq:5.4.0"
+
+
+def test_variant_services_are_where_the_backend_looks(rendered):
+    for profile, objs in rendered.items():
+        cron = one(objs, "CronJob")
+        full = env_of(container(cron["spec"]["jobTemplate"]["spec"]["template"]["spec"], "harness"))[
+            naming.ENV_FULLNAME]
+        for variant, sts in variant_sets(objs).items():
+            ep = naming.endpoints(full, NAMESPACE, variant, "x", probe=False)
+            svc_name = ep.grpc.split(".")[0]
+            assert sts["metadata"]["name"] == svc_name == naming.variant_name(full, variant), profile
+            svc = one(objs, "Service", svc_name)
+            ports = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
+            assert ports["grpc"] == naming.PORTS["grpc"] and ports["broker"] == naming.PORTS["broker"]
+            assert ports["metrics"] == naming.PORTS["metrics"] and ports["namesrv"] == naming.PORTS["namesrv"]
+            selector = svc["spec"]["selector"]
+            assert all(sts["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
+            assert sts["metadata"]["labels"][naming.COMPONENT] == naming.ROCKETMQ
+            cm = one(objs, "ConfigMap", svc_name)
+            assert cm["data"]["broker.conf"] == cm["data"]["broker-base.conf"]
+
+
+@pytest.mark.parametrize(("release", "override"), [("rmq", ""), ("team-rocketmq-pop-harness", ""), ("rmq", "ph")])
+def test_fullname_matches_the_backend(release: str, override: str):
+    sets = () if not override else (f"fullnameOverride={override}",)
+    objs = render(release=release, sets=sets)
+    cron = one(objs, "CronJob")
+    assert cron["metadata"]["name"] == f"{naming.fullname(release, override)}-{naming.LOADTEST}"
+
+
+def test_broker_config_is_the_local_defaults_plus_the_pods_own_settings(rendered):
+    objs = rendered["02-multi-variant-values.yaml"]
+    conf = {}
+    for line in one(objs, "ConfigMap", "-patched-v2")["data"]["broker-base.conf"].splitlines():
+        k, v = line.split("=", 1)
+        conf[k] = v
+    for k, v in BROKER_DEFAULTS.items():
+        expected = str(v).lower() if isinstance(v, bool) else str(v)
+        if k != "enableRetryTopicV2":
+            assert conf[k] == expected, k
+    assert conf["enableRetryTopicV2"] == "true" and conf["popPollingMapSize"] == "100000"
+    assert conf["brokerName"] == "broker-patched-v2" and conf["namesrvAddr"] == "127.0.0.1:9876"
+    assert conf["metricsPromExporterHost"] == "0.0.0.0" and conf["metricsPromExporterPort"] == "5557"
+    proxy = json.loads(one(objs, "ConfigMap", "-patched-v2")["data"]["rmq-proxy.json"])
+    assert proxy["grpcServerPort"] == 8081 and proxy["grpcThreadPoolNums"] == 8 and proxy["proxyMode"] == "local"
+
+
+def test_load_test_runs_the_harness_with_what_the_chart_mounts(rendered):
+    for profile, objs in rendered.items():
+        cron = one(objs, "CronJob", f"-{naming.LOADTEST}")
+        assert cron["spec"]["suspend"] is True and cron["spec"]["concurrencyPolicy"] == "Forbid"
+        pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        harness = container(pod, "harness")
+        args = _parser().parse_args(harness["args"])
+        assert args.command == "run" and args.backend == "k8s"
+        assert str(args.variants) == naming.VARIANTS_FILE and str(args.runs_dir) == naming.RUNS_MOUNT
+        mounts = {m["mountPath"]: m["name"] for m in harness["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert mounts[naming.RUNS_MOUNT] == "runs"
+        assert volumes["runs"]["persistentVolumeClaim"]["claimName"] == one(objs, "PersistentVolumeClaim")[
+            "metadata"]["name"]
+        assert mounts[naming.SCENARIO_DIR] == naming.SCENARIO_VOLUME
+        # The scenario it names is in the ConfigMap it mounts, and the harness accepts it.
+        scenarios = one(objs, "ConfigMap", volumes[naming.SCENARIO_VOLUME]["configMap"]["name"])["data"]
+        scenario_file = Path(args.scenario).name
+        parse_scenario(yaml.safe_load(scenarios[scenario_file]), scenario_file)
+        # So does the variants file, and every agent jar in it is one the agents build produces.
+        variants_dir = str(Path(naming.VARIANTS_FILE).parent)
+        variants_cm = one(objs, "ConfigMap", volumes[mounts[variants_dir]]["configMap"]["name"])
+        variants = parse_variants(yaml.safe_load(variants_cm["data"]["variants.yaml"]), profile)
+        assert set(args.variants_wanted) <= set(variants)
+        for v in variants.values():
+            for a in v.agents:
+                assert a.jar in (WAKEUP_FIX_JAR, PROBE_JAR), a.jar
+        env = {e["name"]: e for e in harness["env"]}
+        for name in (naming.ENV_FULLNAME, naming.ENV_NAMESPACE, naming.ENV_POD_IP, naming.ENV_PROMETHEUS):
+            assert name in env, name
+        assert env[naming.ENV_POD_IP]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+        assert {"name": "http-sd", "containerPort": naming.SD_PORT} in harness["ports"]
+        assert pod["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
+
+
+def test_every_builtin_scenario_is_in_the_scenarios_configmap(rendered):
+    data = one(rendered["01-default-values.yaml"], "ConfigMap", "-scenarios")["data"]
+    builtin = sorted(p.name for p in (REPO_ROOT / "workloads" / "scenarios").glob("*.yaml"))
+    assert sorted(data) == builtin
+    for name in builtin:
+        # (YAML's block scalar keeps one final newline)
+        assert data[name] == (REPO_ROOT / "workloads" / "scenarios" / name).read_text().rstrip("\n") + "\n"
+    assert "short-mine.yaml" in one(rendered["02-multi-variant-values.yaml"], "ConfigMap", "-scenarios")["data"]
+
+
+def test_role_grants_what_the_backend_calls_and_nothing_cluster_wide(rendered):
+    objs = rendered["01-default-values.yaml"]
+    assert not find(objs, "ClusterRole") and not find(objs, "ClusterRoleBinding")
+    rules = {(r["apiGroups"][0], res): set(r["verbs"]) for r in one(objs, "Role")["rules"] for res in r["resources"]}
+    needed = {
+        ("apps", "statefulsets"): {"get", "list"},  # read_namespaced_stateful_set, list (endpoints)
+        ("apps", "statefulsets/scale"): {"patch"},  # up from zero, down
+        ("", "pods"): {"list", "delete"},  # fresh pod per run
+        ("", "pods/log"): {"get"},  # container output into the archive
+        ("", "pods/exec"): {"create"},  # RocketMQ's log files into the archive
+        ("", "configmaps"): {"get", "patch"},  # the run's broker.conf
+    }
+    for key, verbs in needed.items():
+        assert verbs <= rules.get(key, set()), key
+    assert all("*" not in verbs for verbs in rules.values())
+    assert "secrets" not in {res for _, res in rules}
+    binding = one(objs, "RoleBinding")
+    assert binding["subjects"][0]["name"] == one(objs, "ServiceAccount")["metadata"]["name"]
+
+
+def prometheus_config(objs: list[dict]) -> dict:
+    return yaml.safe_load(one(objs, "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+
+
+def test_prometheus_discovers_the_running_load_test_and_scrapes_every_broker(rendered):
+    for profile, objs in rendered.items():
+        cfg = prometheus_config(objs)
+        jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
+        sd = jobs["rmq-harness-run"]
+        assert sd["honor_labels"] is True
+        url = sd["http_sd_configs"][0]["url"]
+        svc = one(objs, "Service", f"-{naming.LOADTEST}")
+        assert url == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:{naming.SD_PORT}/targets", profile
+        assert svc["spec"]["ports"][0]["port"] == naming.SD_PORT and svc["spec"]["publishNotReadyAddresses"]
+        pod_labels = one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+        assert all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items())
+        statics = {t: g["labels"]["variant"] for g in jobs["rocketmq"]["static_configs"] for t in g["targets"]}
+        full = env_of(container(one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"], "harness"))[
+            naming.ENV_FULLNAME]
+        for variant in variant_sets(objs):
+            metrics = naming.endpoints(full, NAMESPACE, variant, "x", probe=False).metrics
+            assert statics[metrics.removeprefix("http://").removesuffix("/metrics")] == variant
+        prom_svc = one(objs, "Service", "-prometheus")
+        prom_url = env_of(container(one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+                                    "harness"))[naming.ENV_PROMETHEUS]
+        assert prom_url == f"http://{prom_svc['metadata']['name']}.{NAMESPACE}.svc:9090"
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_promtool_accepts_the_prometheus_config(profile: Path, tmp_path: Path, rendered):
+    path = tmp_path / "prometheus.yml"
+    path.write_text(one(rendered[profile.name], "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+    out = subprocess.run(["promtool", "check", "config", "--syntax-only", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_grafana_provisions_every_dashboard_from_the_release_prometheus(rendered):
+    objs = rendered["01-default-values.yaml"]
+    dashboards = one(objs, "ConfigMap", "-dashboards")["data"]
+    files = sorted((REPO_ROOT / "dashboards").glob("*.json"))
+    assert files and sorted(dashboards) == [f.name for f in files]
+    for f in files:
+        assert json.loads(dashboards[f.name]) == json.loads(f.read_text())
+    prov = one(objs, "ConfigMap", "-grafana-provisioning")["data"]
+    provider = yaml.safe_load(prov["dashboards.yaml"])["providers"][0]
+    deploy = one(objs, "Deployment", "-grafana")["spec"]["template"]["spec"]
+    grafana = container(deploy, "grafana")
+    mounts = {m["name"]: m for m in grafana["volumeMounts"] if m["name"] == "dashboards"}
+    assert mounts["dashboards"]["mountPath"] == provider["options"]["path"]
+    volume = next(v for v in deploy["volumes"] if v["name"] == "dashboards")
+    assert volume["configMap"]["name"] == one(objs, "ConfigMap", "-dashboards")["metadata"]["name"]
+    ds = yaml.safe_load(prov["datasources.yaml"])["datasources"][0]
+    prom_svc = one(objs, "Service", "-prometheus")
+    assert ds["type"] == "prometheus" and ds["url"] == f"http://{prom_svc['metadata']['name']}.{NAMESPACE}.svc:9090"
+    paths = {m["mountPath"] for m in grafana["volumeMounts"]}
+    assert "/etc/grafana/provisioning/datasources/datasources.yaml" in paths
+    assert "/etc/grafana/provisioning/dashboards/dashboards.yaml" in paths
+
+
+def test_no_secret_in_plain_values_and_the_grafana_password_is_generated(rendered):
+    words = re.compile(r"password|secret|token|credential", re.I)
+    for path in [CHART / "values.yaml", *PROFILES]:
+        keys = []
+
+        def walk(node: object, keys: list[str] = keys) -> None:
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    keys.append(str(k))
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(yaml.safe_load(path.read_text()))
+        assert not [k for k in keys if words.search(k)], path
+    objs = rendered["01-default-values.yaml"]
+    secret = one(objs, "Secret", "-grafana")
+    password = base64.b64decode(secret["data"]["admin-password"]).decode()
+    assert len(password) >= 24
+    text = yaml.safe_dump([o for o in objs if o["kind"] != "Secret"])
+    assert password not in text
+    grafana = container(one(objs, "Deployment", "-grafana")["spec"]["template"]["spec"], "grafana")
+    env = env_of(grafana)
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env
+    assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"].startswith("/etc/grafana/secret/")
+    again = one(render(), "Secret", "-grafana")
+    assert again["data"]["admin-password"] != secret["data"]["admin-password"], "a fixed password, not generated"
+
+
+def test_every_profile_parses_under_the_values_model():
+    for profile in PROFILES:
+        values_of(profile.name)
