@@ -95,10 +95,13 @@ HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=31 \
 	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=31
 
+# Go from PATH, else where the official tarball installs it.
+GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
+
 $(HELM):
-	@command -v go >/dev/null || { echo "error: building helm $(HELM_VERSION) needs Go 1.24+ on PATH (or pass HELM=/path/to/helm)" >&2; exit 1; }
+	@test -x $(GO) || { echo "error: building helm $(HELM_VERSION) needs Go 1.24+ (on PATH or GO=/path/to/go), or pass HELM=/path/to/helm" >&2; exit 1; }
 	GOBIN=$(abspath $(dir $@)) GOPATH=$(TOOLS)/gopath GOCACHE=$(TOOLS)/gocache GOFLAGS=-modcacherw CGO_ENABLED=0 \
-	  go install -trimpath -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	  $(GO) install -trimpath -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 $(CHECKOV):
 	rm -rf $(TOOLS)/checkov-$(CHECKOV_VERSION)
@@ -114,9 +117,11 @@ kind-up: $(HELM)
 	docker build -t rmq-pop-harness:$(IMAGE_TAG) .
 	$(KIND) load docker-image rmq-pop-harness:$(IMAGE_TAG) --name $(KIND_CLUSTER)
 
-deploy: $(HELM)
+# Not helm --wait: kind's storage class binds the runs volume only when the first run mounts it.
+deploy: $(HELM) python
 	$(HELM) upgrade --install $(RELEASE) $(CHART) --namespace $(NAMESPACE) --create-namespace \
-	  --set harnessImage.tag=$(IMAGE_TAG) --wait --timeout 15m
+	  --set harnessImage.tag=$(IMAGE_TAG)
+	$(HARNESS) k8s status $(K8S_FLAGS) --wait 900
 
 # A run as a Job in the cluster; its archive is copied into runs/ when it ends.
 loadtest: python

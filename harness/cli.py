@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                               help="copy run archives from the cluster's runs volume (default: all not yet here)")
     collect.add_argument("run_ids", nargs="*", metavar="RUN_ID")
     collect.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
+    status = ksub.add_parser("status", parents=[k8s_opts], help="readiness of the release's workloads")
+    status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="wait up to SECONDS until every workload is ready")
 
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     from spark.jobs.compare import parser as compare_parser
@@ -251,7 +254,12 @@ def _run_in_cluster(args: argparse.Namespace, scenario: object) -> int:
 
 
 def _k8s(args: argparse.Namespace) -> int:
-    from harness.backends.k8s.remote import Cluster
+    from harness.backends.k8s.remote import Cluster, wait_ready
+
+    if args.action == "status":
+        with console.status(f"waiting for release {args.release} in namespace {args.namespace} ..."):
+            wait_ready(args.namespace, args.release, max(args.wait, 1.0), log=console.print)
+        return 0
 
     cluster = Cluster(args.release, args.namespace, log=console.print)
     wanted = args.run_ids or [r for r in cluster.archives() if not (args.runs_dir / r).exists()]

@@ -174,8 +174,9 @@ class RunResult:
 
 
 def new_run_id(scenario: str) -> str:
+    """Time, scenario, 4 random hex digits; at most 63 characters (it is a Kubernetes label value too)."""
     now = dt.datetime.now(dt.UTC)
-    return f"{now:%Y%m%d-%H%M%S}-{scenario}-{secrets.token_hex(2)}"
+    return f"{now:%Y%m%d-%H%M%S}-{scenario[:40].rstrip('-')}-{secrets.token_hex(2)}"
 
 
 class Run:
@@ -230,7 +231,7 @@ class Run:
             # One more scrape interval so the last counter values are in.
             time.sleep(1.5)
             window = (window_start, time.time())
-            exported = prom.export(staging.dir("prometheus"), *window)
+            exported = prom.export(staging.dir("prometheus"), *window, run=self.run_id)
             exported["dashboard_panels"] = prom.export_panels(staging.dir("prometheus") / "panels.json",
                                                               panel_queries(self.run_id), *window)
             prom.stop()
@@ -241,8 +242,13 @@ class Run:
             backend.collect(staging.dir("logs"))
             self.log(f"run failed; what it wrote so far is in {staging.path}")
             raise
-        backend.down()
-        backend.collect(staging.dir("logs"))
+        # The data is in; a broker that will not stop or a log that cannot be copied must not lose it.
+        for what, step in (("stopping the brokers", backend.down),
+                           ("copying server logs", lambda: backend.collect(staging.dir("logs")))):
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - reported, and the archive is still written
+                self.log(f"warning: {what} failed: {e}")
         merged = staging.merge_events({g.variant: g.shard_dir for g in self.groups})
         summary = summarize(merged) if not merged.empty else []
         manifest = Manifest(

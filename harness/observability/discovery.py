@@ -88,8 +88,21 @@ class DiscoveredPrometheus(Prometheus):
         with self._opener.open(f"{self.url}{path}", timeout=5) as resp:
             return json.loads(resp.read())
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 20.0) -> None:
+        """Withdraw the targets first: Prometheus keeps the last list it got when the endpoint goes away,
+        and would go on scraping (and labelling) the next run's brokers under this run's name."""
         if self._server is not None:
+            run = {g["labels"].get("run") for g in self._server.groups}
+            self._server.groups = []
+            deadline = time.monotonic() + drain_s
+            while time.monotonic() < deadline:
+                try:
+                    active = self._get("/api/v1/targets?state=active")["data"]["activeTargets"]
+                except (OSError, URLError, KeyError, ValueError):
+                    break
+                if not any(t["labels"].get("run") in run for t in active):
+                    break
+                time.sleep(1.0)
             self._server.shutdown()
             self._server.server_close()
             self._server = None

@@ -21,13 +21,18 @@ import yaml
 from harness.backends.local import process
 from harness.errors import HarnessError
 
-# Raw series exported after a run: ours, the probe's, and the broker's pop / consumer families.
+# Raw series exported after a run: ours, the probe's, and the broker's pop / consumer families
+# (metric name patterns; the run's own label is added, since a shared Prometheus holds other runs).
 EXPORTS = {
-    "harness": '{__name__=~"rmq_harness_.+"}',
-    "probe": '{__name__=~"rmq_probe_.+"}',
-    "broker_pop": '{__name__=~"rocketmq_pop_.+"}',
-    "broker_consumer": '{__name__=~"rocketmq_consumer_.+|rocketmq_send_to_dlq_messages_total"}',
+    "harness": "rmq_harness_.+",
+    "probe": "rmq_probe_.+",
+    "broker_pop": "rocketmq_pop_.+",
+    "broker_consumer": "rocketmq_consumer_.+|rocketmq_send_to_dlq_messages_total",
 }
+
+
+def selector(name_pattern: str, run: str = "") -> str:
+    return "{" + f'__name__=~"{name_pattern}"' + (f', run="{run}"' if run else "") + "}"
 MAX_POINTS = 10_000  # Prometheus refuses query_range answers above 11,000 points per series
 
 
@@ -104,12 +109,15 @@ class Prometheus:
         with self._opener.open(f"{self.url}/api/v1/query?{params}", timeout=30) as resp:
             return json.loads(resp.read())
 
-    def export(self, dest: Path, start: float, end: float, exprs: Mapping[str, str] = EXPORTS) -> dict[str, int]:
-        """Write query_range answers of the run window to ``dest/<name>.json``; return series per export."""
+    def export(self, dest: Path, start: float, end: float, run: str = "",
+               patterns: Mapping[str, str] = EXPORTS) -> dict[str, int]:
+        """Write query_range answers of the run window (the run's series only, when ``run`` is given) to
+        ``dest/<name>.json``; return series per export."""
         dest.mkdir(parents=True, exist_ok=True)
         step = max(1.0, (end - start) / MAX_POINTS)
         counts = {}
-        for name, expr in exprs.items():
+        for name, pattern in patterns.items():
+            expr = selector(pattern, run)
             answer = self.query_range(expr, start, end, step)
             (dest / f"{name}.json").write_text(json.dumps({"query": expr, "start": start, "end": end,
                                                            "step_s": step, **answer}))

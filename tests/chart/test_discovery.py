@@ -56,6 +56,12 @@ def test_chart_prometheus_scrapes_what_the_run_publishes(rendered, tmp_path: Pat
             time.sleep(0.5)
         assert result, f"no series for {expr}; see {tmp_path / 'prometheus.log'}"
         assert float(result[0]["value"][1]) == 3.0
+        # Stopping withdraws the targets: Prometheus no longer scrapes anything of this run.
+        discovered.stop()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"{discovered.url}/api/v1/targets?state=active", timeout=5) as resp:
+            active = json.loads(resp.read())["data"]["activeTargets"]
+        assert not [t for t in active if t["labels"].get("run") == "run-1"]
     finally:
         discovered.stop()
         prom.terminate()

@@ -60,7 +60,7 @@ fails when a pod label would be too long. */}}
 {{- $agents = append $agents (dict "jar" .jar "options" (.options | default "")) }}
 {{- end }}
 {{- if .root.Values.probe.enabled }}
-{{- $agents = append $agents (dict "jar" "pop-wakeup-probe.jar" "options" (printf "port=%d,host=0.0.0.0" (int .root.Values.probe.port))) }}
+{{- $agents = append $agents (dict "jar" "pop-wakeup-probe.jar" "options" "port=5558,host=0.0.0.0") }}
 {{- end }}
 {{- toJson $agents }}
 {{- end }}

@@ -69,7 +69,6 @@ class ChartVariant(Strict):
 
 class Probe(Strict):
     enabled: bool = False
-    port: int = Field(5558, ge=1024, le=65535)
 
 
 class Broker(Strict):

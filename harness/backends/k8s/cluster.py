@@ -9,6 +9,7 @@ readiness; ``down`` scales the variants to zero, keeping their logs for ``collec
 from __future__ import annotations
 
 import os
+import tarfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +23,6 @@ CONFIG_KEY = "broker.conf"
 BASE_CONFIG_KEY = "broker-base.conf"  # as the chart rendered it; broker.conf = base + the run's overrides
 READY_TOPIC = "RMQ_HARNESS_READY"
 READY_GROUP = "RMQ_HARNESS_READY_GROUP"
-SERVER_LOGS = "/home/rocketmq/logs/rocketmqlogs"  # user.home of the apache/rocketmq image's user
 
 
 def in_cluster() -> bool:
@@ -130,7 +130,10 @@ class K8sBackend:
             for container, text in self._logs.get(name, {}).items():
                 (target / f"{container}.out").write_text(text)
             if self._server_logs.get(name):
-                transfer.unpack(self._server_logs[name], target)
+                try:
+                    transfer.unpack(self._server_logs[name], target)
+                except (OSError, tarfile.TarError) as e:
+                    self.log(f"{name}: server logs not unpacked: {e}")
             if name in self._configs:
                 (target / "conf").mkdir(exist_ok=True)
                 (target / "conf" / CONFIG_KEY).write_text(self._configs[name])
@@ -191,8 +194,9 @@ class K8sBackend:
         name = naming.variant_name(self.full, variant)
         if not sts.spec.replicas:
             self.apps.patch_namespaced_stateful_set_scale(name, self.namespace, {"spec": {"replicas": 1}})
+        # Its store is thrown away, and the image's sh (PID 1) ignores SIGTERM: no point waiting 30 s.
         for pod in self._pods(variant):
-            self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=30)
+            self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=1)
 
     def _wait_pod_ready(self, variant: str, exclude: set[str]) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -253,7 +257,7 @@ class K8sBackend:
         for pod in self._pods(variant):
             try:
                 return transfer.read_tree(self.core, self.namespace, pod.metadata.name, naming.BROKER_CONTAINER,
-                                          SERVER_LOGS, timeout_s=120)
+                                          naming.SERVER_LOGS, timeout_s=120)
             except Exception as e:  # noqa: BLE001 - logs are a courtesy; the run's data is already safe
                 self.log(f"{variant}: server logs not copied: {e}")
         return b""

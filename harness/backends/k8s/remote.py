@@ -103,10 +103,21 @@ class Cluster:
 
     # --- a run -----------------------------------------------------------------------------
 
+    def running(self) -> list[str]:
+        """The release's load-test Jobs still running (one run at a time: they restart the same brokers)."""
+        selector = f"{naming.INSTANCE}={self.release.name},{naming.COMPONENT}={naming.LOADTEST}"
+        jobs = self.batch.list_namespaced_job(self.release.namespace, label_selector=selector).items
+        return [j.metadata.name for j in jobs if j.status.active]
+
     def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], probe: bool) -> str:
         from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
 
         ns = self.release.namespace
+        busy = self.running()
+        if busy:
+            raise HarnessError(f"a run is already going in namespace {ns} (Job {busy[0]}): wait for it, or stop it "
+                               f"with `kubectl -n {ns} delete job {busy[0]}`")
         name = job_name(self.release.full, run_id)
         scenario_cm = f"{name}-scenario"
         file = f"{scenario.name}.yaml"
@@ -115,7 +126,11 @@ class Cluster:
             "data": {file: yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)},
         })
         args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe)
-        job = self.batch.create_namespaced_job(ns, job_manifest(self.release, run_id, scenario_cm, args))
+        try:
+            job = self.batch.create_namespaced_job(ns, job_manifest(self.release, run_id, scenario_cm, args))
+        except ApiException as e:
+            self.core.delete_namespaced_config_map(scenario_cm, ns)
+            raise HarnessError(f"the cluster refused the run's Job: {e.reason}: {(e.body or '')[:300]}") from None
         # The scenario's ConfigMap goes when the Job is deleted.
         owner = client.V1OwnerReference(api_version="batch/v1", kind="Job", name=job.metadata.name,
                                         uid=job.metadata.uid, block_owner_deletion=False)
@@ -225,3 +240,34 @@ class _Collector:
 
     def __exit__(self, *exc: object) -> None:
         self.cluster.core.delete_namespaced_pod(self.name, self.cluster.release.namespace, grace_period_seconds=0)
+
+
+def workload_status(api: object, namespace: str, release: str) -> list[tuple[str, int, int]]:
+    """(kind/name, ready, wanted) of the release's StatefulSets and Deployments."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(api)
+    selector = f"{naming.INSTANCE}={release}"
+    out = []
+    for kind, items in (("statefulset", apps.list_namespaced_stateful_set(namespace, label_selector=selector).items),
+                        ("deployment", apps.list_namespaced_deployment(namespace, label_selector=selector).items)):
+        for o in items:
+            out.append((f"{kind}/{o.metadata.name}", o.status.ready_replicas or 0, o.spec.replicas or 0))
+    return sorted(out)
+
+
+def wait_ready(namespace: str, release: str, timeout_s: float, log: Callable[[str], None] = print) -> None:
+    """Until every workload of the release is ready (what `helm --wait` cannot do here: the runs volume
+    of a WaitForFirstConsumer storage class binds only when the first run mounts it)."""
+    api = load_api_client()
+    deadline = time.monotonic() + timeout_s
+    last: list[tuple[str, int, int]] = []
+    while time.monotonic() < deadline:
+        last = workload_status(api, namespace, release)
+        if last and all(ready >= wanted for _, ready, wanted in last):
+            for name, ready, wanted in last:
+                log(f"{name}: {ready}/{wanted} ready")
+            return
+        time.sleep(3.0)
+    waiting = ", ".join(f"{n} {r}/{w}" for n, r, w in last if r < w) or f"no workloads of release {release}"
+    raise HarnessError(f"not ready within {timeout_s:.0f} s: {waiting} (kubectl -n {namespace} get pods)")

@@ -17,7 +17,10 @@ def read_tree(core: object, namespace: str, pod: str, container: str, path: str,
     from kubernetes.stream import stream
 
     p = PurePosixPath(path)
-    command = f"tar czf - -C {shlex.quote(str(p.parent))} {shlex.quote(p.name)} | base64 -w 0"
+    # Through a file, not a pipe: sh has no pipefail, and a failed tar must fail the command.
+    tmp = f"/tmp/rmq-harness-copy-{p.name}.tgz"
+    command = (f"tar czf {tmp} -C {shlex.quote(str(p.parent))} {shlex.quote(p.name)} && base64 -w 0 {tmp}; "
+               f"rc=$?; rm -f {tmp}; exit $rc")
     resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container,
                   command=["sh", "-c", command], stderr=True, stdin=False, stdout=True, tty=False,
                   _preload_content=False)
@@ -29,9 +32,14 @@ def read_tree(core: object, namespace: str, pod: str, container: str, path: str,
         code = resp.returncode
     finally:
         resp.close()
+    if code is None:
+        raise HarnessError(f"copying {path} out of pod {pod} did not finish within {timeout_s:.0f} s")
     if code:
         raise HarnessError(f"copying {path} out of pod {pod} failed (exit {code}): {''.join(err).strip()[:300]}")
-    return base64.b64decode("".join(out))
+    data = base64.b64decode("".join(out))
+    if not data:
+        raise HarnessError(f"copying {path} out of pod {pod} returned nothing")
+    return data
 
 
 def unpack(data: bytes, dest: Path) -> list[str]:
