@@ -74,15 +74,16 @@ clean:
 	-$(HARNESS) brokers down
 	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info broker-patches/target
 
-# --- Kubernetes: the chart onto kind (README "On Kubernetes"). Needs Docker, kind and kubectl; helm is
-# built here from the Go module proxy at a pinned version, and checkov (the security linter the chart
+# --- Kubernetes: the chart onto kind (README "On Kubernetes"). Needs Docker and kubectl; helm and kind
+# are built here from the Go module proxy at pinned versions, and checkov (the security linter the chart
 # tests run) goes into its own venv: its pins are not ours.
 TOOLS ?= $(HOME)/.cache/rmq-harness/tools
 HELM_VERSION := v3.19.5
 HELM ?= $(TOOLS)/helm-$(HELM_VERSION)/helm
 CHECKOV_VERSION := 3.3.30
 CHECKOV ?= $(TOOLS)/checkov-$(CHECKOV_VERSION)/bin/checkov
-KIND ?= kind
+KIND_VERSION := v0.26.0
+KIND ?= $(TOOLS)/kind-$(KIND_VERSION)/kind
 KIND_CLUSTER ?= rmq-harness
 RELEASE ?= rmq
 NAMESPACE ?= rmq-harness
@@ -92,8 +93,8 @@ FULLNAME = $(if $(findstring rocketmq-pop-harness,$(RELEASE)),$(RELEASE),$(RELEA
 K8S_FLAGS = --release $(RELEASE) --namespace $(NAMESPACE)
 # A plain `go install` leaves helm's version empty and its default Kubernetes at 1.20; say both.
 HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
-	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=31 \
-	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=31
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=32 \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=32
 
 # Go from PATH, else where the official tarball installs it.
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
@@ -108,11 +109,16 @@ $(CHECKOV):
 	$(PYTHON) -m venv $(TOOLS)/checkov-$(CHECKOV_VERSION)
 	$(TOOLS)/checkov-$(CHECKOV_VERSION)/bin/pip install -q checkov==$(CHECKOV_VERSION)
 
+$(KIND):
+	@test -x $(GO) || { echo "error: building kind $(KIND_VERSION) needs Go 1.24+ (on PATH or GO=/path/to/go), or pass KIND=/path/to/kind" >&2; exit 1; }
+	GOBIN=$(abspath $(dir $@)) GOPATH=$(TOOLS)/gopath GOCACHE=$(TOOLS)/gocache GOFLAGS=-modcacherw CGO_ENABLED=0 \
+	  $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
+
 k8s-tools: $(HELM) $(CHECKOV)
 
-kind-up: $(HELM)
-	@command -v docker >/dev/null && command -v $(KIND) >/dev/null && command -v kubectl >/dev/null || \
-	  { echo "error: kind-up needs docker, kind and kubectl on PATH" >&2; exit 1; }
+kind-up: $(HELM) $(KIND)
+	@command -v docker >/dev/null && command -v kubectl >/dev/null || \
+	  { echo "error: kind-up needs docker (a running engine) and kubectl on PATH" >&2; exit 1; }
 	$(KIND) get clusters | grep -qx $(KIND_CLUSTER) || $(KIND) create cluster --config charts/kind/cluster.yaml --name $(KIND_CLUSTER)
 	docker build -t rmq-pop-harness:$(IMAGE_TAG) .
 	$(KIND) load docker-image rmq-pop-harness:$(IMAGE_TAG) --name $(KIND_CLUSTER)

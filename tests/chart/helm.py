@@ -13,7 +13,7 @@ from harness.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "rocketmq-pop-harness"
 PROFILES = sorted((CHART / "ci").glob("*-values.yaml"))
-KUBE_VERSION = "1.31.0"  # the kind node image of charts/kind/cluster.yaml
+KUBE_VERSION = "1.32.0"  # the kind node image of charts/kind/cluster.yaml
 NAMESPACE = "rmq-harness"
 RELEASE = "rmq"
 

@@ -26,6 +26,7 @@ from harness.scenario import parse_scenario
 from harness.variants import parse_variants
 from tests.chart.helm import (
     CHART,
+    KUBE_VERSION,
     NAMESPACE,
     PROFILES,
     RELEASE,
@@ -55,8 +56,16 @@ def test_there_are_profiles_for_defaults_and_many_variants():
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 def test_helm_lint_is_clean_in_every_profile(profile: Path):
     out = helm("lint", str(CHART), "--strict", "--values", str(profile), "--namespace", NAMESPACE,
-               "--kube-version", "1.31.0")
+               "--kube-version", KUBE_VERSION)
     assert "0 chart(s) failed" in out.stdout
+
+
+def test_the_kind_cluster_runs_the_kubernetes_version_the_chart_is_checked_against():
+    cluster = yaml.safe_load((REPO_ROOT / "charts" / "kind" / "cluster.yaml").read_text())
+    [node] = cluster["nodes"]
+    assert node["image"].startswith(f"kindest/node:v{KUBE_VERSION}@sha256:")
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["kubeVersion"] == ">=1.30.0-0"
 
 
 def test_values_schema_is_generated_from_the_model():
@@ -83,7 +92,8 @@ def test_values_schema_is_generated_from_the_model():
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", "1.31.0", "--set", setting]
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION,
+            "--set", setting]
     out = helm(*args, check=False)
     assert out.returncode != 0
     assert message in out.stderr, out.stderr

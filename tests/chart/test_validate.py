@@ -1,5 +1,5 @@
 """Every object the chart renders (and the Job and collector pod the backend makes from it) against the
-Kubernetes 1.31 schemas, strictly; then the security linter over all of it and the Dockerfile."""
+Kubernetes 1.32 schemas, strictly; then the security linter over all of it and the Dockerfile."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from harness.backends.k8s.remote import Release, collector_manifest, job_manifes
 from harness.paths import REPO_ROOT
 from tests.chart.helm import NAMESPACE, PROFILES, one
 
-SCHEMA_VERSION = "1.31"
+SCHEMA_VERSION = "1.32"  # charts/kind/cluster.yaml runs Kubernetes 1.32.0
 # Deliberate findings, each explained where it is skipped (charts/.../_helpers.tpl rph.checkovSkips).
 ALLOWED_SKIPS = {"CKV_K8S_43", "CKV_K8S_15", "CKV2_K8S_6", "CKV_K8S_40", "CKV_K8S_38"}
 
