@@ -141,9 +141,10 @@ grafana:
 	kubectl -n $(NAMESPACE) port-forward --address 127.0.0.1 svc/$(FULLNAME)-grafana 3000:3000
 
 # The newest archive in runs/ (or RUN=runs/<id>), first variant as baseline, second as candidate.
+COMPARE_RUN = $(or $(RUN),$(lastword $(sort $(wildcard runs/2*))))
 compare: python
-	$(HARNESS) compare $(or $(RUN),$(lastword $(sort $(wildcard runs/2*)))) \
-	  --baseline $(word 1,$(VARIANTS)) --candidate $(word 2,$(VARIANTS))
+	@test -n "$(COMPARE_RUN)" || { echo "error: no archive in runs/: make run or make loadtest first, or pass RUN=<archive dir>" >&2; exit 2; }
+	$(HARNESS) compare $(COMPARE_RUN) --baseline $(word 1,$(VARIANTS)) --candidate $(word 2,$(VARIANTS))
 
 kind-down:
 	$(KIND) delete cluster --name $(KIND_CLUSTER)

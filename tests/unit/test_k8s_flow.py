@@ -1,0 +1,216 @@
+"""The k8s backend's and the remote driver's decisions, against a stand-in for the Kubernetes API.
+
+No cluster runs here, so this is the only place their logic runs in CI: which objects they read and
+change, in what order, what they refuse, and that archives land atomically. The stand-in records calls
+and answers like the API's models; it is never used to measure anything.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import pytest
+
+from harness.backends.k8s import naming, remote
+from harness.backends.k8s.cluster import K8sBackend
+from harness.errors import ConfigError, HarnessError
+from harness.variants import JavaAgent, Variant
+
+FULL = "rmq-rocketmq-pop-harness"
+
+
+class ApiException(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def statefulset(variant: str, image: str = "apache/rocketmq:5.3.3", java_opts: str = "", replicas: int = 1) -> NS:
+    broker = NS(name="broker", image=image, env=[NS(name="JAVA_OPT_EXT", value=java_opts)])
+    return NS(metadata=NS(name=naming.variant_name(FULL, variant), labels={naming.VARIANT: variant}),
+              spec=NS(replicas=replicas, template=NS(spec=NS(containers=[broker]))), status=NS(ready_replicas=1))
+
+
+def pod(variant: str, uid: str, ready: bool = True) -> NS:
+    return NS(metadata=NS(name=f"{naming.variant_name(FULL, variant)}-0", uid=uid, deletion_timestamp=None),
+              status=NS(conditions=[NS(type="Ready", status="True" if ready else "False")], phase="Running",
+                        container_statuses=[]),
+              spec=NS(containers=[NS(name="namesrv"), NS(name="broker")]))
+
+
+class FakeCluster:
+    """Just enough of AppsV1Api and CoreV1Api; deleting a pod makes the 'controller' create a new one."""
+
+    def __init__(self, sets: dict[str, NS]) -> None:
+        self.sets = sets
+        self.pods = {v: [pod(v, f"{v}-uid-1")] for v in sets}
+        self.configmaps = {naming.variant_name(FULL, v): {"broker-base.conf": "enableRetryTopicV2=false\n"}
+                           for v in sets}
+        self.calls: list[tuple] = []
+
+    # apps
+    def read_namespaced_stateful_set(self, name: str, ns: str) -> NS:
+        for s in self.sets.values():
+            if s.metadata.name == name:
+                return s
+        raise ApiException(404)
+
+    def patch_namespaced_stateful_set_scale(self, name: str, ns: str, body: dict) -> None:
+        self.calls.append(("scale", name, body["spec"]["replicas"]))
+
+    # core
+    def read_namespaced_config_map(self, name: str, ns: str) -> NS:
+        return NS(data=dict(self.configmaps[name]))
+
+    def patch_namespaced_config_map(self, name: str, ns: str, body: dict) -> None:
+        self.configmaps[name].update(body["data"])
+        self.calls.append(("configmap", name))
+
+    def list_namespaced_pod(self, ns: str, label_selector: str) -> NS:
+        variant = label_selector.split(f"{naming.VARIANT}=")[1]
+        return NS(items=list(self.pods.get(variant, [])))
+
+    def delete_namespaced_pod(self, name: str, ns: str, grace_period_seconds: int) -> None:
+        self.calls.append(("delete", name))
+        variant = next(v for v, ps in self.pods.items() if any(p.metadata.name == name for p in ps))
+        n = len([c for c in self.calls if c[0] == "delete" and c[1] == name]) + 1
+        self.pods[variant] = [pod(variant, f"{variant}-uid-{n}")]
+
+    def read_namespaced_pod_log(self, name: str, ns: str, container: str) -> str:
+        return f"{container} output\n"
+
+
+@pytest.fixture
+def backend(monkeypatch) -> tuple[K8sBackend, FakeCluster]:
+    fake = FakeCluster({"unpatched": statefulset("unpatched"),
+                        "patched": statefulset("patched", java_opts="-javaagent:/agents/pop-retry-wakeup.jar")})
+    monkeypatch.setattr("kubernetes.client.exceptions.ApiException", ApiException)
+    b = K8sBackend.__new__(K8sBackend)
+    b.full, b.namespace, b.apps, b.core, b.ready_timeout_s, b.round_trip = FULL, "ns", fake, fake, 5.0, False
+    b.log, b._logs, b._server_logs, b._configs, b._started = (lambda s: None), {}, {}, {}, []
+    monkeypatch.setattr(b, "_read_server_logs", lambda variant: b"")
+    return b, fake
+
+
+def variant(name: str, **kw) -> Variant:
+    return Variant(name=name, version="5.3.3", **kw)
+
+
+def test_up_writes_the_runs_broker_settings_then_gives_each_variant_a_fresh_pod(backend):
+    b, fake = backend
+    eps = b.up([variant("unpatched", broker={"enableRetryTopicV2": True}),
+                variant("patched", agents=[JavaAgent(jar="broker-patches/target/pop-retry-wakeup.jar")])])
+    assert [e.variant for e in eps] == ["unpatched", "patched"]
+    assert eps[0].grpc == f"{FULL}-unpatched.ns.svc:8081"
+    conf = fake.configmaps[f"{FULL}-unpatched"]["broker.conf"]
+    assert "enableRetryTopicV2=true" in conf  # the run's setting over the chart's base
+    # Config first, then the restart: the new pod reads the new broker.conf.
+    kinds = [c[0] for c in fake.calls]
+    assert kinds.index("configmap") < kinds.index("delete")
+    assert {c[1] for c in fake.calls if c[0] == "delete"} == {f"{FULL}-unpatched-0", f"{FULL}-patched-0"}
+    assert b.broker_config("unpatched")["enableRetryTopicV2"] == "true"
+
+
+def test_up_refuses_what_the_release_does_not_deploy(backend):
+    b, _ = backend
+    with pytest.raises(ConfigError, match="not deployed"):
+        b.up([variant("upstream-5.4.0")])
+    with pytest.raises(ConfigError, match="is not version 5.4.0"):
+        b.up([Variant(name="unpatched", version="5.4.0")])
+    with pytest.raises(ConfigError, match="pop-wakeup-probe.jar is not mounted.*probe.enabled=true"):
+        b.up([variant("unpatched", agents=[JavaAgent(jar="broker-patches/target/pop-wakeup-probe.jar")])])
+
+
+def test_up_scales_a_stopped_variant_back_and_waits_for_its_new_pod(backend):
+    b, fake = backend
+    fake.sets["unpatched"].spec.replicas = 0
+    fake.pods["unpatched"] = []
+
+    def scale(name: str, ns: str, body: dict) -> None:
+        fake.calls.append(("scale", name, body["spec"]["replicas"]))
+        fake.pods["unpatched"] = [pod("unpatched", "fresh", ready=True)]
+
+    fake.patch_namespaced_stateful_set_scale = scale
+    b.up([variant("unpatched")])
+    assert ("scale", f"{FULL}-unpatched", 1) in fake.calls
+
+
+def test_up_gives_up_when_the_new_pod_never_gets_ready(backend):
+    b, fake = backend
+    b.ready_timeout_s = 0.5
+    original = fake.delete_namespaced_pod
+
+    def delete(name: str, ns: str, grace_period_seconds: int) -> None:
+        original(name, ns, grace_period_seconds)
+        fake.pods["unpatched"][0].status.conditions[0].status = "False"
+
+    fake.delete_namespaced_pod = delete
+    with pytest.raises(HarnessError, match="unpatched: not ready after"):
+        b.up([variant("unpatched")])
+
+
+def test_down_stops_only_this_runs_variants_and_keeps_their_logs(backend, tmp_path: Path):
+    b, fake = backend
+    b.up([variant("patched", agents=[JavaAgent(jar="broker-patches/target/pop-retry-wakeup.jar")])])
+    assert b.down() == ["patched"]
+    assert [c for c in fake.calls if c[0] == "scale"] == [("scale", f"{FULL}-patched", 0)]
+    b.collect(tmp_path)
+    assert (tmp_path / "patched" / "broker.out").read_text() == "broker output\n"
+    assert "enableRetryTopicV2" in (tmp_path / "patched" / "conf" / "broker.conf").read_text()
+    assert not (tmp_path / "unpatched").exists()
+
+
+# --- the remote driver ------------------------------------------------------------------------
+
+
+def archive_tar(run_id: str, with_manifest: bool = True) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        files = {f"{run_id}/events/x.parquet": b"data"}
+        if with_manifest:
+            files[f"{run_id}/manifest.json"] = b"{}"
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def cluster(monkeypatch) -> remote.Cluster:
+    c = remote.Cluster.__new__(remote.Cluster)
+    cron = {"metadata": {"name": f"{FULL}-loadtest"},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "harness"}]}}}}}}
+    c.release = remote.Release("rmq", "ns", cron)
+    c.log = lambda s: None
+    c.core = NS(create_namespaced_pod=lambda ns, body: None, delete_namespaced_pod=lambda *a, **k: None,
+                read_namespaced_pod=lambda name, ns: NS(status=NS(phase="Running")))
+    return c
+
+
+def test_fetch_lands_the_archive_atomically_and_never_over_another(cluster, monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(remote.transfer, "read_tree", lambda core, ns, pod, container, path, **kw: archive_tar("r1"))
+    [path] = cluster.fetch(["r1"], tmp_path)
+    assert path == tmp_path / "r1" and (path / "manifest.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r1"]  # no staging left behind
+    with pytest.raises(HarnessError, match="already exists"):
+        cluster.fetch(["r1"], tmp_path)
+    assert (path / "events" / "x.parquet").read_bytes() == b"data"
+
+
+def test_fetch_refuses_an_incomplete_archive(cluster, monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(remote.transfer, "read_tree",
+                        lambda core, ns, pod, container, path, **kw: archive_tar("r2", with_manifest=False))
+    with pytest.raises(HarnessError, match="not a complete archive"):
+        cluster.fetch(["r2"], tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_run_is_refused_while_one_is_active(cluster):
+    cluster.batch = NS(list_namespaced_job=lambda ns, label_selector: NS(items=[
+        NS(metadata=NS(name="rmq-run-1"), status=NS(active=1))]))
+    with pytest.raises(HarnessError, match="already going.*rmq-run-1"):
+        cluster.start("r3", None, ["unpatched"], probe=False)
