@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.backends.base import parse_properties
 from harness.backends.k8s import naming
-from harness.backends.k8s.cluster import agent_option, merged_broker_conf
+from harness.backends.k8s.cluster import agent_option, agent_problems, merged_broker_conf
 from harness.backends.k8s.remote import job_name, run_args
 from harness.cli import _parser
 from harness.observability.discovery import sd_groups
@@ -61,3 +61,15 @@ def test_sd_groups_carry_the_local_run_labels():
                         ScrapeTarget("broker", "svc:5557", "patched", "r1")])
     assert groups[0] == {"targets": ["10.0.0.5:9100"], "labels": {"job": "workers", "variant": "patched", "run": "r1"}}
     assert groups[1]["labels"]["job"] == "broker"
+
+
+def test_agent_problems_read_from_the_broker_output():
+    jars = ["broker-patches/target/pop-retry-wakeup.jar", "broker-patches/target/pop-wakeup-probe.jar"]
+    good = ("[pop-retry-wakeup] installed on org.apache.rocketmq.broker.longpolling.PopLongPollingService: ...\n"
+            "[pop-wakeup-probe] observing ...; metrics on http://0.0.0.0:5558/metrics\n")
+    assert agent_problems(good, jars) == []
+    assert agent_problems("", jars[:1]) == ["pop-retry-wakeup.jar printed nothing (not loaded?)"]
+    refused = "[pop-retry-wakeup] not installed: PopLongPollingService lacks topicCidMap; the broker runs unpatched\n"
+    assert "not installed" in agent_problems(refused, jars[:1])[0]
+    crash = good + "java.lang.NoClassDefFoundError: dev/rmqharness/patches/wakeup/RetryWakeup\n"
+    assert agent_problems(crash, jars) == ["java.lang.NoClassDefFoundError: dev/rmqharness/patches/wakeup/RetryWakeup"]

@@ -79,7 +79,7 @@ class FakeCluster:
         n = len([c for c in self.calls if c[0] == "delete" and c[1] == name]) + 1
         self.pods[variant] = [pod(variant, f"{variant}-uid-{n}")]
 
-    def read_namespaced_pod_log(self, name: str, ns: str, container: str) -> str:
+    def read_namespaced_pod_log(self, name: str, ns: str, container: str, **kw: object) -> str:
         return f"{container} output\n"
 
 
@@ -214,3 +214,15 @@ def test_a_second_run_is_refused_while_one_is_active(cluster):
         NS(metadata=NS(name="rmq-run-1"), status=NS(active=1))]))
     with pytest.raises(HarnessError, match="already going.*rmq-run-1"):
         cluster.start("r3", None, ["unpatched"], probe=False)
+
+
+def test_a_patched_variant_whose_agent_did_not_install_is_refused(backend, monkeypatch):
+    b, fake = backend
+    b.round_trip = True
+    monkeypatch.setattr(b, "_wait_serving", lambda ep: None)
+    fake.read_namespaced_pod_log = lambda name, ns, container, **kw: "RocketMQ started\n"
+    with pytest.raises(HarnessError, match="patched: agents not active: pop-retry-wakeup.jar printed nothing"):
+        b.up([variant("patched", agents=[JavaAgent(jar="broker-patches/target/pop-retry-wakeup.jar")])])
+    fake.read_namespaced_pod_log = lambda name, ns, container, **kw: "[pop-retry-wakeup] installed on X\n"
+    assert [e.variant for e in b.up([variant("patched", agents=[
+        JavaAgent(jar="broker-patches/target/pop-retry-wakeup.jar")])])] == ["patched"]

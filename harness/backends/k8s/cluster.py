@@ -56,6 +56,21 @@ def merged_broker_conf(base: str, overrides: Mapping[str, object]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(conf.items()))
 
 
+def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
+    """What the broker's output says against the agents being active: each of the harness's agents
+    prints one line `[<jar stem>] ...` when it patches RocketMQ, and `not installed` when it cannot."""
+    problems = []
+    lines = broker_output.splitlines()
+    for jar in jars:
+        tag = f"[{Path(jar).stem}] "
+        said = [ln for ln in lines if ln.startswith(tag)]
+        if not said:
+            problems.append(f"{Path(jar).name} printed nothing (not loaded?)")
+        problems += [f"{Path(jar).name}: {ln[len(tag):]}" for ln in said if "not installed" in ln]
+    problems += [ln.strip() for ln in lines if "NoClassDefFoundError" in ln and "rmqharness" in ln][:3]
+    return problems
+
+
 def agent_option(jvm_options: str, jar: str) -> bool:
     return any(part.startswith("-javaagent:") and jar in part for part in jvm_options.split())
 
@@ -103,6 +118,7 @@ class K8sBackend:
             ep = self._endpoints(sets[v.name])
             if self.round_trip:
                 self._wait_serving(ep)
+                self._check_agents(v)
             self.log(f"{v.name}: ready in {time.monotonic() - started:.1f} s ({ep.grpc})")
             eps.append(ep)
         return eps
@@ -232,7 +248,25 @@ class K8sBackend:
         try:
             round_trip(ep.grpc, READY_TOPIC, READY_GROUP, timeout_s=max(10.0, deadline - time.monotonic()))
         except Exception as e:  # noqa: BLE001 - any client failure means not ready; say which
-            raise HarnessError(f"{ep.variant}: send/pop round trip through gRPC {ep.grpc} failed: {e}") from e
+            raise HarnessError(f"{ep.variant}: send/pop round trip through gRPC {ep.grpc} failed: {e}",
+                               detail=self._broker_output(ep.variant, tail_lines=40)) from e
+
+    def _broker_output(self, variant: str, tail_lines: int | None = None) -> str:
+        out = []
+        for pod in self._pods(variant):
+            if pod.metadata.deletion_timestamp:
+                continue
+            out.append(self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace,
+                                                         container=naming.BROKER_CONTAINER, tail_lines=tail_lines))
+        return "".join(out)
+
+    def _check_agents(self, v: Variant) -> None:
+        """A patched variant that runs unpatched would measure the wrong build: refuse it."""
+        if not v.agents:
+            return
+        problems = agent_problems(self._broker_output(v.name), [a.jar for a in v.agents])
+        if problems:
+            raise HarnessError(f"{v.name}: agents not active: {'; '.join(problems)}")
 
     def _endpoints(self, sts: object) -> Endpoints:
         labels = sts.metadata.labels or {}
