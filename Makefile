@@ -116,7 +116,7 @@ $(KIND):
 
 k8s-tools: $(HELM) $(CHECKOV)
 
-kind-up: $(HELM) $(KIND)
+kind-up: $(KIND)
 	@command -v docker >/dev/null && command -v kubectl >/dev/null || \
 	  { echo "error: kind-up needs docker (a running engine) and kubectl on PATH" >&2; exit 1; }
 	$(KIND) get clusters | grep -qx $(KIND_CLUSTER) || $(KIND) create cluster --config charts/kind/cluster.yaml --name $(KIND_CLUSTER)
