@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from harness.errors import ConfigError
 from harness.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
@@ -31,6 +31,18 @@ HARNESS_BROKER_KEYS = frozenset(
 HARNESS_PROXY_KEYS = frozenset(
     {"rocketMQClusterName", "proxyMode", "grpcServerPort", "remotingListenPort", "namesrvAddr"}
 )
+
+
+def reject_owned(overrides: dict[str, Scalar], owned: frozenset[str]) -> dict[str, Scalar]:
+    clash = sorted(set(overrides) & owned)
+    if clash:
+        raise ValueError(f"{', '.join(clash)} set by the harness per variant; remove it")
+    return overrides
+
+
+# Override maps that may not touch what the harness sets per variant (ports, names, addresses, paths).
+BrokerOverrides = Annotated[dict[str, Scalar], AfterValidator(lambda v: reject_owned(v, HARNESS_BROKER_KEYS))]
+ProxyOverrides = Annotated[dict[str, Scalar], AfterValidator(lambda v: reject_owned(v, HARNESS_PROXY_KEYS))]
 
 
 class JavaAgent(BaseModel):
@@ -58,26 +70,9 @@ class Variant(BaseModel):
         None, description="a local broker build: a directory of jars used instead of Maven Central"
     )
     agents: list[JavaAgent] = Field(default_factory=list)
-    broker: dict[str, Scalar] = Field(default_factory=dict, description="broker.conf overrides")
-    proxy: dict[str, Scalar] = Field(default_factory=dict, description="rmq-proxy.json overrides")
+    broker: BrokerOverrides = Field(default_factory=dict, description="broker.conf overrides")
+    proxy: ProxyOverrides = Field(default_factory=dict, description="rmq-proxy.json overrides")
     jvm_options: list[str] = Field(default_factory=list, description="extra options for the broker JVM")
-
-    @field_validator("broker")
-    @classmethod
-    def _broker_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        return reject_owned(v, HARNESS_BROKER_KEYS)
-
-    @field_validator("proxy")
-    @classmethod
-    def _proxy_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        return reject_owned(v, HARNESS_PROXY_KEYS)
-
-
-def reject_owned(overrides: dict[str, Scalar], owned: frozenset[str]) -> dict[str, Scalar]:
-    clash = sorted(set(overrides) & owned)
-    if clash:
-        raise ValueError(f"{', '.join(clash)} set by the harness per variant; remove it")
-    return overrides
 
 
 class VariantsFile(BaseModel):

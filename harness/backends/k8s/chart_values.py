@@ -10,9 +10,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from harness.variants import HARNESS_BROKER_KEYS, HARNESS_PROXY_KEYS, Scalar, VariantName, reject_owned
+from harness.variants import (
+    HARNESS_BROKER_KEYS,
+    HARNESS_PROXY_KEYS,
+    BrokerOverrides,
+    ProxyOverrides,
+    VariantName,
+)
 
 Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")]
 ImageTag = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
@@ -53,18 +59,8 @@ class ChartVariant(Strict):
     version: ImageTag = Field(description="apache/rocketmq image tag, e.g. 5.3.3")
     description: str = ""
     agents: list[Agent] = Field(default_factory=list)
-    broker: dict[str, Scalar] = Field(default_factory=dict, description="broker.conf overrides")
-    proxy: dict[str, Scalar] = Field(default_factory=dict, description="rmq-proxy.json overrides")
-
-    @field_validator("broker")
-    @classmethod
-    def _broker_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        return reject_owned(v, HARNESS_BROKER_KEYS)
-
-    @field_validator("proxy")
-    @classmethod
-    def _proxy_keys(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        return reject_owned(v, HARNESS_PROXY_KEYS)
+    broker: BrokerOverrides = Field(default_factory=dict, description="broker.conf overrides")
+    proxy: ProxyOverrides = Field(default_factory=dict, description="rmq-proxy.json overrides")
 
 
 class Probe(Strict):
@@ -72,7 +68,7 @@ class Probe(Strict):
 
 
 class Broker(Strict):
-    config: dict[str, Scalar]
+    config: BrokerOverrides
     heapOptions: str  # noqa: N815
     resources: Resources
 
@@ -124,12 +120,6 @@ class ChartValues(Strict):
     loadtest: LoadTest
     prometheus: PrometheusValues
     grafana: GrafanaValues
-
-    @field_validator("broker")
-    @classmethod
-    def _base_keys(cls, v: Broker) -> Broker:
-        reject_owned(v.config, HARNESS_BROKER_KEYS)
-        return v
 
 
 def _without_titles(node: object) -> object:
