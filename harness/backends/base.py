@@ -13,6 +13,10 @@ from typing import Protocol
 
 from harness.variants import Variant
 
+# What every backend creates and sends through a variant before calling it ready.
+READY_TOPIC = "RMQ_HARNESS_READY"
+READY_GROUP = "RMQ_HARNESS_READY_GROUP"
+
 
 @dataclass(frozen=True)
 class Endpoints:

@@ -14,15 +14,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness.backends.base import Endpoints, parse_properties
+from harness.backends.base import READY_GROUP, READY_TOPIC, Endpoints, parse_properties
 from harness.backends.k8s import naming, transfer
 from harness.errors import ConfigError, HarnessError
 from harness.variants import Variant
 
 CONFIG_KEY = "broker.conf"
 BASE_CONFIG_KEY = "broker-base.conf"  # as the chart rendered it; broker.conf = base + the run's overrides
-READY_TOPIC = "RMQ_HARNESS_READY"
-READY_GROUP = "RMQ_HARNESS_READY_GROUP"
 
 
 def in_cluster() -> bool:
@@ -69,6 +67,14 @@ def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
         problems += [f"{Path(jar).name}: {ln[len(tag):]}" for ln in said if "not installed" in ln]
     problems += [ln.strip() for ln in lines if "NoClassDefFoundError" in ln and "rmqharness" in ln][:3]
     return problems
+
+
+def broker_container(sts: object) -> object:
+    return next(c for c in sts.spec.template.spec.containers if c.name == naming.BROKER_CONTAINER)
+
+
+def image_tag(image: str) -> str:
+    return image.rsplit(":", 1)[-1]
 
 
 def agent_option(jvm_options: str, jar: str) -> bool:
@@ -172,9 +178,8 @@ class K8sBackend:
                     "add it to the chart's `variants` and run `make deploy`"
                 ) from None
             raise
-        broker = next(c for c in sts.spec.template.spec.containers if c.name == naming.BROKER_CONTAINER)
-        tag = broker.image.rsplit(":", 1)[-1]
-        if tag != v.version:
+        broker = broker_container(sts)
+        if image_tag(broker.image) != v.version:
             raise ConfigError(
                 f"variant {v.name}: deployed image {broker.image} is not version {v.version}; "
                 "make the chart's variant and the run's variant agree and `make deploy`"
@@ -270,9 +275,8 @@ class K8sBackend:
 
     def _endpoints(self, sts: object) -> Endpoints:
         labels = sts.metadata.labels or {}
-        broker = next(c for c in sts.spec.template.spec.containers if c.name == naming.BROKER_CONTAINER)
-        return naming.endpoints(self.full, self.namespace, labels[naming.VARIANT], broker.image.rsplit(":", 1)[-1],
-                                probe=labels.get(naming.PROBE) == "true")
+        return naming.endpoints(self.full, self.namespace, labels[naming.VARIANT],
+                                image_tag(broker_container(sts).image), probe=labels.get(naming.PROBE) == "true")
 
     def _read_logs(self, variant: str) -> dict[str, str]:
         from kubernetes.client.exceptions import ApiException

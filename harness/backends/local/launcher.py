@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.base import Endpoints, Health, parse_properties
+from harness.backends.base import READY_GROUP, READY_TOPIC, Endpoints, Health, parse_properties
 from harness.backends.local import config, process
 from harness.backends.local.jars import Distribution, distribution_for
 from harness.backends.local.ports import VariantPorts, allocate
@@ -28,8 +28,6 @@ from harness.errors import ConfigError, HarnessError
 from harness.paths import REPO_ROOT
 from harness.variants import Variant
 
-READY_TOPIC = "RMQ_HARNESS_READY"
-READY_GROUP = "RMQ_HARNESS_READY_GROUP"
 STATE_FILE = "state.json"
 ROLES = ("namesrv", "proxy")  # start order; stop order is the reverse
 
