@@ -131,7 +131,7 @@ deploy: $(HELM) python
 
 # A run as a Job in the cluster; its archive is copied into runs/ when it ends.
 loadtest: python
-	$(HARNESS) run --backend k8s $(K8S_FLAGS) $(VARIANT_FLAGS) --scenario $(SCENARIO)
+	$(HARNESS) k8s run $(K8S_FLAGS) $(VARIANT_FLAGS) --scenario $(SCENARIO)
 
 collect: python
 	$(HARNESS) k8s collect $(K8S_FLAGS)

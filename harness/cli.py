@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import __version__
-from harness.backends.base import Endpoints
+from harness.endpoints import Endpoints
 from harness.errors import EXIT_USAGE, ConfigError, HarnessError
 from harness.paths import state_dir
 from harness.variants import load_variants, select
@@ -31,10 +32,54 @@ def _run_id(value: str) -> str:
     return value
 
 
+ENV_PREFIX = "RMQ_HARNESS_"
+
+
+def env_name(option: str) -> str:
+    """The environment variable that sets an option: --runs-dir -> RMQ_HARNESS_RUNS_DIR."""
+    return ENV_PREFIX + option.lstrip("-").replace("-", "_").upper()
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Every action of a parser and its subcommands, each once (parent parsers share action objects)."""
+    out: dict[int, argparse.Action] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out.update((id(a), a) for a in _actions(sub))
+        else:
+            out[id(action)] = action
+    return list(out.values())
+
+
+def _env_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every long option of every command also takes its value from RMQ_HARNESS_<OPTION> (the command
+    line wins); a repeatable option takes a comma-separated list. Said in each option's help."""
+    for action in _actions(parser):
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if not longs or action.dest in ("help", "version") or action.help == argparse.SUPPRESS:
+            continue
+        var = env_name(longs[0])
+        action.help = f"{action.help or ''} [env {var}]".strip()
+        value = os.environ.get(var)
+        if value is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            if value.lower() not in ("1", "true", "yes", "0", "false", "no", ""):
+                raise ConfigError(f"{var}={value!r}: expected 1/true/yes or 0/false/no")
+            action.default = value.lower() in ("1", "true", "yes")
+        elif isinstance(action, argparse._AppendAction):
+            action.default = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            action.default = value  # argparse applies the option's type to a string default
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmq-harness", description="Load-test and regression harness for RocketMQ POP")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--variants", type=Path, default=None, help="variants file (default: workloads/variants.yaml)")
+    p.add_argument("--variants", type=Path, default=None,
+                   help="variants file: your own builds can live outside the repository "
+                        "(default: workloads/variants.yaml)")
     sub = p.add_subparsers(dest="command", required=True)
 
     brokers = sub.add_parser("brokers", help="start, inspect and stop RocketMQ brokers locally")
@@ -53,28 +98,30 @@ def _parser() -> argparse.ArgumentParser:
     bsub.add_parser("status", parents=[common], help="show the variants that are up and whether they are healthy")
     down = bsub.add_parser("down", parents=[common], help="stop variants (default: all)")
     down.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME")
-    run = sub.add_parser("run", help="run a scenario against variants side by side and write a run archive")
-    run.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
-                     help="variant to run against (repeatable; default: unpatched)")
-    run.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
-    run.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
-    run.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
-    run.add_argument("--probe", action="store_true",
-                     help="mount the pop-wakeup-probe agent on every variant and archive its counters")
-    run.add_argument("--compare", action="store_true",
-                     help="afterwards compare the second variant (candidate) against the first (baseline)")
+    run_opts = argparse.ArgumentParser(add_help=False)
+    run_opts.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                          help="variant to run against (repeatable; default: unpatched)")
+    run_opts.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
+    run_opts.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
+    run_opts.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                          help="where run archives go (default: runs/)")
+    run_opts.add_argument("--probe", action="store_true",
+                          help="mount the pop-wakeup-probe agent on every variant and archive its counters")
+    run_opts.add_argument("--compare", action="store_true",
+                          help="afterwards compare the second variant (candidate) against the first (baseline)")
+    run_opts.add_argument("--run-id", type=_run_id, default=None, help=argparse.SUPPRESS)
+    run = sub.add_parser("run", parents=[run_opts],
+                         help="run a scenario against variants side by side and write a run archive")
     run.add_argument("--backend", choices=("local", "k8s"), default="local",
-                     help="local: brokers on this machine (default); k8s: the Helm release's brokers, the run as "
-                          "a Job in the cluster, its archive copied back into --runs-dir")
-    run.add_argument("--run-id", type=_run_id, default=None, help=argparse.SUPPRESS)
+                     help="local: brokers on this machine (default); k8s: the Helm release's brokers, from inside "
+                          "its load-test pod (from a workstation: `rmq-harness k8s run`)")
     k8s_opts = argparse.ArgumentParser(add_help=False)
     k8s_opts.add_argument("--release", default="rmq", help="Helm release name (default: rmq)")
     k8s_opts.add_argument("--namespace", default="rmq-harness", help="its namespace (default: rmq-harness)")
-    for action in k8s_opts._actions:
-        if action.dest != "help":
-            run._add_action(action)
-    k8s = sub.add_parser("k8s", help="the Kubernetes side: archives of runs in the cluster")
+    k8s = sub.add_parser("k8s", help="the Kubernetes side: runs as Jobs of the Helm release, their archives")
     ksub = k8s.add_subparsers(dest="action", required=True)
+    ksub.add_parser("run", parents=[run_opts, k8s_opts],
+                    help="submit a run as a Job of the release, follow it, copy its archive into --runs-dir")
     collect = ksub.add_parser("collect", parents=[k8s_opts],
                               help="copy run archives from the cluster's runs volume (default: all not yet here)")
     collect.add_argument("run_ids", nargs="*", metavar="RUN_ID")
@@ -89,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     for action in compare_parser()._actions:
         if action.dest != "help":
             cmp_._add_action(action)
+    _env_defaults(p)
     return p
 
 
@@ -180,17 +228,9 @@ def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness.run import Run
-    from harness.scenario import load_scenario
+    from harness.site import SITES
 
-    scenario = load_scenario(args.scenario)
-    if args.duration is not None:
-        scenario = scenario.model_copy(update={"duration_s": args.duration})
-        scenario = type(scenario).model_validate(scenario.model_dump())
-    if args.backend == "k8s":
-        from harness.backends.k8s.cluster import in_cluster
-
-        if not in_cluster():
-            return _run_in_cluster(args, scenario)
+    scenario = _scenario(args)
     variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[counts]}"), console=console, transient=False)
@@ -206,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
 
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
-                     on_tick=on_tick, probe=args.probe, site=_site(args.backend), run_id=args.run_id).execute()
+                     on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id).execute()
     print_summary(result.summary)
     if result.probes:
         print_probes(result.probes)
@@ -214,14 +254,13 @@ def _run(args: argparse.Namespace) -> int:
     return _maybe_compare(args, result.archive, [v.name for v in variants])
 
 
-def _site(backend: str) -> object:
-    if backend == "k8s":
-        from harness.backends.k8s.incluster import cluster_site
+def _scenario(args: argparse.Namespace) -> object:
+    from harness.scenario import load_scenario
 
-        return cluster_site
-    from harness.run import local_site
-
-    return local_site
+    scenario = load_scenario(args.scenario)
+    if args.duration is not None:
+        scenario = type(scenario).model_validate({**scenario.model_dump(), "duration_s": args.duration})
+    return scenario
 
 
 def _maybe_compare(args: argparse.Namespace, archive: Path, variants: list[str]) -> int:
@@ -232,11 +271,12 @@ def _maybe_compare(args: argparse.Namespace, archive: Path, variants: list[str])
     return _compare(_compare_defaults([str(archive)], variants[0], variants[1]))
 
 
-def _run_in_cluster(args: argparse.Namespace, scenario: object) -> int:
+def _k8s_run(args: argparse.Namespace) -> int:
     """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
     from harness.backends.k8s.remote import Cluster
     from harness.run import GRACE_S, new_run_id
 
+    scenario = _scenario(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
     cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
                                                                                    highlight=False))
@@ -256,6 +296,8 @@ def _run_in_cluster(args: argparse.Namespace, scenario: object) -> int:
 def _k8s(args: argparse.Namespace) -> int:
     from harness.backends.k8s.remote import Cluster, wait_ready
 
+    if args.action == "run":
+        return _k8s_run(args)
     if args.action == "status":
         with console.status(f"waiting for release {args.release} in namespace {args.namespace} ..."):
             wait_ready(args.namespace, args.release, max(args.wait, 1.0), log=console.print)
@@ -309,7 +351,11 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except ConfigError as e:
+        err_console.print(f"[red]error:[/] {e}", soft_wrap=True)
+        return e.exit_code
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         if args.command == "brokers":

@@ -75,6 +75,27 @@ class Variant(BaseModel):
     jvm_options: list[str] = Field(default_factory=list, description="extra options for the broker JVM")
 
 
+# The project's agents (broker-patches/, built by `make setup`), by their path in the repository.
+WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
+PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
+# Mounted on every local broker: binds the proxy's gRPC and remoting ports and the HA port to loopback,
+# which RocketMQ has no setting for. It moves listeners only.
+LOOPBACK_JAR = "broker-patches/target/loopback-bind.jar"
+# The probe serves its counters on the variant's probe port (the local backend fills it in).
+PROBE_OPTIONS = "port={probe_port}"
+
+
+def mounts_probe(variant: Variant) -> bool:
+    return any(Path(a.jar).name == Path(PROBE_JAR).name for a in variant.agents)
+
+
+def with_probe(variant: Variant) -> Variant:
+    """The variant with the wakeup probe mounted last (its advice then wraps any patch's)."""
+    if mounts_probe(variant):
+        return variant
+    return variant.model_copy(update={"agents": [*variant.agents, JavaAgent(jar=PROBE_JAR, options=PROBE_OPTIONS)]})
+
+
 class VariantsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -1,7 +1,7 @@
 """Pure DataFrame -> DataFrame functions over the events of run archives (no I/O, no deployment).
 
-The same arithmetic as harness.latency (which the harness uses for its end-of-run table), recomputed
-here from the raw columns so the analysis does not trust what the writer derived.
+Wakeup and redelivery are recomputed from the raw columns (the analysis does not trust what the writer
+derived) with harness.latency's own functions: one definition for workers, archive writer and Spark.
 """
 
 from __future__ import annotations
@@ -9,30 +9,30 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-QUANTILES = (0.5, 0.9, 0.99)
-KEYS = ["run_id", "scenario", "variant", "group", "ledger_id"]
+from harness.latency import LATEST_NACK_ORDER, NACK_KEYS, QUANTILES, due_ms, is_retry_delivery, redelivery_ms, wakeup_ms
+
+KEYS = list(NACK_KEYS)
 METRICS = ("wakeup_ms", "redelivery_ms")
 
 
 def retry_deliveries(events: DataFrame) -> DataFrame:
     """One row per retry delivery (attempt > 1) with wakeup_ms and redelivery_ms recomputed."""
     retries = (
-        events.filter((F.col("kind") == "received") & (F.col("delivery_attempt") > 1))
-        .withColumn("recv_ms", F.col("t_client_ns") / F.lit(1e6))
-        .withColumn("wakeup_ms", F.col("recv_ms") - F.col("store_ts_ms"))
+        events.filter(is_retry_delivery(F.col("kind"), F.col("delivery_attempt")))
+        .withColumn("wakeup_ms", wakeup_ms(F.col("t_client_ns"), F.col("store_ts_ms")))
     )
     nacks = (
         events.filter(F.col("kind") == "nacked")
         .withColumn("delivery_attempt", F.col("delivery_attempt") + 1)
-        .withColumn("due_ms", F.col("t_client_ns") / F.lit(1e6) + F.col("invisible_ms"))
+        .withColumn("due_ms", due_ms(F.col("t_client_ns"), F.col("invisible_ms")))
         .withColumn("rank", F.row_number().over(
-            Window.partitionBy(*KEYS, "delivery_attempt").orderBy(F.col("t_client_ns").desc())))
+            Window.partitionBy(*KEYS, "delivery_attempt").orderBy(F.col(LATEST_NACK_ORDER).desc())))
         .filter(F.col("rank") == 1)
         .select(*KEYS, "delivery_attempt", "due_ms")
     )
     return (
         retries.drop("redelivery_ms").join(nacks, on=[*KEYS, "delivery_attempt"], how="left")
-        .withColumn("redelivery_ms", F.col("recv_ms") - F.col("due_ms"))
+        .withColumn("redelivery_ms", redelivery_ms(F.col("t_client_ns"), F.col("due_ms")))
         .select("run_id", "scenario", "variant", "group", "worker", "consumer", "ledger_id", "delivery_attempt",
                 "t_client_ns", "store_ts_ms", "wakeup_ms", "redelivery_ms")
     )

@@ -7,32 +7,12 @@ produced them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from harness.endpoints import Endpoints
 from harness.variants import Variant
-
-# What every backend creates and sends through a variant before calling it ready.
-READY_TOPIC = "RMQ_HARNESS_READY"
-READY_GROUP = "RMQ_HARNESS_READY_GROUP"
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """How to reach one variant's RocketMQ deployment (all host:port, loopback locally)."""
-
-    variant: str
-    version: str
-    grpc: str  # the proxy's gRPC endpoint: what the Python clients use
-    remoting: str  # the proxy's remoting endpoint
-    broker: str  # the broker's own remoting port (admin requests: topics, groups)
-    namesrv: str
-    metrics: str  # the broker's Prometheus exporter, http://host:port/metrics
-    probe: str = ""  # the pop-wakeup-probe agent's exporter, when mounted
-
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -46,7 +26,7 @@ class Health:
 
 class Backend(Protocol):
     def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
-        """Start each variant and return once every one has passed a real send/pop round trip."""
+        """Start each variant and return once every one has passed harness.readiness.wait_serving."""
         ...
 
     def endpoints(self) -> list[Endpoints]:

@@ -1,15 +1,24 @@
-"""The Apache rocketmq-python-client (gRPC, through the proxy), imported and used the harness's way."""
+"""The gRPC driver: RocketMQ's proxy through the Apache rocketmq-python-client, the harness's way.
+
+The client runs its own asyncio loop on a thread and blocks its caller; under gevent every call goes
+through the driver's ``offload`` (harness.workload.gevent_bridge). Its ``*_async`` methods are no way out:
+they hand back futures bound to a loop that never runs in a Locust worker.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-import uuid
 from pathlib import Path
 from types import ModuleType
 
+from harness.client import remoting
+from harness.client.driver import Delivery, DriverError, Offload, Received, direct
+from harness.endpoints import Endpoints
+
 _CLIENT_LOGGER = "rocketmq-python-client"
+REQUEST_TIMEOUT_S = 10
+SETTINGS_TIMEOUT_S = 10
 
 
 def load_client(log_file: Path | None = None) -> ModuleType:
@@ -37,35 +46,98 @@ def store_timestamp_ms(message: object) -> int | None:
     return getattr(message, "_Message__store_timestamp", None)
 
 
-def round_trip(endpoint: str, topic: str, group: str, timeout_s: float = 60.0) -> float:
-    """Send one message through the gRPC proxy and pop it back; return the seconds it took.
+def to_delivery(m: object) -> Delivery:
+    store = store_timestamp_ms(m)
+    if not store:
+        # Without it no wakeup can be measured: a client version that hides it must stop the run, not
+        # leave every latency empty.
+        import rocketmq
 
-    Raises TimeoutError when the message is not seen within ``timeout_s``.
-    """
-    rmq = load_client()
-    started = time.monotonic()
-    cfg = rmq.ClientConfiguration(endpoint, rmq.Credentials(), request_timeout=5)
-    consumer = rmq.SimpleConsumer(cfg, group, {topic: rmq.FilterExpression()}, await_duration=5)
-    producer = rmq.Producer(cfg, (topic,))
-    token = uuid.uuid4().hex
-    try:
-        consumer.startup()
-        producer.startup()
-        msg = rmq.Message()
-        msg.topic = topic
-        msg.body = json.dumps({"readiness": token}).encode()
-        producer.send(msg)
-        while time.monotonic() - started < timeout_s:
-            # The proxy's minimum invisible duration for receive is 10 s.
-            for m in consumer.receive(16, 15):
-                consumer.ack(m)
-                if json.loads(m.body).get("readiness") == token:
-                    return time.monotonic() - started
-        raise TimeoutError(f"message sent to {topic} via {endpoint} was not popped within {timeout_s:.0f} s")
-    finally:
-        for client in (producer, consumer):
+        version = getattr(rocketmq, "__version__", "?")
+        raise DriverError(f"rocketmq-python-client {version} gave a message without its store timestamp "
+                          "(Message._Message__store_timestamp); pin rocketmq-python-client==5.1.2")
+    return Delivery(body=m.body, message_id=m.message_id, delivery_attempt=int(m.delivery_attempt or 1),
+                    store_ts_ms=int(store), born_ts_ms=m.born_timestamp, handle=m)
+
+
+class GrpcProducer:
+    def __init__(self, client: object, topic: str, rmq: ModuleType, offload: Offload) -> None:
+        self._client = client
+        self._rmq = rmq
+        self._offload = offload
+        self.topic = topic
+
+    def send(self, body: bytes) -> str:
+        msg = self._rmq.Message()
+        msg.topic = self.topic
+        msg.body = body
+        return self._offload(lambda: self._client.send(msg)).message_id
+
+
+class GrpcPopConsumer:
+    def __init__(self, client: object, offload: Offload) -> None:
+        self._client = client
+        self._offload = offload
+
+    def receive(self, max_messages: int, invisible_s: int) -> Received:
+        def timed() -> tuple[list, int]:
+            return self._client.receive(max_messages, invisible_s), time.time_ns()
+
+        messages, at = self._offload(timed)
+        return Received([to_delivery(m) for m in messages], at)
+
+    def ack(self, delivery: Delivery) -> None:
+        self._offload(lambda: self._client.ack(delivery.handle))
+
+    def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
+        # The client fills Duration.seconds only: whole seconds reach the broker.
+        self._offload(lambda: self._client.change_invisible_duration(delivery.handle, invisible_s))
+
+
+class GrpcDriver:
+    protocol = "grpc"
+
+    def __init__(self, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> None:
+        self.endpoints = endpoints
+        self._offload = offload
+        self._rmq = load_client(log_file)
+        self._clients: list[object] = []
+
+    def _config(self) -> object:
+        return self._rmq.ClientConfiguration(self.endpoints.grpc, self._rmq.Credentials(),
+                                             request_timeout=REQUEST_TIMEOUT_S)
+
+    def _started(self, client: object) -> object:
+        self._offload(client.startup)
+        self._clients.append(client)
+        return client
+
+    def create_topic(self, name: str, queues: int) -> None:
+        remoting.create_topic(self.endpoints.broker, name, queues=queues)
+
+    def create_group(self, name: str, retry_max_times: int) -> None:
+        remoting.create_group(self.endpoints.broker, name, retry_max_times=retry_max_times)
+
+    def producer(self, topic: str) -> GrpcProducer:
+        client = self._started(self._rmq.Producer(self._config(), (topic,)))
+        return GrpcProducer(client, topic, self._rmq, self._offload)
+
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int) -> GrpcPopConsumer:
+        client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression()},
+                                          await_duration=long_poll_s)
+        self._started(client)
+        # The client waits for the proxy's settings only for push consumers; a SimpleConsumer's first
+        # receive can overtake its Telemetry handshake and fail in the proxy ("settings" is null).
+        settings = getattr(client, "_init_settings_event", None)
+        if settings is not None and not self._offload(lambda: settings.wait(SETTINGS_TIMEOUT_S)):
+            raise DriverError(f"the proxy at {self.endpoints.grpc} sent no settings to consumer group {group} "
+                              f"within {SETTINGS_TIMEOUT_S} s")
+        return GrpcPopConsumer(client, self._offload)
+
+    def close(self) -> None:
+        clients, self._clients = self._clients, []
+        for client in clients:
             try:
-                client.shutdown()
-            except Exception:  # noqa: BLE001 - a client that never started cannot shut down cleanly
+                self._offload(client.shutdown)
+            except Exception:  # noqa: BLE001 - a client that failed to start cannot shut down; keep going
                 pass
-

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.backends.local import process
+from harness import process
 from harness.errors import HarnessError
 
 # Raw series exported after a run: ours, the probe's, and the broker's pop / consumer families

@@ -6,8 +6,8 @@ import fnmatch
 import re
 from pathlib import Path
 
-from harness.backends.local.config import PROBE_JAR, WAKEUP_FIX_JAR
 from harness.paths import REPO_ROOT
+from harness.variants import PROBE_JAR, WAKEUP_FIX_JAR
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
 

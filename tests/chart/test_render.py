@@ -19,11 +19,11 @@ import yaml
 
 from harness.backends.k8s import naming
 from harness.backends.k8s.chart_values import ChartValues
-from harness.backends.local.config import BROKER_DEFAULTS, PROBE_JAR, WAKEUP_FIX_JAR
+from harness.backends.local.config import BROKER_DEFAULTS
 from harness.cli import _parser
 from harness.paths import REPO_ROOT
 from harness.scenario import parse_scenario
-from harness.variants import parse_variants
+from harness.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants, parse_variants
 from tests.chart.helm import (
     CHART,
     KUBE_VERSION,
@@ -382,3 +382,19 @@ def test_no_secret_in_plain_values_and_the_grafana_password_is_generated(rendere
 def test_every_profile_parses_under_the_values_model():
     for profile in PROFILES:
         values_of(profile.name)
+
+
+def test_the_chart_variants_are_the_repository_variants():
+    """A variant is defined once, in workloads/variants.yaml; the chart's default values may list a subset
+    of them (image tag = version, agents by jar name) and must not say anything else about them."""
+    chart = yaml.safe_load((CHART / "values.yaml").read_text())["variants"]
+    local = load_variants()
+    assert chart, "the chart deploys no variant"
+    for cv in chart:
+        assert cv["name"] in local, f"chart variant {cv['name']} is not in workloads/variants.yaml"
+        v = local[cv["name"]]
+        assert cv["version"] == v.version, cv["name"]
+        assert [(a["jar"], a.get("options", "")) for a in cv.get("agents", [])] == [
+            (Path(a.jar).name, a.options) for a in v.agents], cv["name"]
+        assert (cv.get("broker", {}), cv.get("proxy", {})) == (v.broker, v.proxy), cv["name"]
+        assert not v.jars and not v.jvm_options, f"{cv['name']}: a local build or JVM options cannot go to the chart"

@@ -8,11 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.backends.local.config import PROBE_JAR, WAKEUP_FIX_JAR
 from harness.paths import REPO_ROOT
 from harness.run import Run
 from harness.scenario import load_scenario
-from harness.variants import load_variants
+from harness.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
 

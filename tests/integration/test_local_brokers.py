@@ -12,10 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.backends.local import LocalBackend, process
+from harness import process
+from harness.backends.local import LocalBackend
 from harness.backends.local.ports import port_free
-from harness.client import remoting
-from harness.client.grpc import load_client, store_timestamp_ms
+from harness.client.driver import driver
 from harness.errors import ConfigError, HarnessError
 from harness.variants import load_variants, parse_variants
 
@@ -50,38 +50,34 @@ def test_up_is_healthy_and_loopback_bound(unpatched):
     assert "enableRetryTopicV2=false" in broker_conf and "enableNotifyBeforePopCalculateLag=false" in broker_conf
 
 
-def test_send_and_pop_with_python_client(unpatched, tmp_path: Path):
+def test_send_and_pop_through_the_grpc_driver(unpatched, tmp_path: Path):
     _, ep = unpatched
     topic, group = f"T_{uuid.uuid4().hex[:8]}", f"G_{uuid.uuid4().hex[:8]}"
-    remoting.create_topic(ep.broker, topic)
-    remoting.create_group(ep.broker, group)
-    rmq = load_client(tmp_path / "client.log")
-    cfg = rmq.ClientConfiguration(ep.grpc, rmq.Credentials(), request_timeout=5)
-    consumer = rmq.SimpleConsumer(cfg, group, {topic: rmq.FilterExpression()}, await_duration=5)
-    producer = rmq.Producer(cfg, (topic,))
-    consumer.startup()
-    producer.startup()
+    d = driver("grpc", ep, log_file=tmp_path / "client.log")
     try:
+        d.create_topic(topic, queues=4)
+        d.create_group(group, retry_max_times=16)
+        consumer = d.pop_consumer(group, topic, long_poll_s=5)
+        producer = d.producer(topic)
         sent = {}
         for i in range(5):
-            m = rmq.Message()
-            m.topic = topic
-            m.body = json.dumps({"i": i}).encode()
             sent[i] = time.time()
-            producer.send(m)
+            assert producer.send(json.dumps({"i": i}).encode())
         got: dict[int, int] = {}
         deadline = time.monotonic() + 60
         while len(got) < 5 and time.monotonic() < deadline:
-            for m in consumer.receive(16, 15):
-                got[json.loads(m.body)["i"]] = store_timestamp_ms(m)
+            received = consumer.receive(16, 15)
+            assert abs(received.at_ns / 1e9 - time.time()) < 1
+            for m in received.deliveries:
+                got[json.loads(m.body)["i"]] = m.store_ts_ms
+                assert m.delivery_attempt == 1 and m.message_id
                 consumer.ack(m)
         assert sorted(got) == list(range(5))
         for i, store_ms in got.items():
             # The broker's store time lies between our send and now (1 s slack for clock granularity).
             assert sent[i] - 1 <= store_ms / 1000 <= time.time() + 1
     finally:
-        producer.shutdown()
-        consumer.shutdown()
+        d.close()
     assert (tmp_path / "client.log").exists()
 
 

@@ -7,7 +7,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from harness.backends.local import LocalBackend, process
+from harness import process
+from harness.backends.local import LocalBackend
 from harness.cli import main
 from harness.events import COLUMNS
 from harness.observability import dashboards

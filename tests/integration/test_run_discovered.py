@@ -15,8 +15,10 @@ import yaml
 from harness.backends.local import LocalBackend
 from harness.observability.discovery import SD_PATH, DiscoveredPrometheus
 from harness.observability.prometheus import binary
-from harness.run import Run, Site, free_port
+from harness.process import free_port
+from harness.run import Run
 from harness.scenario import load_scenario
+from harness.site import Site
 from harness.variants import load_variants, select
 from tests.chart.helm import one, render
 

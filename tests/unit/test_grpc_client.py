@@ -1,10 +1,12 @@
 """The one private attribute the harness reads from rocketmq-python-client: the store timestamp."""
 
+import pytest
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.v5.model import Message
 from rocketmq.v5.util import Misc
 
-from harness.client.grpc import store_timestamp_ms
+from harness.client.driver import DriverError
+from harness.client.grpc import store_timestamp_ms, to_delivery
 
 
 def _decoded(store_s: int, store_nanos: int) -> Message:
@@ -30,3 +32,17 @@ def test_store_timestamp_is_read_in_ms_from_the_clients_decoded_message():
 
 def test_missing_store_timestamp_is_none():
     assert store_timestamp_ms(object()) is None
+
+
+def test_a_delivery_carries_what_the_workload_measures():
+    d = to_delivery(_decoded(1_795_327_650, 162_000_000))
+    assert (d.store_ts_ms, d.born_ts_ms, d.delivery_attempt, d.message_id) == (
+        1_795_327_650_162, 1_795_327_649_000, 2, "01AB")
+    assert d.body == b'{"x":1}'
+
+
+def test_a_client_that_hides_the_store_timestamp_fails_loudly():
+    hidden = _decoded(1_795_327_650, 0)
+    del hidden._Message__store_timestamp
+    with pytest.raises(DriverError, match="store timestamp"):
+        to_delivery(hidden)

@@ -2,7 +2,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.backends.local import process
+from harness import process
 
 
 def _sleeper(tmp_path: Path, token: str, die_with_parent: bool = False) -> int:
@@ -50,7 +50,7 @@ def test_attached_child_dies_with_the_harness(tmp_path: Path):
 
     token = "unit-test-prefix/d/1"
     parent_code = (
-        "import sys, time; from pathlib import Path; from harness.backends.local import process; "
+        "import sys, time; from pathlib import Path; from harness import process; "
         f"process.spawn([sys.executable, '-c', 'import time; time.sleep(60)', process.owner_flag({token!r})], "
         f"Path({str(tmp_path / 'child.log')!r}), cwd=Path({str(tmp_path)!r}), die_with_parent=True); "
         "print('spawned', flush=True); time.sleep(60)"

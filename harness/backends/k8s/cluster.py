@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness.backends.base import READY_GROUP, READY_TOPIC, Endpoints, parse_properties
+from harness import readiness
+from harness.backends.base import parse_properties
 from harness.backends.k8s import naming, transfer
+from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
 from harness.variants import Variant
 
@@ -54,21 +56,6 @@ def merged_broker_conf(base: str, overrides: Mapping[str, object]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(conf.items()))
 
 
-def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
-    """What the broker's output says against the agents being active: each of the harness's agents
-    prints one line `[<jar stem>] ...` when it patches RocketMQ, and `not installed` when it cannot."""
-    problems = []
-    lines = broker_output.splitlines()
-    for jar in jars:
-        tag = f"[{Path(jar).stem}] "
-        said = [ln for ln in lines if ln.startswith(tag)]
-        if not said:
-            problems.append(f"{Path(jar).name} printed nothing (not loaded?)")
-        problems += [f"{Path(jar).name}: {ln[len(tag):]}" for ln in said if "not installed" in ln]
-    problems += [ln.strip() for ln in lines if "NoClassDefFoundError" in ln and "rmqharness" in ln][:3]
-    return problems
-
-
 def broker_container(sts: object) -> object:
     return next(c for c in sts.spec.template.spec.containers if c.name == naming.BROKER_CONTAINER)
 
@@ -88,7 +75,7 @@ class K8sBackend:
         namespace: str,
         api_client: object | None = None,
         ready_timeout_s: float = 600.0,
-        round_trip: bool | None = None,
+        round_trip: bool = True,
         log: Callable[[str], None] = print,
     ) -> None:
         from kubernetes import client
@@ -99,8 +86,8 @@ class K8sBackend:
         self.apps = client.AppsV1Api(self.api)
         self.core = client.CoreV1Api(self.api)
         self.ready_timeout_s = ready_timeout_s
-        # Service DNS names only resolve inside the cluster, so only there can a send/pop be tried.
-        self.round_trip = in_cluster() if round_trip is None else round_trip
+        # Service DNS names resolve inside the cluster only; a stand-in API in tests has no brokers to try.
+        self.round_trip = round_trip
         self.log = log
         self._logs: dict[str, dict[str, str]] = {}  # variant -> container -> log text, kept at `down`
         self._server_logs: dict[str, bytes] = {}  # variant -> tar.gz of the broker's rocketmqlogs/
@@ -236,25 +223,8 @@ class K8sBackend:
         raise HarnessError(f"{variant}: not ready after {self.ready_timeout_s:.0f} s: {last}")
 
     def _wait_serving(self, ep: Endpoints) -> None:
-        """Admin requests answered and a real send/pop through the gRPC proxy, as a local variant must."""
-        from harness.client import remoting
-        from harness.client.grpc import round_trip
-
-        deadline = time.monotonic() + self.ready_timeout_s
-        while True:
-            try:
-                remoting.create_topic(ep.broker, READY_TOPIC, queues=1)
-                remoting.create_group(ep.broker, READY_GROUP)
-                break
-            except (remoting.RemotingError, OSError) as e:
-                if time.monotonic() > deadline:
-                    raise HarnessError(f"{ep.variant}: broker {ep.broker} does not accept admin requests: {e}") from e
-                time.sleep(1.0)
-        try:
-            round_trip(ep.grpc, READY_TOPIC, READY_GROUP, timeout_s=max(10.0, deadline - time.monotonic()))
-        except Exception as e:  # noqa: BLE001 - any client failure means not ready; say which
-            raise HarnessError(f"{ep.variant}: send/pop round trip through gRPC {ep.grpc} failed: {e}",
-                               detail=self._broker_output(ep.variant, tail_lines=40)) from e
+        readiness.wait_serving(ep, "grpc", time.monotonic() + self.ready_timeout_s,
+                               detail=lambda: self._broker_output(ep.variant, tail_lines=40))
 
     def _broker_output(self, variant: str, tail_lines: int | None = None) -> str:
         out = []
@@ -269,7 +239,7 @@ class K8sBackend:
         """A patched variant that runs unpatched would measure the wrong build: refuse it."""
         if not v.agents:
             return
-        problems = agent_problems(self._broker_output(v.name), [a.jar for a in v.agents])
+        problems = readiness.agent_problems(self._broker_output(v.name), [a.jar for a in v.agents])
         if problems:
             raise HarnessError(f"{v.name}: agents not active: {'; '.join(problems)}")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from harness.backends.local.jars import MAIN_CLASSES, Distribution
 from harness.backends.local.ports import VariantPorts
-from harness.backends.local.process import owner_flag
 from harness.paths import REPO_ROOT
-from harness.variants import Scalar, Variant
+from harness.process import owner_flag
+from harness.variants import LOOPBACK_JAR, Scalar, Variant
 
 LOOPBACK = "127.0.0.1"
 CLUSTER = "rmq-harness"
@@ -161,31 +161,9 @@ def _jvm(role: str, java: str, dist: Distribution, home: Path, dirs: VariantDirs
     return argv
 
 
-PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
-# Mounted on every local broker: binds the proxy's gRPC and remoting ports and the HA port to loopback,
-# which RocketMQ has no setting for. It moves listeners only.
-LOOPBACK_JAR = "broker-patches/target/loopback-bind.jar"
-WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
-PROBE_OPTIONS = "port={probe_port}"
-
-
 def agent_options(options: str, ports: VariantPorts) -> str:
     """Agent argument strings may name the variant's ports: {probe_port}, {metrics_port}."""
     return options.replace("{probe_port}", str(ports.probe)).replace("{metrics_port}", str(ports.metrics))
-
-
-def mounts_probe(variant: Variant) -> bool:
-    return any(Path(a.jar).name == Path(PROBE_JAR).name for a in variant.agents)
-
-
-def with_probe(variant: Variant) -> Variant:
-    """The variant with the wakeup probe mounted last (its advice then wraps any patch's)."""
-    if mounts_probe(variant):
-        return variant
-    from harness.variants import JavaAgent
-
-    agents = [*variant.agents, JavaAgent(jar=PROBE_JAR, options=PROBE_OPTIONS)]
-    return variant.model_copy(update={"agents": agents})
 
 
 def namesrv_command(java: str, dist: Distribution, dirs: VariantDirs, conf: Path, token: str) -> list[str]:

@@ -18,29 +18,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.base import READY_GROUP, READY_TOPIC, Endpoints, Health, parse_properties
-from harness.backends.local import config, process
+from harness import process, readiness
+from harness.backends.base import Health, parse_properties
+from harness.backends.local import config
 from harness.backends.local.jars import Distribution, distribution_for
 from harness.backends.local.ports import VariantPorts, allocate
 from harness.client import remoting
-from harness.client.grpc import round_trip
+from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
 from harness.paths import REPO_ROOT
-from harness.variants import Variant
+from harness.process import find_java
+from harness.variants import LOOPBACK_JAR, Variant, mounts_probe
 
 STATE_FILE = "state.json"
 ROLES = ("namesrv", "proxy")  # start order; stop order is the reverse
-
-
-def find_java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise HarnessError(
-            "java not found (JAVA_HOME unset and no java on PATH): install JDK 17 "
-            "(apt-get install openjdk-17-jre-headless) or run make setup"
-        )
-    return java
 
 
 def tcp_open(address: str, timeout_s: float = 0.5) -> bool:
@@ -150,8 +141,8 @@ class LocalBackend:
 
     def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
         java = find_java()
-        if not (REPO_ROOT / config.LOOPBACK_JAR).is_file():
-            raise HarnessError(f"{config.LOOPBACK_JAR} not built: run `make setup` (builds broker-patches/)")
+        if not (REPO_ROOT / LOOPBACK_JAR).is_file():
+            raise HarnessError(f"{LOOPBACK_JAR} not built: run `make setup` (builds broker-patches/)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         for v in variants:
             self._refuse_if_running(v.name)
@@ -267,7 +258,7 @@ class LocalBackend:
             token=f"{self.token_prefix}{v.name}/{uuid.uuid4().hex[:8]}",
             pids={},
             started_at=time.time(),
-            probe=config.mounts_probe(v),
+            probe=mounts_probe(v),
         )
         commands = {
             "namesrv": config.namesrv_command(java, dist, dirs, files["namesrv"], lv.token),
@@ -290,20 +281,19 @@ class LocalBackend:
         ep = lv.endpoints
         deadline = time.monotonic() + self.ready_timeout_s
 
-        def wait(what: str, role: str, check: Callable[[], bool]) -> None:
-            while True:
+        def alive(role: str, what: str) -> Callable[[], None]:
+            def check() -> None:
                 if not process.alive(lv.pids[role], lv.token):
-                    raise HarnessError(
-                        f"{lv.name}: the {role} process exited during start-up while waiting for {what}",
-                        detail=lv.log_tail(role),
-                    )
-                if check():
-                    return
+                    raise HarnessError(f"{lv.name}: the {role} process exited during start-up while waiting for {what}",
+                                       detail=lv.log_tail(role))
+            return check
+
+        def wait(what: str, role: str, ready: Callable[[], bool]) -> None:
+            while not ready():
+                alive(role, what)()
                 if time.monotonic() > deadline:
-                    raise HarnessError(
-                        f"{lv.name}: not ready after {self.ready_timeout_s:.0f} s: waiting for {what}",
-                        detail=lv.log_tail(role),
-                    )
+                    raise HarnessError(f"{lv.name}: not ready after {self.ready_timeout_s:.0f} s: waiting for {what}",
+                                       detail=lv.log_tail(role))
                 time.sleep(0.2)
 
         def registered() -> bool:
@@ -312,34 +302,21 @@ class LocalBackend:
             except remoting.RemotingError:
                 return False
 
-        def admin_ready() -> bool:
-            try:
-                remoting.create_topic(ep.broker, READY_TOPIC, queues=1)
-                remoting.create_group(ep.broker, READY_GROUP)
-                return True
-            except remoting.RemotingError:
-                return False
-
         t0 = time.monotonic()
         steps = []
         for what, role, check in (
             (f"name server {ep.namesrv}", "namesrv", lambda: tcp_open(ep.namesrv)),
             (f"broker {ep.broker} to register with the name server", "proxy", registered),
-            ("the broker to accept admin requests", "proxy", admin_ready),
             (f"gRPC {ep.grpc}", "proxy", lambda: tcp_open(ep.grpc)),
         ):
             wait(what, role, check)
             steps.append(time.monotonic() - t0)
-        try:
-            rt = round_trip(ep.grpc, READY_TOPIC, READY_GROUP, timeout_s=max(5.0, deadline - time.monotonic()))
-        except Exception as e:  # noqa: BLE001 - any client failure means not ready; say which
-            raise HarnessError(
-                f"{lv.name}: send/pop round trip through gRPC {ep.grpc} failed: {e}", detail=lv.log_tail("proxy")
-            ) from e
-        # Where start-up time goes: name server up, broker registered, admin answering, gRPC open, round trip.
+        rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive("proxy", "a send/pop round trip"),
+                                    detail=lambda: lv.log_tail("proxy"))
+        # Where start-up time goes: name server up, broker registered, gRPC open, admin + round trip.
         marks = ", ".join(f"{s:.1f}" for s in steps)
         total = time.monotonic() - t0
-        self.log(f"{lv.name}: ready in {total:.1f} s (steps at {marks} s; round trip {rt * 1000:.0f} ms)")
+        self.log(f"{lv.name}: ready in {total:.1f} s (steps at {marks} s; round trip {rt.seconds * 1000:.0f} ms)")
 
     def _stop(self, variants: Sequence[LocalVariant]) -> None:
         # Proxies (brokers) first, all at once, so a broker never loses its name server mid-shutdown.

@@ -1,4 +1,5 @@
-"""Starting and stopping server processes, always by PID, never by name.
+"""Starting and stopping the processes the harness runs (brokers, Locust, Prometheus), always by PID,
+never by name; and the two things every starter needs: a free loopback port and a Java binary.
 
 Every JVM the harness starts carries ``-Drmq.harness.owner=<token>`` on its command line; a PID is only
 signalled after its command line shows that token, so a recycled PID is never hit.
@@ -6,17 +7,39 @@ signalled after its command line shows that token, so a recycled PID is never hi
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
 
+from harness.errors import HarnessError
+
 OWNER_PROPERTY = "rmq.harness.owner"
 STOP_TIMEOUT_S = 30.0
 # Children started by this process, kept so their exit status is collected (no zombies).
 _children: dict[int, subprocess.Popen] = {}
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise HarnessError(
+            "java not found (JAVA_HOME unset and no java on PATH): install JDK 17 "
+            "(apt-get install openjdk-17-jre-headless) or run make setup"
+        )
+    return java
 
 
 def owner_flag(token: str) -> str:

@@ -1,0 +1,98 @@
+"""The manifest of a run archive, built by a pure function from what the run found out; plus the few
+impure readings of the machine it records (host, git sha, agent digests)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import platform
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psutil
+
+from harness import __version__
+from harness.archive.schema import AgentInfo, HostInfo, Manifest, VariantInfo
+from harness.endpoints import Endpoints
+from harness.errors import HarnessError
+from harness.events import EVENT_SCHEMA_VERSION
+from harness.paths import REPO_ROOT
+from harness.process import find_java
+from harness.scenario import Scenario
+from harness.variants import Variant
+
+
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, check=False)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _java_version() -> str:
+    try:
+        out = subprocess.run([find_java(), "-version"], capture_output=True, text=True, timeout=20, check=False)
+        return (out.stderr or out.stdout).splitlines()[0]
+    except (OSError, IndexError, HarnessError):
+        return "unknown"
+
+
+def host_info() -> HostInfo:
+    return HostInfo(hostname=socket.gethostname(), cpus=os.cpu_count() or 0,
+                    memory_gib=round(psutil.virtual_memory().total / 2**30, 1),
+                    python=platform.python_version(), java=_java_version(), platform=platform.platform())
+
+
+def agent_digests(variants: Sequence[Variant]) -> dict[str, str]:
+    """sha256 of every agent jar the variants mount, by the jar as written in the variant."""
+    return {a.jar: hashlib.sha256(a.path().read_bytes()).hexdigest() for v in variants for a in v.agents}
+
+
+def build(
+    *,
+    run_id: str,
+    scenario: Scenario,
+    variants: Sequence[Variant],
+    endpoints: Sequence[Endpoints],
+    broker_configs: Mapping[str, dict[str, str]],
+    digests: Mapping[str, str],
+    host: HostInfo,
+    harness_git_sha: str | None,
+    started: dt.datetime,
+    ended: dt.datetime,
+    duration_s: float,
+    summary: list[dict[str, Any]],
+    probes: dict[str, list[dict[str, Any]]],
+    prometheus: dict[str, Any],
+) -> Manifest:
+    by_name = {ep.variant: ep for ep in endpoints}
+    return Manifest(
+        event_schema_version=EVENT_SCHEMA_VERSION,
+        run_id=run_id,
+        scenario=scenario.model_dump(mode="json"),
+        variants=[
+            VariantInfo(
+                name=v.name,
+                version=v.version,
+                jars=str(v.jars) if v.jars else None,
+                agents=[AgentInfo(jar=a.jar, sha256=digests[a.jar], options=a.options) for a in v.agents],
+                broker_config=broker_configs.get(v.name, {}),
+                endpoints=by_name[v.name].as_dict(),
+            )
+            for v in variants
+        ],
+        harness_version=__version__,
+        harness_git_sha=harness_git_sha,
+        host=host,
+        started_at=started.isoformat(),
+        ended_at=ended.isoformat(),
+        duration_s=round(duration_s, 1),
+        summary=summary,
+        probe=probes,
+        prometheus=prometheus,
+    )

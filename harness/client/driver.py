@@ -1,0 +1,99 @@
+"""The client driver seam: the few things a workload does to RocketMQ, whatever the protocol.
+
+Shaped after OpenMessaging Benchmark's driver API: create resources, a producer that sends, a pop
+consumer that receives, acks and changes invisible durations, and close. Locust users and the readiness
+check talk only to these types; each protocol (gRPC through the proxy today, remoting next) implements
+them in its own module and is picked by ``driver(protocol, ...)``.
+
+Every call blocks. A driver whose client cannot block a gevent worker's hub (the gRPC client runs its own
+asyncio thread) runs its calls through ``offload``, which the workload supplies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from harness.endpoints import Endpoints
+
+T = TypeVar("T")
+# Runs a blocking call (with no arguments) where it cannot stall the caller's event loop; returns its result.
+Offload = Callable[[Callable[[], T]], T]
+PROTOCOLS = ("grpc",)
+
+
+class DriverError(Exception):
+    """The client cannot give what the harness measures (e.g. a version that hides the store timestamp)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message as a pop consumer received it."""
+
+    body: bytes
+    message_id: str
+    delivery_attempt: int  # 1 = first delivery
+    store_ts_ms: int  # the broker's store time of this copy (the retry copy, on a retry), ms since the epoch
+    born_ts_ms: int | None
+    handle: object  # what ack and change_invisible need; opaque to the workload
+
+
+@dataclass(frozen=True)
+class Received:
+    """What one receive (long poll) returned, and the wall clock (ns) when it returned."""
+
+    deliveries: list[Delivery]
+    at_ns: int  # taken on the thread that made the call, so handing the result back adds nothing to it
+
+
+class Producer(Protocol):
+    def send(self, body: bytes) -> str:
+        """Send one message to the producer's topic; return its message id."""
+        ...
+
+
+class PopConsumer(Protocol):
+    def receive(self, max_messages: int, invisible_s: int) -> Received:
+        """One long poll: wait up to the consumer's long-poll time for at most ``max_messages``."""
+        ...
+
+    def ack(self, delivery: Delivery) -> None: ...
+
+    def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
+        """Nack: the message comes back (as a retry) ``invisible_s`` seconds from now."""
+        ...
+
+
+class Driver(Protocol):
+    protocol: str
+
+    def create_topic(self, name: str, queues: int) -> None: ...
+
+    def create_group(self, name: str, retry_max_times: int) -> None: ...
+
+    def producer(self, topic: str) -> Producer:
+        """A started producer; the driver closes it in ``close``."""
+        ...
+
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int) -> PopConsumer:
+        """A started pop consumer of ``group`` subscribed to every message of ``topic``."""
+        ...
+
+    def close(self) -> None:
+        """Shut down every producer and consumer this driver started."""
+        ...
+
+
+def direct(fn: Callable[[], T]) -> T:
+    return fn()
+
+
+def driver(protocol: str, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> Driver:
+    """The driver for ``protocol`` (one of PROTOCOLS) against one variant's endpoints."""
+    if protocol == "grpc":
+        from harness.client.grpc import GrpcDriver
+
+        return GrpcDriver(endpoints, offload=offload, log_file=log_file)
+    raise ValueError(f"no client driver for protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")

@@ -1,0 +1,71 @@
+"""Where a run happens: this machine, or the load-test pod of a Helm release. The one real difference
+between the two: which backend brings the brokers up, which Prometheus scrapes, and where Locust workers
+serve their metrics. A run takes a Site and never asks which one it got.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.backends.base import Backend
+from harness.errors import HarnessError
+from harness.observability.prometheus import Prometheus
+from harness.process import free_port
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Site:
+    backend: Backend
+    prometheus: Prometheus
+    bind_host: str  # where Locust workers serve their metrics
+    advertise_host: str  # how Prometheus reaches them
+    worker_port: Callable[[int], int]  # the n-th worker of the run (0-based) -> its metrics port
+
+
+SiteFactory = Callable[[Path, Log], Site]
+
+
+def local_site(work: Path, log: Log) -> Site:
+    """Brokers started for the run on loopback, a Prometheus of its own, free ports."""
+    from harness.backends.local import LocalBackend
+
+    return Site(
+        backend=LocalBackend(work / "brokers", attached=True, log=log),
+        prometheus=Prometheus(work / "prometheus", free_port()),
+        bind_host="127.0.0.1",
+        advertise_host="127.0.0.1",
+        worker_port=lambda _n: free_port(),
+    )
+
+
+def _pod_env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise HarnessError(f"{name} is not set: `run --backend k8s` runs inside the chart's load-test pod; "
+                           "from a workstation use `rmq-harness k8s run` (make loadtest)")
+    return value
+
+
+def cluster_site(work: Path, log: Log) -> Site:
+    """Inside the chart's load-test pod: the release's StatefulSets, the chart's Prometheus (told about the
+    run's targets through HTTP service discovery), worker ports the pod declares."""
+    from harness.backends.k8s import naming
+    from harness.backends.k8s.cluster import K8sBackend
+    from harness.observability.discovery import DiscoveredPrometheus
+
+    return Site(
+        backend=K8sBackend(_pod_env(naming.ENV_FULLNAME), _pod_env(naming.ENV_NAMESPACE), log=log),
+        prometheus=DiscoveredPrometheus(_pod_env(naming.ENV_PROMETHEUS), "0.0.0.0", naming.SD_PORT,
+                                        work / "prometheus"),
+        bind_host="0.0.0.0",
+        advertise_host=_pod_env(naming.ENV_POD_IP),
+        worker_port=naming.worker_port,
+    )
+
+
+SITES: dict[str, SiteFactory] = {"local": local_site, "k8s": cluster_site}

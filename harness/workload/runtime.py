@@ -1,0 +1,68 @@
+"""One Locust worker process: its client driver, Prometheus metrics, event log, and what its users share.
+
+Built once per worker when the locustfile is imported (before the worker connects to its master, so no
+user can start ahead of it) and closed when the test stops.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from gevent.pywsgi import WSGIServer
+from prometheus_client import disable_created_metrics, make_wsgi_app
+
+from harness import metrics
+from harness.client.driver import driver
+from harness.events import EventLog
+from harness.workload import gevent_bridge
+from harness.workload.spec import WorkloadSpec
+
+# Producers send a burst through at most this many concurrent calls (each holds a real thread).
+BURST_CONCURRENCY = 64
+
+
+class WorkerRuntime:
+    def __init__(self, spec: WorkloadSpec) -> None:
+        self.spec = spec
+        scenario = spec.scenario
+        self.protocol = scenario.protocol
+        disable_created_metrics()  # the *_created series only add noise to every scrape and export
+        self.metrics = metrics.create()
+        # Every label set exists from the start (zero), so dashboards show 0 rather than "no data".
+        for g in scenario.groups:
+            for c in (self.metrics.sent, self.metrics.deliveries, self.metrics.acks, self.metrics.nacks,
+                      self.metrics.empty_polls, self.metrics.cross_topic, self.metrics.duplicates):
+                c.labels(**self.labels(g.name))
+        if spec.metrics_port:
+            # Served by greenlets on the hub: prometheus_client's threaded server would use gevent-patched
+            # sockets from foreign threads ("Cannot switch to a different thread" under frequent scrapes).
+            WSGIServer((spec.metrics_host, spec.metrics_port), make_wsgi_app(self.metrics.registry), log=None,
+                       error_log=None).start()
+        self.log = EventLog(directory=spec.events_dir, stem=spec.worker,
+                            common={"run_id": spec.run_id, "variant": spec.variant, "scenario": scenario.name,
+                                    "worker": spec.worker, "protocol": self.protocol})
+        # Each consumer's long poll holds a thread for its whole wait; a burst holds up to BURST_CONCURRENCY.
+        gevent_bridge.ensure_threads(scenario.consumer_count
+                                     + scenario.produce.producers * BURST_CONCURRENCY + 8)
+        self.driver = driver(self.protocol, spec.endpoints, offload=gevent_bridge.offload,
+                             log_file=spec.client_log_dir / f"{spec.worker}.log")
+        self.acked: set[tuple[str, str | None]] = set()  # (group, ledger_id) acked by this worker
+        self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms
+        self._seq = itertools.count()
+        self._closed = False
+
+    def labels(self, group: str) -> dict[str, str]:
+        return {"variant": self.spec.variant, "scenario": self.spec.scenario.name, "protocol": self.protocol,
+                "group": group}
+
+    def next_id(self, prefix: str) -> str:
+        return f"{self.spec.worker}-{prefix}{next(self._seq)}"
+
+    def close(self) -> None:
+        """Shut the clients down and write the remaining events (test_stop and quitting both call it)."""
+        try:
+            if not self._closed:
+                self._closed = True
+                self.driver.close()
+        finally:
+            self.log.flush()
