@@ -130,6 +130,23 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS until every workload is ready")
 
+    cal = sub.add_parser("calibrate", help="measure the verdict rule on real brokers: the false-verdict rate of "
+                         "two identical builds (A/A) and the detection rate of planted slowdowns")
+    cal.add_argument("--variant", default="patched", help="the build to calibrate on (default: patched)")
+    cal.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
+    cal.add_argument("--runs", type=int, default=20, help="runs, each judged on its own (default 20)")
+    cal.add_argument("--shift-ms", type=int, action="append", dest="shifts",
+                     help="a planted wakeup delay, ms (repeatable; default 50)")
+    cal.add_argument("--runs-dir", type=Path, default=None,
+                     help="where the runs' archives go (default: runs/calibration-<time>)")
+    cal.add_argument("--archives", type=Path, nargs="+", default=None,
+                     help="judge these archives of an earlier calibration instead of running new ones")
+    cal.add_argument("--out", type=Path, default=None,
+                     help="the result (default: bench-results/calibration-<time>.json)")
+    cal.add_argument("--alpha", type=float, default=0.05, help="the rule's alpha (default 0.05)")
+    cal.add_argument("--min-effect", type=float, default=0.10, help="the rule's margin (default 0.10)")
+    cal.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
+
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     from spark.jobs.compare import parser as compare_parser
 
@@ -189,22 +206,26 @@ def _brokers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fmt_ms(v: float | None) -> str:
+def _fmt_ms(v: float | str | None) -> str:
     if v is None:
         return "-"
+    if v == "inf" or v == float("inf"):
+        return "never"
     return f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v:.0f} ms"
 
 
 def print_summary(summary: Sequence[dict]) -> None:
-    t = Table(title="retry wakeup (receive - retry copy's store time) and redelivery (receive - nack due)")
-    for col in ("scenario", "variant", "sent", "deliveries", "retries", "wakeup p50", "p90", "max",
-                "redelivery p50", "empty polls", "errors", "never received"):
+    t = Table(title="retry wakeup (receive - retry copy's store time, for a poll already waiting), pickup (the same, "
+                    "for a poll that started later) and redelivery (receive - nack due)")
+    for col in ("scenario", "variant", "cycles", "sent", "retries", "wakeup n", "p50", "p90", "max", "pickup n",
+                "p50 ", "redelivery p50", "never redelivered", "never received", "errors"):
         t.add_column(col, justify="left" if col in ("scenario", "variant") else "right")
     for s in summary:
-        w, r = s["wakeup_ms"], s["redelivery_ms"]
-        t.add_row(s["scenario"], s["variant"], str(s["sent"]), str(s["deliveries"]), str(w["n"]),
-                  _fmt_ms(w["p50"]), _fmt_ms(w["p90"]), _fmt_ms(w["max"]), _fmt_ms(r["p50"]),
-                  str(s["empty_polls"]), str(s["errors"]), str(s["ledger"]["never_received"]))
+        w, p, r, ledger = s["wakeup_ms"], s["pickup_ms"], s["redelivery_ms"], s["ledger"]
+        t.add_row(s["scenario"], s["variant"], str(s["cycles"]), str(s["sent"]), str(s["retry_deliveries"]),
+                  str(w["n"]), _fmt_ms(w["p50"]), _fmt_ms(w["p90"]), _fmt_ms(w["max"]), str(p["n"]), _fmt_ms(p["p50"]),
+                  _fmt_ms(r["p50"]), f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
+                  str(ledger["never_received"]), str(s["errors"]))
     console.print(t)
 
 
@@ -283,7 +304,7 @@ def _k8s_run(args: argparse.Namespace) -> int:
     run_id = args.run_id or new_run_id(scenario.name)
     job = cluster.start(run_id, scenario, names, args.probe)
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
-    cluster.follow(job, timeout_s=scenario.duration_s + GRACE_S + 900)
+    cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
     [archive] = cluster.fetch([run_id], args.runs_dir)
     manifest = json.loads((archive / "manifest.json").read_text())
     print_summary(manifest["summary"])
@@ -319,17 +340,23 @@ def _compare_defaults(archives: list[str], baseline: str, candidate: str) -> arg
     return compare_parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate])
 
 
+def _num(v: float | str | None) -> str:
+    return "-" if v is None else (v if isinstance(v, str) else f"{v:.3g}")
+
+
 def print_comparison(summary: dict) -> None:
-    t = Table(title=f"{summary['candidate']} against {summary['baseline']}")
-    for col in ("scenario", "metric", "baseline p50", "candidate p50", "ratio", "95% CI", "p-value", "n", "verdict"):
+    level = f"{1 - summary['rule']['alpha']:.0%}"
+    t = Table(title=f"{summary['candidate']} against {summary['baseline']} (unit: the cycle)")
+    for col in ("scenario", "metric", "cycles b/c", "baseline", "candidate", "ratio", f"{level} interval", "p (Holm)",
+                "verdict"):
         t.add_column(col, justify="left" if col in ("scenario", "metric", "verdict") else "right")
     for c in summary["comparisons"]:
-        ci = f"{c['ci95'][0]:.3g}-{c['ci95'][1]:.3g}" if c["ci95"] else "-"
-        ratio = f"{c['ratio_of_medians']:.3g}" if c["ratio_of_medians"] is not None else "-"
-        p = f"{c['p_value']:.2g}" if c["p_value"] is not None else "-"
-        colour = {"improvement": "green", "regression": "red"}.get(c["verdict"], "white")
-        t.add_row(c["scenario"], c["metric"], _fmt_ms(c["median_baseline"]), _fmt_ms(c["median_candidate"]), ratio,
-                  ci, p, f"{c['n_baseline']}/{c['n_candidate']}", f"[{colour}]{c['verdict']}[/] ({c['reason']})")
+        ci = f"{_num(c['ci'][0])}-{_num(c['ci'][1])}" if c["ci"] else "-"
+        ratio = _num(c["ratio_of_medians"])
+        p = f"{c['p_adjusted']:.2g}" if c["p_adjusted"] is not None else "-"
+        colour = {"improvement": "green", "regression": "red", "not enough data": "yellow"}.get(c["verdict"], "white")
+        t.add_row(c["scenario"], c["metric"], f"{c['n_baseline']}/{c['n_candidate']}", _fmt_ms(c["median_baseline"]),
+                  _fmt_ms(c["median_candidate"]), ratio, ci, p, f"[{colour}]{c['verdict']}[/] ({c['reason']})")
     console.print(t)
     colour = {"improvement": "green", "regression": "red"}.get(summary["verdict"], "yellow")
     console.print(f"verdict: [bold {colour}]{summary['verdict']}[/]   rule: {summary['rule']['text']}")
@@ -343,6 +370,55 @@ def _compare(args: argparse.Namespace) -> int:
         summary = run(args, warn=lambda s: err_console.print(f"[yellow]warning:[/] {s}"))
     print_comparison(summary)
     return EXIT_REGRESSION if args.fail_on_regression and summary["verdict"] == "regression" else 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from harness import calibrate
+
+    if args.runs < 1:
+        raise ConfigError(f"--runs {args.runs}: at least one run")
+    base = select(load_variants(args.variants), [args.variant])[0]
+    p = calibrate.plan(base, args.shifts or [50])
+    scenario = _scenario(argparse.Namespace(scenario=args.scenario, duration=None))
+    stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
+    out = args.out or Path("bench-results") / f"calibration-{stamp}.json"
+    if out.exists():
+        raise ConfigError(f"{out} already exists; calibration results are never overwritten")
+    log = lambda line: console.print(f"[dim]{line}[/]")  # noqa: E731
+    if args.archives:
+        archives = args.archives
+    else:
+        archives = calibrate.run_all(p, scenario, args.runs, args.runs_dir or Path("runs") / f"calibration-{stamp}",
+                                     log)
+        if not archives:
+            raise HarnessError("every calibration run failed; see the lines above")
+    with console.status("judging every run on Spark ..."):
+        judged = calibrate.judge(archives, p, args.alpha, args.min_effect, args.bootstrap, log)
+    result = calibrate.summarise(judged, p, scenario)
+    calibrate.write(result, out)
+    print_calibration(result)
+    console.print(f"calibration: {out}")
+    return 0
+
+
+def print_calibration(result: dict) -> None:
+    def pct(r: dict) -> str:
+        if r["rate"] is None:
+            return "-"
+        return f"{r['rate']:.0%} ({r['k']}/{r['n']}; 95% CI {r['ci'][0]:.0%}-{r['ci'][1]:.0%})"
+
+    t = Table(title=f"the verdict rule on {result['variant']}, each run judged on its own")
+    for col in ("control", "what counts", "rate", "verdicts"):
+        t.add_column(col)
+    aa = result["aa"]
+    t.add_row("A/A: two identical builds", "improvement or regression (false)", pct(aa),
+              ", ".join(f"{k} {v}" for k, v in aa["verdicts"].items()))
+    for s in result["shifts"]:
+        t.add_row(f"+{s['delay_ms']} ms on every wakeup", "regression (detected)", pct(s),
+                  ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
+    console.print(t)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -366,6 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         if args.command == "k8s":
             return _k8s(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(f"[red]error:[/] {e}", soft_wrap=True)

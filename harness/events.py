@@ -17,8 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-EVENT_SCHEMA_VERSION = 1
-KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen")
+# 2: the cycle column, cycle_start / cycle_end events, pickup_ms. Readers take version 1 archives too.
+EVENT_SCHEMA_VERSION = 2
+KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end")
 
 SCHEMA = pa.schema(
     [
@@ -41,14 +42,18 @@ SCHEMA = pa.schema(
         ("invisible_ms", pa.int64()),  # nacked: the invisible duration requested; received: at receive
         ("origin_topic", pa.string()),  # from the message body: the topic it was first sent to
         ("intended_group", pa.string()),  # from the message body
-        ("detail", pa.string()),  # error text, or other free-form context
+        ("detail", pa.string()),  # error text; cycle_end: drained | timeout | spacing | run_end
+        ("cycle", pa.int32()),  # the produce-and-nack cycle the message belongs to (from its body)
         # Derived (filled by the archive writer; see harness.latency):
         ("wakeup_ms", pa.float64()),
         ("redelivery_ms", pa.float64()),
+        ("pickup_ms", pa.float64()),
     ]
 )
 COLUMNS = tuple(SCHEMA.names)
-DERIVED = ("wakeup_ms", "redelivery_ms")
+DERIVED = ("wakeup_ms", "redelivery_ms", "pickup_ms")
+# What each version's files hold; a reader adds the missing ones as nulls.
+COLUMNS_BY_VERSION = {1: tuple(c for c in COLUMNS if c not in ("cycle", "pickup_ms")), 2: COLUMNS}
 
 
 @dataclass
@@ -60,6 +65,7 @@ class MessageBody:
     group: str  # the group the message is intended for
     send_ns: int
     run_id: str
+    cycle: int | None = None
 
     def encode(self) -> bytes:
         return json.dumps(self.__dict__, separators=(",", ":")).encode()
@@ -68,9 +74,10 @@ class MessageBody:
     def decode(cls, raw: bytes) -> MessageBody | None:
         try:
             d = json.loads(raw)
+            cycle = d.get("cycle")
             return cls(str(d["ledger_id"]), str(d["origin_topic"]), str(d["group"]), int(d["send_ns"]),
-                       str(d["run_id"]))
-        except (ValueError, KeyError, TypeError):
+                       str(d["run_id"]), int(cycle) if cycle is not None else None)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
 

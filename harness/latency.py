@@ -1,7 +1,10 @@
-"""The arithmetic of retry latency: the one definition of wakeup and redelivery.
+"""The arithmetic of retry latency: the one definition of wakeup, pickup and redelivery.
 
-wakeup_ms      = receive time of a retry delivery - store time of its retry copy
-                 (how long the retry waited for a consumer that was already waiting for it)
+wakeup_ms      = receive time of a retry delivery - store time of its retry copy, for a retry returned by
+                 a long poll that started no later than that store time: how long the retry waited for a
+                 consumer that was already waiting for it (what a missed wakeup makes long)
+pickup_ms      = the same difference for a retry returned by a poll that started after the store (the
+                 consumer was busy when the retry appeared); counted and shown apart, never in wakeup
 redelivery_ms  = receive time of a retry delivery - (time of the nack of the previous attempt
                  + the invisible duration that nack asked for); for a lapsed delivery the "nack" is the
                  receive itself and the duration is the invisible time requested on receive
@@ -31,6 +34,11 @@ def is_retry_delivery(kind: X, delivery_attempt: X) -> X:
     return (kind == "received") & (delivery_attempt > 1)
 
 
+def waited(poll_started_ns: X, store_ts_ms: X) -> X:
+    """Whether the poll that returned a delivery was already waiting when the copy was stored."""
+    return poll_started_ns / NS_PER_MS <= store_ts_ms
+
+
 def wakeup_ms(received_ns: X, store_ts_ms: X) -> X:
     return received_ns / NS_PER_MS - store_ts_ms
 
@@ -45,12 +53,18 @@ def redelivery_ms(received_ns: X, due: X) -> X:
 
 
 def derive(events: pd.DataFrame) -> pd.DataFrame:
-    """Return a copy with ``wakeup_ms`` and ``redelivery_ms`` filled on retry deliveries."""
+    """Return a copy with ``wakeup_ms`` or ``pickup_ms``, and ``redelivery_ms``, filled on retry deliveries."""
     ev = events.reset_index(drop=True)
-    ev["wakeup_ms"] = np.nan
-    ev["redelivery_ms"] = np.nan
+    for c in ("wakeup_ms", "redelivery_ms", "pickup_ms"):
+        ev[c] = np.nan
+    for c in ("cycle", "poll_started_ns"):  # absent from version 1 events
+        if c not in ev.columns:
+            ev[c] = np.nan
     retry = is_retry_delivery(ev["kind"], ev["delivery_attempt"])
-    ev.loc[retry, "wakeup_ms"] = wakeup_ms(ev.loc[retry, "t_client_ns"], ev.loc[retry, "store_ts_ms"])
+    was_waiting = retry & waited(ev["poll_started_ns"], ev["store_ts_ms"])
+    late = retry & ~was_waiting
+    ev.loc[was_waiting, "wakeup_ms"] = wakeup_ms(ev.loc[was_waiting, "t_client_ns"], ev.loc[was_waiting, "store_ts_ms"])
+    ev.loc[late, "pickup_ms"] = wakeup_ms(ev.loc[late, "t_client_ns"], ev.loc[late, "store_ts_ms"])
 
     keys = [k for k in NACK_KEYS if k in ev.columns]
     nacks = ev.loc[ev["kind"] == "nacked", [*keys, "delivery_attempt", LATEST_NACK_ORDER, "invisible_ms"]].copy()
@@ -62,7 +76,8 @@ def derive(events: pd.DataFrame) -> pd.DataFrame:
     retries = ev.loc[retry, [*keys, "delivery_attempt"]].reset_index()
     joined = retries.merge(nacks[[*keys, "delivery_attempt", "due_ms"]], on=[*keys, "delivery_attempt"], how="left")
     joined = joined.set_index("index")
-    ev.loc[joined.index, "redelivery_ms"] = redelivery_ms(ev.loc[joined.index, "t_client_ns"], joined["due_ms"])
+    ev.loc[joined.index, "redelivery_ms"] = redelivery_ms(ev.loc[joined.index, "t_client_ns"],
+                                                          joined["due_ms"].astype(float))
     return ev
 
 
@@ -73,6 +88,26 @@ def _dist(values: pd.Series) -> dict[str, float | int | None]:
         out[f"p{round(q * 100)}"] = float(np.quantile(v, q)) if v.size else None
     out["max"] = float(v.max()) if v.size else None
     return out
+
+
+def retry_outcomes(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per retry the consumers asked for (a nack), with its cycle and whether it came back.
+
+    A nack of attempt n expects a delivery of attempt n + 1 to the same group; one that never comes is
+    a retry lost (or still pending when the run ended): the verdict counts it as an endless wait.
+    """
+    keys = [k for k in NACK_KEYS if k in events.columns]
+    nacks = events.loc[events["kind"] == "nacked", [*keys, "delivery_attempt", "cycle"]].copy()
+    nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1
+    nacks = nacks.drop_duplicates([*keys, "delivery_attempt"])
+    retries = events.loc[is_retry_delivery(events["kind"], events["delivery_attempt"]), [*keys, "delivery_attempt"]]
+    came = retries.drop_duplicates().assign(redelivered=True)
+    out = nacks.merge(came, on=[*keys, "delivery_attempt"], how="left")
+    out["redelivered"] = out["redelivered"].astype("boolean").fillna(False).astype(bool)
+    return out
+
+
+DUPLICATE_KEYS = ["run_id", "group", "ledger_id", "delivery_attempt"]
 
 
 def _ledger_ids(ev: pd.DataFrame, kind: str) -> set[tuple[str, str]]:
@@ -90,6 +125,7 @@ def summarize(events: pd.DataFrame) -> list[dict]:
         kinds = ev["kind"].value_counts()
         sent_ids, received_ids, acked_ids = (_ledger_ids(ev, k) for k in ("sent", "received", "acked"))
         recv = ev[ev["kind"] == "received"]
+        outcomes = retry_outcomes(ev)
         out.append({
             "scenario": scenario,
             "variant": variant,
@@ -106,9 +142,13 @@ def summarize(events: pd.DataFrame) -> list[dict]:
                 "acked": len(sent_ids & acked_ids),
                 "never_received": len(sent_ids - received_ids),
                 "unknown_received": len(received_ids - sent_ids),
-                "duplicate_deliveries": int(recv.duplicated(["run_id", "ledger_id", "delivery_attempt"]).sum()),
+                "duplicate_deliveries": int(recv.duplicated(DUPLICATE_KEYS).sum()),
+                "retries_expected": len(outcomes),
+                "retries_never_redelivered": int((~outcomes["redelivered"]).sum()),
             },
+            "cycles": len(ev.loc[ev["kind"] == "sent", ["run_id", "cycle"]].drop_duplicates()),
             "wakeup_ms": _dist(ev["wakeup_ms"]),
+            "pickup_ms": _dist(ev["pickup_ms"]),
             "redelivery_ms": _dist(ev["redelivery_ms"]),
         })
     return out

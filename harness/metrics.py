@@ -21,6 +21,7 @@ LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 class HarnessMetrics:
     registry: CollectorRegistry
     retry_wakeup: Histogram
+    retry_pickup: Histogram
     redelivery_delay: Histogram
     poll_wait: Histogram
     sent: Counter
@@ -46,7 +47,11 @@ def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
     return HarnessMetrics(
         registry=reg,
         retry_wakeup=hist("retry_wakeup_seconds",
-                          "Receive time of a retry delivery minus the store time of its retry copy."),
+                          "Receive time of a retry delivery minus the store time of its retry copy, when the poll "
+                          "that returned it was already waiting at that store time."),
+        retry_pickup=hist("retry_pickup_seconds",
+                          "Receive time of a retry delivery minus the store time of its retry copy, when the poll "
+                          "that returned it started after the store (the consumer was busy)."),
         redelivery_delay=hist("redelivery_delay_seconds",
                               "Receive time of a retry delivery minus (nack time + requested invisible duration); "
                               "only when this worker nacked the previous attempt."),

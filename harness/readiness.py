@@ -28,34 +28,61 @@ _POLL_S = 5
 
 @dataclass(frozen=True)
 class RoundTrip:
-    """One message sent and popped back; the times bracket the broker's store time of it."""
+    """One message sent and popped back; the send's start and end bracket the broker's store time of it."""
 
     seconds: float  # from the consumer's start to the message's return
     send_started_ns: int  # client clock
     send_done_ns: int
-    store_ts_ms: int  # broker clock, between the two above in true time
+    store_ts_ms: int  # broker clock
 
     @property
     def clock_offset_ms(self) -> tuple[float, float]:
-        """Bounds of (broker clock - client clock): the store happened while the send was in flight."""
-        return self.store_ts_ms - self.send_done_ns / 1e6, self.store_ts_ms - self.send_started_ns / 1e6
+        """Bounds of (broker clock - client clock): the store happened while the send was in flight (1 ms
+        added on each side: the store time has millisecond resolution)."""
+        return self.store_ts_ms - self.send_done_ns / 1e6 - 1, self.store_ts_ms - self.send_started_ns / 1e6 + 1
+
+
+def round_trips(d: Driver, topic: str, group: str, n: int, timeout_s: float) -> list[RoundTrip]:
+    """Send ``n`` messages to ``topic`` one after another and pop them back as ``group``."""
+    started = time.monotonic()
+    consumer = d.pop_consumer(group, topic, long_poll_s=_POLL_S)
+    producer = d.producer(topic)
+    sent: dict[str, tuple[int, int]] = {}
+    for _ in range(n):
+        token = uuid.uuid4().hex
+        at = time.time_ns()
+        producer.send(json.dumps({"readiness": token}).encode())
+        sent[token] = (at, time.time_ns())
+    out: dict[str, RoundTrip] = {}
+    while len(out) < n and time.monotonic() - started < timeout_s:
+        for m in consumer.receive(16, _INVISIBLE_S).deliveries:
+            consumer.ack(m)
+            token = json.loads(m.body).get("readiness")
+            if token in sent:
+                out[token] = RoundTrip(time.monotonic() - started, *sent[token], m.store_ts_ms)
+    if len(out) < n:
+        raise TimeoutError(f"{n - len(out)} of {n} messages sent to {topic} were not popped back within "
+                           f"{timeout_s:.0f} s")
+    return [out[t] for t in sent]
 
 
 def round_trip(d: Driver, topic: str, group: str, timeout_s: float) -> RoundTrip:
     """Send one message to ``topic`` and pop it back as ``group``; TimeoutError when it does not return."""
-    started = time.monotonic()
-    consumer = d.pop_consumer(group, topic, long_poll_s=_POLL_S)
-    producer = d.producer(topic)
-    token = uuid.uuid4().hex
-    sent_at = time.time_ns()
-    producer.send(json.dumps({"readiness": token}).encode())
-    sent_done = time.time_ns()
-    while time.monotonic() - started < timeout_s:
-        for m in consumer.receive(16, _INVISIBLE_S).deliveries:
-            consumer.ack(m)
-            if json.loads(m.body).get("readiness") == token:
-                return RoundTrip(time.monotonic() - started, sent_at, sent_done, m.store_ts_ms)
-    raise TimeoutError(f"a message sent to {topic} was not popped back within {timeout_s:.0f} s")
+    return round_trips(d, topic, group, 1, timeout_s)[0]
+
+
+def clock_offset_ms(ep: Endpoints, protocol: str, samples: int = 5, timeout_s: float = 60.0) -> tuple[float, float]:
+    """Bounds of (broker clock - this process's clock) in ms, from the store times of a few messages: wakeup
+    subtracts a broker time from a client time, so an offset between the two clocks is a bias in it.
+    Every sample's bounds hold the offset; their intersection is the answer (the narrowest one, should
+    the clock have stepped meanwhile)."""
+    d = driver(protocol, ep)
+    try:
+        bounds = [rt.clock_offset_ms for rt in round_trips(d, READY_TOPIC, READY_GROUP, samples, timeout_s)]
+    finally:
+        d.close()
+    lo, hi = max(b[0] for b in bounds), min(b[1] for b in bounds)
+    return (lo, hi) if lo <= hi else min(bounds, key=lambda b: b[1] - b[0])
 
 
 def wait_serving(ep: Endpoints, protocol: str, deadline: float, alive: Callable[[], None] = lambda: None,
@@ -87,16 +114,23 @@ def wait_serving(ep: Endpoints, protocol: str, deadline: float, alive: Callable[
         d.close()
 
 
-def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
-    """What the broker's output says against the agents being active: each of the harness's agents
-    prints one line `[<jar stem>] ...` when it patches RocketMQ, and `not installed` when it cannot."""
-    problems = []
+def agent_report(broker_output: str, jars: Sequence[str]) -> dict[str, list[str]]:
+    """What each of the harness's agents said in the broker's output: every one prints lines
+    `[<jar stem>] ...` (when it patches RocketMQ, and `not installed: ...` when it cannot)."""
     lines = broker_output.splitlines()
+    report = {}
     for jar in jars:
         tag = f"[{Path(jar).stem}] "
-        said = [ln for ln in lines if ln.startswith(tag)]
+        report[Path(jar).name] = [ln[len(tag):] for ln in lines if ln.startswith(tag)]
+    return report
+
+
+def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
+    """Why the output says the agents are not active: silent, refused, or crashed (empty when all are)."""
+    problems = []
+    for jar, said in agent_report(broker_output, jars).items():
         if not said:
-            problems.append(f"{Path(jar).name} printed nothing (not loaded?)")
-        problems += [f"{Path(jar).name}: {ln[len(tag):]}" for ln in said if "not installed" in ln]
-    problems += [ln.strip() for ln in lines if "NoClassDefFoundError" in ln and "rmqharness" in ln][:3]
-    return problems
+            problems.append(f"{jar} printed nothing (not loaded?)")
+        problems += [f"{jar}: {ln}" for ln in said if "not installed" in ln]
+    crashes = [ln.strip() for ln in broker_output.splitlines() if "NoClassDefFoundError" in ln and "rmqharness" in ln]
+    return problems + crashes[:3]

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import readiness
 from harness.archive import manifest
 from harness.archive.writer import ArchiveStaging
-from harness.client.driver import driver
+from harness.client.driver import CLIENT_UNFIT, driver
 from harness.endpoints import Endpoints
+from harness.errors import ConfigError, HarnessError
 from harness.latency import summarize
 from harness.observability.dashboards import panel_queries
 from harness.observability.probe import read_probe
@@ -33,6 +35,9 @@ from harness.workload.fleet import GRACE_S, LocustFleet, Progress
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]
 SCRAPE_INTERVAL_S = 1.0
+# Wakeup subtracts the broker's store time from the client's receive time: a clock offset between them
+# is a bias of that size. Refused when the measured bounds lie wholly beyond this.
+MAX_CLOCK_OFFSET_MS = 10.0
 
 
 @dataclass
@@ -85,7 +90,14 @@ class Run:
         run_id: str | None = None,
     ) -> None:
         self.scenario = scenario
-        # The scenario decides retry-topic naming for every variant it runs against.
+        # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
+        # a variant that says otherwise would silently run something else.
+        for v in variants:
+            clash = scenario.conflicts(v.broker)
+            if clash:
+                raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
+                                  f"{scenario.name} ({scenario.source}); remove it from the variant or pick "
+                                  "another scenario")
         self.variants = [v.model_copy(update={"broker": {**v.broker, **scenario.broker_overrides()}})
                          for v in variants]
         if probe:
@@ -106,6 +118,7 @@ class Run:
         fleet: LocustFleet | None = None
         try:
             endpoints = backend.up(self.variants)
+            clocks = {ep.variant: self._clock_offset(ep) for ep in endpoints}
             for ep in endpoints:
                 create_resources(ep, self.scenario)
             fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, site.bind_host,
@@ -117,6 +130,7 @@ class Run:
             fleet.wait(self.on_tick)
             probes = self._collect_probes(endpoints, staging)
             configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
+            agents = {ep.variant: backend.agent_report(ep.variant) for ep in endpoints}
             time.sleep(1.5 * SCRAPE_INTERVAL_S)  # one more scrape, so the last counter values are in
             window = (window_start, time.time())
             exported = prom.export(staging.dir("prometheus"), *window, run=self.run_id)
@@ -142,14 +156,28 @@ class Run:
         summary = summarize(merged) if not merged.empty else []
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
-            broker_configs=configs, digests=manifest.agent_digests(self.variants), host=manifest.host_info(),
+            broker_configs=configs, agent_reports=agents, clock_offsets=clocks,
+            digests=manifest.agent_digests(self.variants), host=manifest.host_info(),
             harness_git_sha=manifest.git_sha(), started=started, ended=dt.datetime.now(dt.UTC),
             duration_s=time.monotonic() - t0, summary=summary, probes=probes,
             prometheus={"scrape_interval_s": SCRAPE_INTERVAL_S, "series": exported,
                         "observer_effect": self.scenario.observer_effect},
         ))
         shutil.rmtree(self.work, ignore_errors=True)
+        unfit = merged.loc[(merged["kind"] == "error") & merged["detail"].fillna("").str.startswith(CLIENT_UNFIT)]
+        if not unfit.empty:
+            raise HarnessError(f"{unfit['detail'].iloc[0]} ({len(unfit)} times; the archive is {archive}, "
+                               "but its wakeups cannot be trusted)")
         return RunResult(archive, summary, merged, probes)
+
+    def _clock_offset(self, ep: Endpoints) -> tuple[float, float]:
+        lo, hi = readiness.clock_offset_ms(ep, self.scenario.protocol)
+        self.log(f"{ep.variant}: broker clock - load generator clock between {lo:.1f} and {hi:.1f} ms")
+        if lo > MAX_CLOCK_OFFSET_MS or hi < -MAX_CLOCK_OFFSET_MS:
+            raise HarnessError(f"{ep.variant}: the broker's clock is {lo:.0f}..{hi:.0f} ms off this host's "
+                               f"(more than {MAX_CLOCK_OFFSET_MS:.0f} ms): every wakeup would be biased by it; "
+                               "synchronise the clocks (NTP) and run again")
+        return lo, hi
 
     def _collect_probes(self, endpoints: Sequence[Endpoints], staging: ArchiveStaging) -> dict[str, list[dict]]:
         """Save each mounted wakeup probe's counters (before the brokers stop) as probe/<variant>.prom."""

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, model_validator
 
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: cycles
 
 # The proxy's limits for gRPC consumers (ProxyConfig, rocketmq-facts.md): a receive's invisible duration
 # must be at least 10 s; its long-polling timeout is clamped to 5..20 s.
@@ -76,8 +76,24 @@ class Nack(_Strict):
     delay_s: int = Field(1, ge=0, le=43_200, description="change_invisible: the new invisible duration, s")
 
 
+class Cycles(_Strict):
+    """The unit of replication: a scenario repeats its produce-and-nack pattern, and a verdict compares
+    cycles, never single messages (the retries of one burst are released together)."""
+
+    count: int = Field(0, ge=0, le=100_000,
+                       description="0: start cycles until duration_s has passed; K: exactly K cycles")
+    spacing: Literal["drained"] | Annotated[float, Field(gt=0, le=3_600)] = Field(
+        "drained",
+        description="burst: 'drained' starts the next cycle once every message of this one is acked (plus "
+        "settle_s), a number of seconds starts one every that often; steady: the length of a cycle's window")
+    settle_s: float = Field(1.0, ge=0, le=600, description="drained: pause before the next burst, so the "
+                            "consumers are back in a long poll when it comes")
+    drain_timeout_s: float = Field(60.0, gt=0, le=3_600, description="drained: a cycle not drained by then "
+                                   "is closed as timed out; its missing messages count as never redelivered")
+
+
 class Scenario(_Strict):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     name: ResourceName
     description: str = ""
     protocol: Literal["grpc"] = Field("grpc", description="grpc (remoting comes with its own issue)")
@@ -92,8 +108,20 @@ class Scenario(_Strict):
         description="true: each scrape of the broker's lag gauges force-wakes suspended pops (upstream's "
         "default enableNotifyBeforePopCalculateLag=true), which caps a stuck retry at the scrape interval",
     )
-    duration_s: float = Field(60.0, gt=0, le=86_400, description="how long Locust runs")
+    cycles: Cycles
+    duration_s: float = Field(60.0, gt=0, le=86_400,
+                              description="how long Locust runs; with cycles.count 0, how long new cycles start")
     workers: int = Field(2, ge=1, le=64, description="Locust worker processes")
+    _source: str = PrivateAttr("scenario")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_cycles(cls, data: object) -> object:
+        """Without `cycles:`, a burst is one cycle and steady traffic has 10 s windows."""
+        if isinstance(data, dict) and "cycles" not in data:
+            steady = isinstance(data.get("produce"), dict) and data["produce"].get("pattern") == "steady"
+            data = {**data, "cycles": {"count": 0, "spacing": 10.0} if steady else {"count": 1}}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -108,6 +136,8 @@ class Scenario(_Strict):
                 raise ValueError(f"groups.{i}.topic: {g.topic!r} is not one of topics ({', '.join(sorted(topics))})")
         if self.produce.topic is not None and self.produce.topic not in topics:
             raise ValueError(f"produce.topic: {self.produce.topic!r} is not one of topics")
+        if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
+            raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
         if self.protocol == "grpc":
             lo, hi = GRPC_LONG_POLL_RANGE_S
             if not lo <= self.consume.long_poll_s <= hi:
@@ -126,10 +156,41 @@ class Scenario(_Strict):
     def consumer_count(self) -> int:
         return sum(g.consumers for g in self.groups)
 
+    @property
+    def source(self) -> str:
+        """The file this scenario came from (for messages that name it)."""
+        return self._source
+
+    @property
+    def drains(self) -> bool:
+        """Cycles that end when every message is acked (bursts with spacing 'drained')."""
+        return self.produce.pattern == "burst" and self.cycles.spacing == "drained"
+
+    @property
+    def run_time_s(self) -> float:
+        """How long Locust may run at most: cycles start until duration_s, and the last may take until it
+        drains or times out. A run whose cycles are all done ends before."""
+        c = self.cycles
+        if self.produce.pattern == "steady":
+            return self.duration_s
+        per_cycle = c.drain_timeout_s + c.settle_s if self.drains else float(c.spacing)
+        if c.count == 0:
+            return self.produce.delay_s + self.duration_s + per_cycle
+        return self.produce.delay_s + c.count * per_cycle
+
     def broker_overrides(self) -> dict[str, bool]:
-        """Broker settings the scenario decides (they win over the variant's)."""
+        """Broker settings the scenario decides: the retry topic naming it is about, and whether scrapes
+        may force-wake pops. A variant that sets one of them differently is refused (see conflicts)."""
         return {"enableRetryTopicV2": self.retry_topic == "v2",
                 "enableNotifyBeforePopCalculateLag": self.observer_effect}
+
+    def conflicts(self, broker: dict[str, object]) -> list[str]:
+        """The scenario's broker settings that ``broker`` (a variant's overrides) sets otherwise."""
+        def norm(v: object) -> str:
+            return str(v).lower()
+
+        return [f"{k}={norm(broker[k])} (the scenario needs {norm(v)})"
+                for k, v in self.broker_overrides().items() if k in broker and norm(broker[k]) != norm(v)]
 
 
 def _describe(err: ValidationError, source: str) -> str:
@@ -143,9 +204,11 @@ def _describe(err: ValidationError, source: str) -> str:
 
 def parse_scenario(data: object, source: str = "scenario") -> Scenario:
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_describe(e, source)) from None
+    scenario._source = source
+    return scenario
 
 
 def resolve_path(name_or_path: str) -> Path:

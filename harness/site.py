@@ -16,6 +16,8 @@ from harness.observability.prometheus import Prometheus
 from harness.process import free_port
 
 Log = Callable[[str], None]
+# A run's brokers and their stores are thrown away after it; their logs are complete by then.
+RUN_BROKER_STOP_S = 5.0
 
 
 @dataclass
@@ -35,7 +37,7 @@ def local_site(work: Path, log: Log) -> Site:
     from harness.backends.local import LocalBackend
 
     return Site(
-        backend=LocalBackend(work / "brokers", attached=True, log=log),
+        backend=LocalBackend(work / "brokers", attached=True, log=log, stop_timeout_s=RUN_BROKER_STOP_S),
         prometheus=Prometheus(work / "prometheus", free_port()),
         bind_host="127.0.0.1",
         advertise_host="127.0.0.1",

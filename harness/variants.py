@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError
 
 from harness.errors import ConfigError
 from harness.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
@@ -73,11 +73,19 @@ class Variant(BaseModel):
     broker: BrokerOverrides = Field(default_factory=dict, description="broker.conf overrides")
     proxy: ProxyOverrides = Field(default_factory=dict, description="rmq-proxy.json overrides")
     jvm_options: list[str] = Field(default_factory=list, description="extra options for the broker JVM")
+    _source: str = PrivateAttr("variants")
+
+    @property
+    def source(self) -> str:
+        """The file this variant was defined in (for messages that name it)."""
+        return self._source
 
 
 # The project's agents (broker-patches/, built by `make setup`), by their path in the repository.
 WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
 PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
+# A positive control, never a fix: delays every wakeup of a suspended pop by `delay_ms=N` (calibration).
+DELAY_JAR = "broker-patches/target/pop-wakeup-delay.jar"
 # Mounted on every local broker: binds the proxy's gRPC and remoting ports and the HA port to loopback,
 # which RocketMQ has no setting for. It moves listeners only.
 LOOPBACK_JAR = "broker-patches/target/loopback-bind.jar"
@@ -125,6 +133,7 @@ def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Varian
             out[name] = Variant.model_validate({**body, "name": name})
         except ValidationError as e:
             raise ConfigError(_describe(e, source, f"variants.{name}")) from None
+        out[name]._source = source
     return out
 
 

@@ -1,7 +1,7 @@
 """Pure DataFrame -> DataFrame functions over the events of run archives (no I/O, no deployment).
 
-Wakeup and redelivery are recomputed from the raw columns (the analysis does not trust what the writer
-derived) with harness.latency's own functions: one definition for workers, archive writer and Spark.
+Wakeup, pickup and redelivery are recomputed from the raw columns (the analysis does not trust what the
+writer derived) with harness.latency's own functions: one definition for workers, archive writer and Spark.
 """
 
 from __future__ import annotations
@@ -9,17 +9,36 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from harness.latency import LATEST_NACK_ORDER, NACK_KEYS, QUANTILES, due_ms, is_retry_delivery, redelivery_ms, wakeup_ms
+from harness.latency import (
+    DUPLICATE_KEYS,
+    LATEST_NACK_ORDER,
+    NACK_KEYS,
+    QUANTILES,
+    due_ms,
+    is_retry_delivery,
+    redelivery_ms,
+    waited,
+    wakeup_ms,
+)
 
 KEYS = list(NACK_KEYS)
-METRICS = ("wakeup_ms", "redelivery_ms")
+METRICS = ("wakeup_ms", "redelivery_ms")  # compared between variants
+DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms")  # summarised per variant
+# Version 1 archives have no cycles: each run is one cycle there.
+CYCLE = F.coalesce(F.col("cycle"), F.lit(0))
 
 
 def retry_deliveries(events: DataFrame) -> DataFrame:
-    """One row per retry delivery (attempt > 1) with wakeup_ms and redelivery_ms recomputed."""
+    """One row per retry delivery (attempt > 1): wakeup_ms when its poll was already waiting at the retry's
+    store time, pickup_ms when not, and redelivery_ms (against the latest nack of the previous attempt)."""
+    latency = wakeup_ms(F.col("t_client_ns"), F.col("store_ts_ms"))
+    was_waiting = F.coalesce(waited(F.col("poll_started_ns"), F.col("store_ts_ms")), F.lit(False))
     retries = (
         events.filter(is_retry_delivery(F.col("kind"), F.col("delivery_attempt")))
-        .withColumn("wakeup_ms", wakeup_ms(F.col("t_client_ns"), F.col("store_ts_ms")))
+        .withColumn("cycle", CYCLE)
+        .withColumn("waited", was_waiting)
+        .withColumn("wakeup_ms", F.when(was_waiting, latency))
+        .withColumn("pickup_ms", F.when(~was_waiting, latency))
     )
     nacks = (
         events.filter(F.col("kind") == "nacked")
@@ -34,32 +53,53 @@ def retry_deliveries(events: DataFrame) -> DataFrame:
         retries.drop("redelivery_ms").join(nacks, on=[*KEYS, "delivery_attempt"], how="left")
         .withColumn("redelivery_ms", redelivery_ms(F.col("t_client_ns"), F.col("due_ms")))
         .select("run_id", "scenario", "variant", "group", "worker", "consumer", "ledger_id", "delivery_attempt",
-                "t_client_ns", "store_ts_ms", "wakeup_ms", "redelivery_ms")
+                "cycle", "t_client_ns", "poll_started_ns", "store_ts_ms", "waited", "wakeup_ms", "pickup_ms",
+                "redelivery_ms")
     )
 
 
-def per_variant(events: DataFrame, retries: DataFrame) -> DataFrame:
-    """Per (scenario, variant): counts by kind, the ledger, and exact wakeup / redelivery quantiles."""
+def retry_outcomes(events: DataFrame) -> DataFrame:
+    """One row per retry asked for (a nack of attempt n expects attempt n + 1 in the same group), with its
+    cycle and whether it came back; the same rule as harness.latency.retry_outcomes."""
+    nacks = (
+        events.filter(F.col("kind") == "nacked")
+        .select(*KEYS, (F.col("delivery_attempt") + 1).alias("delivery_attempt"), CYCLE.alias("cycle"))
+        .dropDuplicates([*KEYS, "delivery_attempt"])
+    )
+    came = (
+        events.filter(is_retry_delivery(F.col("kind"), F.col("delivery_attempt")))
+        .select(*KEYS, "delivery_attempt").distinct().withColumn("redelivered", F.lit(True))
+    )
+    return (nacks.join(came, on=[*KEYS, "delivery_attempt"], how="left")
+            .withColumn("redelivered", F.coalesce(F.col("redelivered"), F.lit(False))))
+
+
+def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame,
+                by: tuple[str, ...] = ("scenario", "variant")) -> DataFrame:
+    """Per (scenario, variant), or per ``by``: counts by kind, the ledger, and exact quantiles of each
+    distribution."""
+    by = list(by)
     ledger = F.concat_ws("/", "run_id", "ledger_id")
-    counts = events.groupBy("scenario", "variant").agg(
+    counts = events.groupBy(*by).agg(
         F.countDistinct("run_id").alias("runs"),
+        F.countDistinct(F.when(F.col("kind") == "sent", F.concat_ws("/", "run_id", CYCLE))).alias("cycles"),
         F.sum((F.col("kind") == "sent").cast("long")).alias("sent"),
         F.sum((F.col("kind") == "received").cast("long")).alias("deliveries"),
-        F.sum(((F.col("kind") == "received") & (F.col("delivery_attempt") > 1)).cast("long")).alias("retry_deliveries"),
+        F.sum(is_retry_delivery(F.col("kind"), F.col("delivery_attempt")).cast("long")).alias("retry_deliveries"),
         F.sum((F.col("kind") == "acked").cast("long")).alias("acks"),
         F.sum((F.col("kind") == "nacked").cast("long")).alias("nacks"),
         F.sum((F.col("kind") == "empty_poll").cast("long")).alias("empty_polls"),
         F.sum((F.col("kind") == "error").cast("long")).alias("errors"),
     )
-    sent = events.filter(F.col("kind") == "sent").select("scenario", "variant", ledger.alias("lid")).distinct()
-    recv = events.filter(F.col("kind") == "received").select("scenario", "variant", ledger.alias("lid")).distinct()
-    acked = events.filter(F.col("kind") == "acked").select("scenario", "variant", ledger.alias("lid")).distinct()
-    on = ["scenario", "variant", "lid"]
+    sent = events.filter(F.col("kind") == "sent").select(*by, ledger.alias("lid")).distinct()
+    recv = events.filter(F.col("kind") == "received").select(*by, ledger.alias("lid")).distinct()
+    acked = events.filter(F.col("kind") == "acked").select(*by, ledger.alias("lid")).distinct()
+    on = [*by, "lid"]
     ledger_counts = (
         sent.withColumn("is_sent", F.lit(1))
         .join(recv.withColumn("is_recv", F.lit(1)), on=on, how="full")
         .join(acked.withColumn("is_acked", F.lit(1)), on=on, how="left")
-        .groupBy("scenario", "variant").agg(
+        .groupBy(*by).agg(
             F.sum(F.col("is_sent")).alias("ledger_sent"),
             F.sum(F.when(F.col("is_sent").isNotNull() & F.col("is_recv").isNotNull(), 1)).alias("ledger_received"),
             F.sum(F.when(F.col("is_sent").isNotNull() & F.col("is_acked").isNotNull(), 1)).alias("ledger_acked"),
@@ -69,23 +109,41 @@ def per_variant(events: DataFrame, retries: DataFrame) -> DataFrame:
     )
     dups = (
         events.filter(F.col("kind") == "received")
-        .groupBy("scenario", "variant", "run_id", "ledger_id", "delivery_attempt").count()
-        .groupBy("scenario", "variant").agg(F.sum(F.col("count") - 1).alias("ledger_duplicate_deliveries"))
+        .groupBy(*dict.fromkeys([*by, *DUPLICATE_KEYS])).count()
+        .groupBy(*by).agg(F.sum(F.col("count") - 1).alias("ledger_duplicate_deliveries"))
+    )
+    retried = outcomes.groupBy(*by).agg(
+        F.count(F.lit(1)).alias("ledger_retries_expected"),
+        F.sum((~F.col("redelivered")).cast("long")).alias("ledger_retries_never_redelivered"),
     )
     aggs = []
-    for m in METRICS:
+    for m in DISTRIBUTIONS:
         aggs.append(F.count(m).alias(f"{m}_n"))
         aggs.append(F.percentile(m, list(QUANTILES)).alias(f"{m}_q"))
         aggs.append(F.max(m).alias(f"{m}_max"))
-    lat = retries.groupBy("scenario", "variant").agg(*aggs)
-    for m in METRICS:
+    lat = retries.groupBy(*by).agg(*aggs)
+    for m in DISTRIBUTIONS:
         for i, q in enumerate(QUANTILES):
             lat = lat.withColumn(f"{m}_p{round(q * 100)}", F.col(f"{m}_q")[i])
         lat = lat.drop(f"{m}_q")
-    out = (
-        counts.join(ledger_counts, on=["scenario", "variant"], how="left")
-        .join(dups, on=["scenario", "variant"], how="left")
-        .join(lat, on=["scenario", "variant"], how="left")
+    out = counts
+    for part in (ledger_counts, dups, retried, lat):
+        out = out.join(part, on=by, how="left")
+    return out.na.fill(0, [c for c in out.columns if c.startswith("ledger_") or c.endswith("_n")]).orderBy(*by)
+
+
+def cycle_samples(retries: DataFrame, outcomes: DataFrame) -> DataFrame:
+    """The values the verdict compares, one row per (run, cycle, metric) value: every measured wakeup and
+    redelivery, and for each retry that never came back an endless (+inf) value of both metrics."""
+    measured = retries.select(
+        "scenario", "variant", "run_id", "cycle",
+        F.explode(F.array(*[F.struct(F.lit(m).alias("metric"), F.col(m).alias("value")) for m in METRICS]))
+        .alias("s"),
+    ).select("scenario", "variant", "run_id", "cycle", "s.metric", "s.value").filter(F.col("value").isNotNull())
+    endless = (
+        outcomes.filter(~F.col("redelivered"))
+        .select("scenario", "variant", "run_id", "cycle",
+                F.explode(F.array(*[F.lit(m) for m in METRICS])).alias("metric"))
+        .withColumn("value", F.lit(float("inf")))
     )
-    return out.na.fill(0, [c for c in out.columns if c.startswith("ledger_") or c.endswith("_n")]).orderBy(
-        "scenario", "variant")
+    return measured.unionByName(endless)

@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 
 from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from harness.errors import ConfigError
-from harness.events import COLUMNS, EVENT_SCHEMA_VERSION
+from harness.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
 
-KNOWN_MANIFEST_VERSIONS = {MANIFEST_SCHEMA_VERSION}
-KNOWN_EVENT_VERSIONS = {EVENT_SCHEMA_VERSION}
+KNOWN_MANIFEST_VERSIONS = set(range(1, MANIFEST_SCHEMA_VERSION + 1))
+KNOWN_EVENT_VERSIONS = set(range(1, EVENT_SCHEMA_VERSION + 1))
 
 
 class ArchiveError(ConfigError):
@@ -39,6 +39,10 @@ class Archive:
     @property
     def variants(self) -> list[str]:
         return [v["name"] for v in self.manifest.get("variants", [])]
+
+    @property
+    def event_version(self) -> int:
+        return int(self.manifest["event_schema_version"])
 
 
 def _is_remote(path: str) -> bool:
@@ -80,7 +84,7 @@ def inspect_local(path: str) -> Archive:
             names = pq.read_schema(f).names
         except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a broken file
             raise ArchiveError(f"{f}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
-        missing = [c for c in COLUMNS if c not in names]
+        missing = [c for c in COLUMNS_BY_VERSION[int(manifest["event_schema_version"])] if c not in names]
         if missing:
             raise ArchiveError(f"{f}: missing event column(s) {', '.join(missing)}")
     return Archive(str(root.resolve()), manifest, [str(f.resolve()) for f in files])
@@ -105,6 +109,7 @@ def load_archives(
 ) -> list[Archive]:
     out: list[Archive] = []
     seen: dict[str, str] = {}
+    scenarios: dict[str, tuple[str, dict]] = {}
     for p in paths:
         try:
             a = inspect_remote(spark, p) if _is_remote(p) else inspect_local(p)
@@ -116,16 +121,45 @@ def load_archives(
         if a.run_id in seen:
             raise ArchiveError(f"{p}: run {a.run_id} is also at {seen[a.run_id]}; pass each archive once")
         seen[a.run_id] = p
+        # Pooling two different loads under one name would mix what cannot be compared.
+        sc = a.manifest.get("scenario") or {}
+        name = sc.get("name", "?")
+        if name in scenarios and _comparable(scenarios[name][1]) != _comparable(sc):
+            raise ArchiveError(f"{p}: scenario {name!r} differs from the one of {scenarios[name][0]} "
+                               "(pool only archives of one scenario definition, or rename one)")
+        scenarios.setdefault(name, (p, sc))
         out.append(a)
     if not out:
         raise ArchiveError("no readable run archive among the paths given")
     return out
 
 
+def _comparable(scenario: dict) -> dict:
+    """A scenario as far as pooling is concerned: how long it ran may differ, what it did may not."""
+    return {k: v for k, v in scenario.items() if k not in ("duration_s", "description", "schema_version")}
+
+
 def read_events(spark: object, archives: Sequence[Archive]) -> object:
-    """All events of ``archives`` as one Spark DataFrame with the event columns."""
-    files = [f for a in archives for f in a.event_files]
-    try:
-        return spark.read.parquet(*files).select(*COLUMNS)
-    except Exception as e:  # noqa: BLE001
-        raise ArchiveError(f"reading events failed: {str(e).splitlines()[0][:300]}") from None
+    """All events of ``archives`` as one Spark DataFrame with the current event columns; columns an older
+    archive lacks are null."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    for version in sorted({a.event_version for a in archives}):
+        files = [f for a in archives if a.event_version == version for f in a.event_files]
+        try:
+            df = spark.read.parquet(*files)
+        except Exception as e:  # noqa: BLE001
+            raise ArchiveError(f"reading events failed: {str(e).splitlines()[0][:300]}") from None
+        for c in COLUMNS:
+            if c not in COLUMNS_BY_VERSION[version]:
+                df = df.withColumn(c, F.lit(None).cast(_spark_type(c)))
+        frames.append(df.select(*COLUMNS))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def _spark_type(column: str) -> str:
+    return {"int32": "int", "int64": "bigint", "double": "double", "string": "string"}[str(SCHEMA.field(column).type)]

@@ -1,88 +1,207 @@
-"""Candidate versus baseline on one latency metric: effect size, bootstrap interval, Mann-Whitney U,
-and a verdict by a stated rule. Lower latency is better. Pure functions over numpy arrays."""
+"""Candidate versus baseline, with the cycle as the unit: pure functions over numpy arrays.
+
+The retries of one cycle are released by the same events (one revive scan, one long-poll expiry), so
+they are not independent samples; cycles are. Each side of a comparison is a list of runs, each run a list
+of cycles, each cycle the values of its retries (ms; ``inf`` for a retry that never came back). Lower is
+better.
+
+The rule:
+- the statistic of a cycle is the median of its values; a side's level is the median of its cycles';
+- the test is a two-sided Mann-Whitney U on the per-cycle medians of the two sides (exact when there are
+  no ties), its p-value Holm-adjusted over every comparison of the report;
+- the effect is the ratio of levels, candidate / baseline, with a (1 - alpha) percentile interval from a
+  hierarchical bootstrap that resamples runs, then cycles within them, then retries within cycles;
+- improvement: adjusted p < alpha and the whole interval below 1 - min_effect; regression: adjusted
+  p < alpha and the whole interval above 1 + min_effect; otherwise no change; and "not enough data"
+  when the two sides have too few cycles for any outcome to reach alpha.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from math import comb
 
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-IMPROVEMENT, REGRESSION, NO_CHANGE = "improvement", "regression", "no change"
-# Bootstrap resamples at most this many values per side (a random subset beyond it) to bound memory.
-BOOTSTRAP_MAX_N = 10_000
+IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH = "improvement", "regression", "no change", "not enough data"
+Runs = Sequence[Sequence[np.ndarray]]  # runs -> cycles -> values
+# A bootstrap replicate resamples at most this many values of one cycle (a random subset beyond it).
+MAX_PER_CYCLE = 2_000
 
 
 @dataclass(frozen=True)
 class VerdictRule:
-    """improvement: p < alpha and the whole 95% interval of candidate/baseline median ratio lies below
-    1 - min_effect; regression: p < alpha and the whole interval lies above 1 + min_effect; else no change."""
-
     alpha: float = 0.05
     min_effect: float = 0.10
     bootstrap: int = 2000
-    min_samples: int = 5
     seed: int = 20251110
 
+    @property
+    def level(self) -> float:
+        return 1 - self.alpha
+
     def describe(self) -> str:
-        return (f"Mann-Whitney U two-sided p < {self.alpha:g} and the bootstrap 95% interval of "
-                f"median(candidate)/median(baseline) entirely below {1 - self.min_effect:g} (improvement) "
-                f"or above {1 + self.min_effect:g} (regression); otherwise no change; "
-                f"at least {self.min_samples} samples per side")
+        return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians, Holm-adjusted p < "
+                f"{self.alpha:g} over all comparisons, and the {self.level:.0%} hierarchical bootstrap interval "
+                f"(runs, cycles, retries) of the ratio of median cycle medians (candidate/baseline) entirely "
+                f"below {1 - self.min_effect:g} (improvement) or above {1 + self.min_effect:g} (regression); "
+                "otherwise no change; a retry never redelivered counts as an endless wait; not enough data "
+                "when too few cycles could reach the level")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "text": self.describe()}
 
 
+def min_p_value(n1: int, n2: int) -> float:
+    """The smallest two-sided p-value Mann-Whitney U can give with n1 and n2 cycles (no ties)."""
+    if n1 < 1 or n2 < 1:
+        return 1.0
+    return min(1.0, 2 / comb(n1 + n2, n1))
+
+
+def cycles_needed(alpha: float) -> int:
+    """The fewest cycles per side (equal sides) with which a comparison can reach ``alpha``."""
+    n = 1
+    while min_p_value(n, n) >= alpha:
+        n += 1
+    return n
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values (None stays None and is not counted in the family)."""
+    idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
+    m = len(idx)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(idx):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def cycle_medians(runs: Runs) -> np.ndarray:
+    return np.array([np.median(c) for run in runs for c in run if len(c)], dtype=float)
+
+
+def _level(medians: np.ndarray) -> float:
+    return float(np.median(medians)) if medians.size else float("nan")
+
+
 def _ratio(num: float, den: float) -> float | None:
-    if den == 0:
-        return None if num == 0 else float("inf")
-    return num / den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.float64(num) / np.float64(den)
+    return None if np.isnan(r) else float(r)
 
 
-def bootstrap_ratio_ci(base: np.ndarray, cand: np.ndarray, rule: VerdictRule) -> tuple[float, float] | None:
+def _replicate(runs: Runs, rng: np.random.Generator) -> float:
+    """One hierarchical bootstrap draw of a side's level: runs, then cycles within each, then retries."""
+    medians = []
+    for r in rng.integers(0, len(runs), len(runs)):
+        cycles = runs[r]
+        for c in rng.integers(0, len(cycles), len(cycles)):
+            values = cycles[c]
+            medians.append(np.median(values[rng.integers(0, values.size, values.size)]))
+    return float(np.median(medians))
+
+
+def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule) -> tuple[float, float] | None:
+    """(1 - alpha) percentile interval of level(candidate) / level(baseline); None when the baseline's level
+    is zero or both are endless too often for a ratio to mean anything."""
     rng = np.random.default_rng(rule.seed)
-    if base.size > BOOTSTRAP_MAX_N:
-        base = rng.choice(base, BOOTSTRAP_MAX_N, replace=False)
-    if cand.size > BOOTSTRAP_MAX_N:
-        cand = rng.choice(cand, BOOTSTRAP_MAX_N, replace=False)
-    ratios = np.empty(rule.bootstrap)
-    chunk = max(1, 2_000_000 // max(base.size, cand.size))
-    for start in range(0, rule.bootstrap, chunk):
-        k = min(chunk, rule.bootstrap - start)
-        mb = np.median(base[rng.integers(0, base.size, (k, base.size))], axis=1)
-        mc = np.median(cand[rng.integers(0, cand.size, (k, cand.size))], axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios[start:start + k] = mc / mb
-    ratios = ratios[np.isfinite(ratios)]
+
+    def capped(runs: Runs) -> list[list[np.ndarray]]:
+        return [[c if c.size <= MAX_PER_CYCLE else rng.choice(c, MAX_PER_CYCLE, replace=False)
+                 for c in run if c.size] for run in runs if any(c.size for c in run)]
+
+    b, c = capped(base), capped(cand)
+    draws = (_ratio(_replicate(c, rng), _replicate(b, rng)) for _ in range(rule.bootstrap))
+    ratios = np.array([np.nan if r is None else r for r in draws])
+    ratios = ratios[~np.isnan(ratios)]
     if ratios.size < rule.bootstrap * 0.9:
-        return None  # the baseline median is zero too often for a ratio to mean anything
-    lo, hi = np.quantile(ratios, [0.025, 0.975])
+        return None
+    # No interpolation between draws: an endless (inf) level would turn it into nan.
+    lo, hi = np.quantile(ratios, [rule.alpha / 2, 1 - rule.alpha / 2], method="inverted_cdf")
     return float(lo), float(hi)
 
 
-def compare(base: np.ndarray, cand: np.ndarray, rule: VerdictRule) -> dict:
-    base = np.asarray(base, dtype=float)
-    cand = np.asarray(cand, dtype=float)
-    base, cand = base[np.isfinite(base)], cand[np.isfinite(cand)]
-    out: dict = {"n_baseline": int(base.size), "n_candidate": int(cand.size)}
-    if min(base.size, cand.size) < rule.min_samples:
-        return {**out, "verdict": NO_CHANGE, "reason": f"fewer than {rule.min_samples} samples on a side",
-                "median_baseline": None, "median_candidate": None, "ratio_of_medians": None, "ci95": None,
-                "p_value": None, "rank_biserial": None, "median_difference": None}
-    mb, mc = float(np.median(base)), float(np.median(cand))
-    res = mannwhitneyu(cand, base, alternative="two-sided")
-    # Rank-biserial correlation: -1 = every candidate value below every baseline value.
-    rank_biserial = float(2 * res.statistic / (base.size * cand.size) - 1)
-    ci = bootstrap_ratio_ci(base, cand, rule)
-    p = float(res.pvalue)
-    verdict, reason = NO_CHANGE, "not significant" if p >= rule.alpha else "effect within the margin"
+def compare(base: Runs, cand: Runs, rule: VerdictRule) -> dict:
+    """Everything but the verdict (which needs the family's adjusted p-value: see ``decide``)."""
+    mb, mc = cycle_medians(base), cycle_medians(cand)
+    out: dict = {"unit": "cycle", "n_baseline": int(mb.size), "n_candidate": int(mc.size),
+                 "runs_baseline": sum(1 for r in base if any(len(c) for c in r)),
+                 "runs_candidate": sum(1 for r in cand if any(len(c) for c in r)),
+                 "retries_baseline": int(sum(len(c) for r in base for c in r)),
+                 "retries_candidate": int(sum(len(c) for r in cand for c in r)),
+                 "median_baseline": None, "median_candidate": None, "ratio_of_medians": None, "ci": None,
+                 "p_value": None, "rank_biserial": None}
+    if not mb.size or not mc.size:
+        return out
+    level_b, level_c = _level(mb), _level(mc)
+    out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b))
+    finite = np.concatenate([mb, mc])
+    ties = np.unique(finite).size < finite.size
+    res = mannwhitneyu(mc, mb, alternative="two-sided", method="asymptotic" if ties else "exact")
+    out["p_value"] = float(res.pvalue)
+    # -1: every candidate cycle below every baseline cycle.
+    out["rank_biserial"] = float(2 * res.statistic / (mb.size * mc.size) - 1)
+    out["ci"] = list(ci) if (ci := hierarchical_ratio_ci(base, cand, rule)) else None
+    return out
+
+
+def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRule) -> tuple[str, str]:
+    """The verdict of one comparison given its Holm-adjusted p-value in a family of ``family`` tests."""
+    nb, nc = result["n_baseline"], result["n_candidate"]
+    if min_p_value(nb, nc) >= rule.alpha / max(family, 1):
+        need = cycles_needed(rule.alpha / max(family, 1))
+        return NOT_ENOUGH, f"{nb}/{nc} cycles; at least {need} per side are needed to reach alpha {rule.alpha:g}"
+    ci = result["ci"]
+    if p_adjusted is None or p_adjusted >= rule.alpha:
+        return NO_CHANGE, "not significant"
     if ci is None:
-        reason = "baseline median is zero; ratio undefined"
-    elif p < rule.alpha and ci[1] < 1 - rule.min_effect:
-        verdict, reason = IMPROVEMENT, "candidate lower"
-    elif p < rule.alpha and ci[0] > 1 + rule.min_effect:
-        verdict, reason = REGRESSION, "candidate higher"
-    return {**out, "verdict": verdict, "reason": reason, "median_baseline": mb, "median_candidate": mc,
-            "ratio_of_medians": _ratio(mc, mb), "ci95": list(ci) if ci else None, "p_value": p,
-            "rank_biserial": rank_biserial, "median_difference": mc - mb}
+        return NO_CHANGE, "ratio undefined (baseline level zero or both endless)"
+    if ci[1] < 1 - rule.min_effect:
+        return IMPROVEMENT, "candidate lower"
+    if ci[0] > 1 + rule.min_effect:
+        return REGRESSION, "candidate higher"
+    return NO_CHANGE, "effect within the margin"
+
+
+# Completeness: what a faster candidate must not pay for it. Rates per message sent.
+COMPLETENESS = {
+    "never_received": "messages never received",
+    "retries_never_redelivered": "retries never redelivered",
+    "duplicate_deliveries": "duplicate deliveries",
+    "errors": "client errors",
+}
+LOSSES = ("never_received", "retries_never_redelivered")
+
+
+def completeness(base: dict, cand: dict) -> tuple[str | None, list[str]]:
+    """Compare the two sides' ledgers ({sent, never_received, ...} counts). Returns (REGRESSION, why) when the
+    candidate loses messages or retries the baseline did not lose at all, (NO_CHANGE, why) when it is worse
+    on any count (it cannot then be an improvement), else (None, [])."""
+    def rate(side: dict, key: str) -> float:
+        return side.get(key, 0) / max(side.get("sent", 0), 1)
+
+    worse = [f"{COMPLETENESS[k]} {cand.get(k, 0)} vs {base.get(k, 0)}" for k in COMPLETENESS
+             if rate(cand, k) > rate(base, k)]
+    lost = [f"{COMPLETENESS[k]} {cand.get(k, 0)} vs 0" for k in LOSSES if cand.get(k, 0) and not base.get(k, 0)]
+    if lost:
+        return REGRESSION, lost
+    return (NO_CHANGE, worse) if worse else (None, [])
+
+
+def overall(comparisons: Sequence[dict], blocked: dict[str, tuple[str | None, list[str]]]) -> str:
+    """One word for the report: regression if anything regressed (a metric or completeness); improvement if
+    the primary metric improved in every scenario and nothing blocks it; not enough data if a primary
+    comparison lacked cycles; else no change."""
+    primary = [c for c in comparisons if c["primary"]]
+    if any(c["verdict"] == REGRESSION for c in comparisons) or any(v == REGRESSION for v, _ in blocked.values()):
+        return REGRESSION
+    if primary and all(c["verdict"] == IMPROVEMENT for c in primary):
+        return IMPROVEMENT
+    if any(c["verdict"] == NOT_ENOUGH for c in primary):
+        return NOT_ENOUGH
+    return NO_CHANGE

@@ -23,9 +23,13 @@ def archive(
     seed: int = 7,
     empty_polls: int = 3,
     lost: int = 1,
+    cycles: int = 8,
+    never_redelivered: dict[str, int] | None = None,
+    scenario_doc: dict | None = None,
 ) -> Path:
-    """Write ``runs/<run_id>`` with, per variant, ``messages`` sent, each received, nacked (1 s), received
-    again after the sampled wakeup, acked; ``lost`` messages are sent and never received."""
+    """Write ``runs/<run_id>`` with, per variant, ``messages`` sent in ``cycles`` cycles, each received, nacked
+    (1 s), received again after the sampled wakeup by a poll already waiting, acked; ``lost`` messages are
+    sent and never received; ``never_redelivered[variant]`` of the nacked ones never come back."""
     rng = np.random.default_rng(seed)
     staging = ArchiveStaging(runs, run_id)
     for variant, sampler in wakeups.items():
@@ -34,27 +38,32 @@ def archive(
         common = {"run_id": run_id, "variant": variant, "scenario": scenario, "worker": "worker-1",
                   "consumer": "c1", "protocol": "grpc", "topic": "T", "group": "G"}
         base_ms = 1_795_000_000_000
+        missing = (never_redelivered or {}).get(variant, 0)
         for i in range(messages + lost):
             lid = f"worker-1-m{i}"
-            t0 = base_ms + i * 10
-            rows.append({**common, "kind": "sent", "ledger_id": lid, "t_client_ns": t0 * MS, "consumer": "p1"})
+            cycle = min(i * cycles // max(messages, 1), cycles - 1)
+            t0 = base_ms + cycle * 30_000 + i * 10
+            rows.append({**common, "kind": "sent", "ledger_id": lid, "t_client_ns": t0 * MS, "consumer": "p1",
+                         "cycle": cycle})
             if i >= messages:
                 continue
-            body = {"ledger_id": lid, "origin_topic": "T", "intended_group": "G"}
+            body = {"ledger_id": lid, "origin_topic": "T", "intended_group": "G", "cycle": cycle}
             rows.append({**common, **body, "kind": "received", "delivery_attempt": 1, "t_client_ns": (t0 + 5) * MS,
-                         "store_ts_ms": t0 + 1, "invisible_ms": 15_000})
+                         "store_ts_ms": t0 + 1, "invisible_ms": 15_000, "poll_started_ns": (t0 - 100) * MS})
             rows.append({**common, **body, "kind": "nacked", "delivery_attempt": 1, "t_client_ns": (t0 + 6) * MS,
                          "invisible_ms": 1000})
+            if i < missing:
+                continue
             store = t0 + 6 + 1000 + 2000  # revived ~2 s after the nack came due
             recv_ns = int((store + w[i]) * MS)
             rows.append({**common, **body, "kind": "received", "delivery_attempt": 2, "t_client_ns": recv_ns,
-                         "store_ts_ms": store, "invisible_ms": 15_000})
+                         "store_ts_ms": store, "invisible_ms": 15_000, "poll_started_ns": (t0 + 10) * MS})
             rows.append({**common, **body, "kind": "acked", "delivery_attempt": 2, "t_client_ns": recv_ns + MS})
         rows += [{**common, "kind": "empty_poll", "t_client_ns": (base_ms + 50_000 + k) * MS}
                  for k in range(empty_polls)]
         write_parquet(rows, staging.dir("events") / f"{variant}.parquet")
     manifest = Manifest(
-        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario={"name": scenario},
+        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_doc or {"name": scenario},
         variants=[VariantInfo(name=v, version="5.3.3") for v in wakeups], harness_version="test",
         harness_git_sha=None,
         host=HostInfo(hostname="synth", cpus=2, memory_gib=24, python="3.11", java="17", platform="synth"),

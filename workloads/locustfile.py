@@ -8,6 +8,7 @@ harness/workload/users.py.
 from locust import events
 from locust.env import Environment
 
+from harness.workload.cycles import CycleBook, attach_master
 from harness.workload.runtime import WorkerRuntime
 from harness.workload.spec import WorkloadSpec
 from harness.workload.users import user_classes
@@ -18,6 +19,16 @@ RUNTIME = None if SPEC.is_master else WorkerRuntime(SPEC)
 
 # Locust collects the User classes defined in this module: one producer and one consumer class per group.
 globals().update({cls.__name__: cls for cls in user_classes(SPEC, RUNTIME, module=__name__)})
+
+
+@events.init.add_listener
+def _init(environment: Environment, **_kwargs: object) -> None:
+    if RUNTIME is not None:
+        RUNTIME.drains.attach(environment.runner)
+    else:
+        sc = SPEC.scenario
+        groups = [g.name for g in sc.groups if g.topic == sc.produce_topic]
+        attach_master(environment.runner, CycleBook(groups, sc.produce.producers))
 
 
 @events.test_stop.add_listener

@@ -60,6 +60,8 @@ def build(
     variants: Sequence[Variant],
     endpoints: Sequence[Endpoints],
     broker_configs: Mapping[str, dict[str, str]],
+    agent_reports: Mapping[str, dict[str, list[str]]],
+    clock_offsets: Mapping[str, tuple[float, float]],
     digests: Mapping[str, str],
     host: HostInfo,
     harness_git_sha: str | None,
@@ -83,6 +85,8 @@ def build(
                 agents=[AgentInfo(jar=a.jar, sha256=digests[a.jar], options=a.options) for a in v.agents],
                 broker_config=broker_configs.get(v.name, {}),
                 endpoints=by_name[v.name].as_dict(),
+                agent_report=agent_reports.get(v.name, {}),
+                clock_offset_ms=list(clock_offsets[v.name]) if v.name in clock_offsets else None,
             )
             for v in variants
         ],

@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MANIFEST_SCHEMA_VERSION = 1
+# 2: per variant the agents' own report of their installation and the measured clock offset.
+MANIFEST_SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 
 
@@ -24,6 +25,10 @@ class VariantInfo(BaseModel):
     agents: list[AgentInfo] = Field(default_factory=list)
     broker_config: dict[str, Any] = Field(default_factory=dict)  # the broker.conf as started
     endpoints: dict[str, str] = Field(default_factory=dict)
+    # What each agent printed when it installed (jar name -> lines); a run refuses a variant without it.
+    agent_report: dict[str, list[str]] = Field(default_factory=dict)
+    # Bounds of (broker clock - load generator clock) measured at the start of the run, ms.
+    clock_offset_ms: list[float] | None = None
 
 
 class HostInfo(BaseModel):

@@ -45,6 +45,11 @@ class Backend(Protocol):
         """The broker.conf a variant runs with (empty when unknown), for the run manifest."""
         ...
 
+    def agent_report(self, name: str) -> dict[str, list[str]]:
+        """What each agent of a variant printed when it was installed (jar name -> lines), for the manifest.
+        ``up`` refuses a variant whose agents did not install."""
+        ...
+
 
 def parse_properties(text: str) -> dict[str, str]:
     """A Java properties file's key=value lines (RocketMQ's broker.conf), comments skipped."""

@@ -28,6 +28,10 @@ class DriverError(Exception):
     """The client cannot give what the harness measures (e.g. a version that hides the store timestamp)."""
 
 
+# How a workload records a DriverError (the detail of its error event); a run with one is refused.
+CLIENT_UNFIT = "client unfit"
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One message as a pop consumer received it."""

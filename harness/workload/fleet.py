@@ -120,7 +120,7 @@ class LocustFleet:
     def wait(self, on_tick: Callable[[float, dict[str, Progress]], None] | None = None) -> None:
         """Until every master and worker exited; HarnessError past the scenario's duration and a grace."""
         started = time.monotonic()
-        limit = self.scenario.duration_s + GRACE_S
+        limit = self.scenario.run_time_s + GRACE_S
         while any(g.running() for g in self.groups):
             if time.monotonic() - started > limit:
                 raise HarnessError(f"Locust did not finish within {limit:.0f} s; "
@@ -167,7 +167,7 @@ class LocustFleet:
         master = process.spawn(
             [*base, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
              str(master_port), "--expect-workers", str(sc.workers), "--users", str(users), "--spawn-rate",
-             str(users), "--run-time", f"{int(sc.duration_s)}s", "--csv", str(locust_out / "stats"),
+             str(users), "--run-time", f"{int(sc.run_time_s + 1)}s", "--csv", str(locust_out / "stats"),
              "--csv-full-history", "--html", str(locust_out / "report.html"), "--exit-code-on-error", "0",
              "--only-summary", "--logfile", str(logs / "locust-master.log")],
             logs / "locust-master.out", cwd=work, env={**env, ENV_SPEC: str(spec(MASTER))}, die_with_parent=True,

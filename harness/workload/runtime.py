@@ -15,6 +15,7 @@ from harness import metrics
 from harness.client.driver import driver
 from harness.events import EventLog
 from harness.workload import gevent_bridge
+from harness.workload.cycles import DrainSignals
 from harness.workload.spec import WorkloadSpec
 
 # Producers send a burst through at most this many concurrent calls (each holds a real thread).
@@ -49,6 +50,7 @@ class WorkerRuntime:
         self.acked: set[tuple[str, str | None]] = set()  # (group, ledger_id) acked by this worker
         self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms
         self._seq = itertools.count()
+        self.drains = DrainSignals()  # attached to the worker's runner when Locust fires init
         self._closed = False
 
     def labels(self, group: str) -> dict[str, str]:

@@ -16,10 +16,11 @@ import gevent
 import gevent.pool
 from locust import User, constant, events
 
-from harness.client.driver import Delivery
+from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError
 from harness.events import MessageBody
-from harness.latency import due_ms, redelivery_ms, wakeup_ms
+from harness.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.scenario import Group
+from harness.workload import cycles
 from harness.workload.runtime import BURST_CONCURRENCY, WorkerRuntime
 from harness.workload.spec import WorkloadSpec
 
@@ -34,7 +35,8 @@ def _fire(runtime: WorkerRuntime, name: str, started_ns: int, ended_ns: int, exc
 
 
 class ProducerUser(User):
-    """Sends the scenario's messages: one burst after ``delay_s``, or a steady rate."""
+    """Sends the scenario's messages in cycles: a burst per cycle (the next one once the last drained, or
+    on a fixed spacing), or a steady rate whose cycles are windows of time."""
 
     abstract = True
     wait_time = constant(0)
@@ -43,58 +45,96 @@ class ProducerUser(User):
 
     def on_start(self) -> None:
         rt = self.runtime
-        self.topic = self.spec.scenario.produce_topic
+        sc = self.spec.scenario
+        self.topic = sc.produce_topic
         # The group each message is meant for; "*" when several groups subscribe to the topic.
-        subscribed = [g.name for g in self.spec.scenario.groups if g.topic == self.topic]
+        subscribed = [g.name for g in sc.groups if g.topic == self.topic]
         self.intended = subscribed[0] if len(subscribed) == 1 else ANY_GROUP
         self.client_id = rt.next_id("producer")
         self.producer = rt.driver.producer(self.topic)
-        self.burst_done = False
-        gevent.sleep(self.spec.scenario.produce.delay_s)
-        self.next_send = time.monotonic()
+        self.started = time.monotonic()
+        self.cycle = 0
+        self.finished = False
+        gevent.sleep(sc.produce.delay_s)
+        self.first_send = self.next_send = time.monotonic()
 
-    def send_one(self) -> None:
+    def send_one(self, cycle: int) -> str | None:
+        """Send one message of ``cycle``; its ledger id, or None when the send failed (an error event)."""
         rt = self.runtime
         ledger_id = rt.next_id("m")
         started = time.time_ns()
-        body = MessageBody(ledger_id, self.topic, self.intended, started, self.spec.run_id).encode()
+        body = MessageBody(ledger_id, self.topic, self.intended, started, self.spec.run_id, cycle).encode()
         labels = rt.labels(self.intended)
         try:
             message_id = self.producer.send(body)
         except Exception as e:  # noqa: BLE001 - every client failure is data
             rt.log.record("error", consumer=self.client_id, topic=self.topic, group=self.intended,
-                          ledger_id=ledger_id, detail=f"send: {e}"[:500])
+                          ledger_id=ledger_id, cycle=cycle, detail=f"send: {e}"[:500])
             rt.metrics.errors.labels(**labels, operation="send").inc()
             _fire(rt, "send", started, time.time_ns(), exc=e)
-            return
+            return None
         ended = time.time_ns()
         rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=self.intended,
                       ledger_id=ledger_id, message_id=message_id, origin_topic=self.topic,
-                      intended_group=self.intended)
+                      intended_group=self.intended, cycle=cycle)
         rt.metrics.sent.labels(**labels).inc()
         _fire(rt, "send", started, ended, length=len(body))
+        return ledger_id
 
-    def run_burst(self) -> None:
+    def burst(self, cycle: int) -> list[str]:
         # All at once, as far as the pool of real threads allows.
         pool = gevent.pool.Pool(BURST_CONCURRENCY)
-        for _ in range(self.spec.scenario.produce.count):
-            pool.spawn(self.send_one)
+        jobs = [pool.spawn(self.send_one, cycle) for _ in range(self.spec.scenario.produce.count)]
         pool.join()
+        return [j.value for j in jobs if j.value]
+
+    def more_cycles(self) -> bool:
+        c = self.spec.scenario.cycles
+        if c.count:
+            return self.cycle < c.count
+        return time.monotonic() - self.started < self.spec.scenario.duration_s
+
+    def run_cycle(self) -> None:
+        """One burst and its end: drained (the master says every group acked it), timed out, or spaced."""
+        rt = self.runtime
+        sc = self.spec.scenario
+        k = self.cycle
+        begun = time.monotonic()
+        rt.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=k)
+        ids = self.burst(k)
+        if sc.drains:
+            self.environment.runner.send_message(cycles.SENT, {"cycle": k, "ids": ids})
+            end = "drained" if rt.drains.wait(k, sc.cycles.drain_timeout_s) else "timeout"
+        else:
+            gevent.sleep(max(0.0, begun + float(sc.cycles.spacing) - time.monotonic()))
+            end = "spacing"
+        rt.log.record("cycle_end", consumer=self.client_id, topic=self.topic, cycle=k, detail=end)
+        self.cycle += 1
+        if sc.drains and self.more_cycles():
+            gevent.sleep(sc.cycles.settle_s)
 
     def produce(self) -> None:
-        p = self.spec.scenario.produce
-        if p.pattern == "burst":
-            if not self.burst_done:
-                self.burst_done = True
-                self.run_burst()
+        sc = self.spec.scenario
+        if self.finished:
             gevent.sleep(1.0)  # silence until the run ends
             return
-        # Steady: keep a fixed schedule (not fixed gaps), so slow sends do not lower the rate.
-        self.next_send += 1.0 / p.rate
+        if sc.produce.pattern == "burst":
+            self.run_cycle()
+            if not self.more_cycles():
+                self.finished = True
+                self.environment.runner.send_message(cycles.DONE, {})
+            return
+        # Steady: keep a fixed schedule (not fixed gaps), so slow sends do not lower the rate; a cycle is
+        # a window of cycles.spacing seconds.
+        self.next_send += 1.0 / sc.produce.rate
         delay = self.next_send - time.monotonic()
         if delay > 0:
             gevent.sleep(delay)
-        self.send_one()
+        window = int((time.monotonic() - self.first_send) // float(sc.cycles.spacing))
+        if window >= self.cycle:
+            self.runtime.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=window)
+            self.cycle = window + 1
+        self.send_one(window)
 
     tasks = [produce]
 
@@ -122,8 +162,10 @@ class PopConsumerUser(User):
         try:
             received = self.consumer.receive(c.batch, c.invisible_s)
         except Exception as e:  # noqa: BLE001
+            # A DriverError means the client cannot measure at all; the run refuses to pass it (harness.run).
+            what = CLIENT_UNFIT if isinstance(e, DriverError) else "receive"
             rt.log.record("error", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
-                          poll_started_ns=started, detail=f"receive: {e}"[:500])
+                          poll_started_ns=started, detail=f"{what}: {e}"[:500])
             rt.metrics.errors.labels(**labels, operation="receive").inc()
             _fire(rt, "receive", started, time.time_ns(), exc=e)
             gevent.sleep(0.5)  # a failing proxy is not hammered in a tight loop
@@ -147,7 +189,7 @@ class PopConsumerUser(User):
         ledger_id = body.ledger_id if body else None
         attempt = d.delivery_attempt
         common = {"consumer": self.client_id, "topic": g.topic, "group": g.name, "ledger_id": ledger_id,
-                  "message_id": d.message_id, "delivery_attempt": attempt}
+                  "message_id": d.message_id, "delivery_attempt": attempt, "cycle": body.cycle if body else None}
         rt.log.record("received", t_client_ns=received, store_ts_ms=d.store_ts_ms, born_ts_ms=d.born_ts_ms,
                       poll_started_ns=poll_started, invisible_ms=self.spec.scenario.consume.invisible_s * 1000,
                       origin_topic=body.origin_topic if body else None,
@@ -159,8 +201,11 @@ class PopConsumerUser(User):
             rt.metrics.duplicates.labels(**labels).inc()
         if attempt > 1:
             wakeup = wakeup_ms(received, d.store_ts_ms)
-            rt.metrics.retry_wakeup.labels(**labels).observe(max(wakeup, 0.0) / 1e3)
-            _fire(rt, "retry wakeup", 0, int(wakeup * 1e6), request_type="measure")
+            if waited(poll_started, d.store_ts_ms):
+                rt.metrics.retry_wakeup.labels(**labels).observe(max(wakeup, 0.0) / 1e3)
+                _fire(rt, "retry wakeup", 0, int(wakeup * 1e6), request_type="measure")
+            else:
+                rt.metrics.retry_pickup.labels(**labels).observe(max(wakeup, 0.0) / 1e3)
             due = rt.nack_due_ms.pop((g.name, ledger_id, attempt), None)
             if due is not None:
                 rt.metrics.redelivery_delay.labels(**labels).observe(max(redelivery_ms(received, due), 0.0) / 1e3)
@@ -196,6 +241,9 @@ class PopConsumerUser(User):
         rt.log.record("acked", t_client_ns=time.time_ns(), **common)
         rt.acked.add((self.group.name, common["ledger_id"]))
         rt.metrics.acks.labels(**rt.labels(self.group.name)).inc()
+        if self.spec.scenario.drains and common["cycle"] is not None:
+            self.environment.runner.send_message(cycles.FINAL, {"cycle": common["cycle"], "group": self.group.name,
+                                                                "ids": [common["ledger_id"]]})
 
     def _operation(self, name: str, common: dict, call: Callable[[], object]) -> bool:
         """A client call reported to Locust; on failure an error event and a count, and False."""

@@ -3,10 +3,14 @@
 Called by `rmq-harness compare` (Spark local[*]) or directly:
     spark-submit spark/jobs/compare.py RUN... --baseline unpatched --candidate patched
 
+Three steps, as Apache Otava keeps them apart: ``collect`` (Spark: archives -> the per-variant table and
+the per-cycle samples), ``analyse`` (pure: samples -> the comparisons and the verdict, one summary dict),
+``write`` (the report directory). `rmq-harness calibrate` calls the same three.
+
 Writes into the output directory (staged, renamed into place when complete, never overwritten):
-    summary.json        SUMMARY_SCHEMA_VERSION; see docs in README ("summary.json")
+    summary.json        SUMMARY_SCHEMA_VERSION; docs/summary.md
     per_variant.parquet one row per (scenario, variant)
-    retries.parquet     one row per retry delivery with wakeup_ms and redelivery_ms recomputed
+    retries.parquet     one row per retry delivery with wakeup / pickup / redelivery recomputed
     report.html, plots/ rendered by spark.report
 Exit codes: 0 done, 1 error, 2 bad input, 3 regression with --fail-on-regression.
 """
@@ -16,25 +20,41 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from harness.errors import ConfigError, HarnessError  # noqa: E402
-from spark.io import ArchiveError, load_archives, read_events  # noqa: E402
-from spark.stats import IMPROVEMENT, NO_CHANGE, REGRESSION, VerdictRule, compare  # noqa: E402
+from spark.io import Archive, ArchiveError, load_archives, read_events  # noqa: E402
+from spark.stats import (  # noqa: E402
+    IMPROVEMENT,
+    NO_CHANGE,
+    REGRESSION,
+    VerdictRule,
+    compare,
+    completeness,
+    decide,
+    holm,
+    overall,
+)
 
-SUMMARY_SCHEMA_VERSION = 1
+# 2: the cycle as the unit (n counts cycles), Holm-adjusted p, the interval's level follows alpha,
+#    completeness, "not enough data", pickup_ms.
+SUMMARY_SCHEMA_VERSION = 2
 EXIT_REGRESSION = 3
 PRIMARY_METRIC = "wakeup_ms"
 METRICS = ("wakeup_ms", "redelivery_ms")
-SAMPLE_CAP = 200_000  # values per (scenario, variant, metric) brought to the driver for statistics
+DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms")
+SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
 PLOT_CAP = 20_000
 
 
@@ -44,9 +64,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", required=True, help="variant to compare against")
     p.add_argument("--candidate", required=True, help="variant under test")
     p.add_argument("--out", default=None, help="output directory (default: reports/<time>-<cand>-vs-<base>)")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise significance level; the interval is at 1 - alpha (default 0.05)")
     p.add_argument("--min-effect", type=float, default=0.10,
-                   help="relative change of the median that counts (default 0.10 = 10%%)")
+                   help="relative change of the level that counts (default 0.10 = 10%%)")
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 3 when the candidate regresses")
     p.add_argument("--skip-bad", action="store_true", help="warn about unreadable archives and compare the rest")
@@ -58,114 +79,175 @@ def _under_spark_submit() -> bool:
     return "SPARK_SUBMIT_OPTS" in os.environ or os.environ.get("SPARK_ENV_LOADED") == "1"
 
 
-def _check_variants(archives: Sequence, baseline: str, candidate: str) -> None:
+def check_variants(archives: Sequence[Archive], wanted: Sequence[str], roles: Sequence[str] = ()) -> None:
     present = sorted({v for a in archives for v in a.variants})
-    for role, name in (("baseline", baseline), ("candidate", candidate)):
+    for i, name in enumerate(wanted):
         if name not in present:
-            raise ConfigError(f"{role} variant {name!r} is not in the archives; variants present: {', '.join(present)}")
-    if baseline == candidate:
+            role = roles[i] if i < len(roles) else "variant"
+            raise ConfigError(f"{role} {name!r} is not in the archives; variants present: {', '.join(present)}")
+    if len(set(wanted)) < len(wanted):
         raise ConfigError("--baseline and --candidate name the same variant")
-
-
-def _rows(df: object) -> list[dict]:
-    return [r.asDict(recursive=True) for r in df.collect()]
 
 
 def _nest(row: dict) -> dict:
     """per_variant row -> the summary.json shape."""
-    out = {k: row[k] for k in ("scenario", "variant", "runs", "sent", "deliveries", "retry_deliveries", "acks",
-                               "nacks", "empty_polls", "errors")}
-    out = {k: (int(v) if isinstance(v, int | float) and k != "scenario" and v is not None else v)
-           for k, v in out.items()}
+    keys = ("run_id", "scenario", "variant", "runs", "cycles", "sent", "deliveries", "retry_deliveries", "acks",
+            "nacks", "empty_polls", "errors")
+    out = {k: row[k] for k in keys if k in row}
+    out = {k: (int(v) if isinstance(v, int | float) and v is not None else v) for k, v in out.items()}
     out["ledger"] = {k.removeprefix("ledger_"): int(row[k] or 0) for k in row if k.startswith("ledger_")}
-    for m in METRICS:
+    for m in DISTRIBUTIONS:
         out[m] = {"n": int(row[f"{m}_n"] or 0), **{q: row[f"{m}_{q}"] for q in ("p50", "p90", "p99", "max")}}
     return out
 
 
-def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: object | None = None) -> dict:
-    """The whole job; returns the summary (also written to summary.json)."""
+@dataclass
+class Collected:
+    """What Spark computed; everything after it is plain Python."""
+
+    archives: list[Archive]
+    per_variant: list[dict]  # nested, per (scenario, variant)
+    per_run: list[dict]  # nested, per (run_id, scenario, variant)
+    samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered)
+    plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
+    retries: object  # Spark DataFrames written to the report: retry deliveries, the per-variant table
+    per_variant_table: object
+
+
+def _capped(df: object, cap: int, seed: int) -> pd.DataFrame:
+    """At most ``cap`` rows to the driver, a uniform sample when there are more."""
     from pyspark.sql import functions as F
 
-    from spark.analysis import per_variant, retry_deliveries
-    from spark.report.render import render
-    from spark.session import local_session
+    return (df if df.count() <= cap else df.orderBy(F.rand(seed)).limit(cap)).toPandas()
 
-    if args.out and Path(args.out).exists():
-        raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
-    # Validate local inputs before paying for a JVM.
-    if not any("://" in a for a in args.archives):
-        _check_variants(load_archives(args.archives, skip_bad=args.skip_bad, warn=warn), args.baseline,
-                        args.candidate)
-    if spark is None:
-        # Under spark-submit the submit's master rules; run from Python, local[*].
-        spark = local_session(args.master or (None if _under_spark_submit() else "local[*]"))
-    archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
-    _check_variants(archives, args.baseline, args.candidate)
-    rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
 
-    wanted = [args.baseline, args.candidate]
-    events = read_events(spark, archives).filter(F.col("variant").isin(wanted))
-    events = events.cache()
+def collect(spark: object, archives: list[Archive], variants: Sequence[str], seed: int = 1,
+            per_run: bool = False) -> Collected:
+    from pyspark.sql import functions as F
+
+    from spark.analysis import cycle_samples, per_variant, retry_deliveries, retry_outcomes
+
+    events = read_events(spark, archives).filter(F.col("variant").isin(list(variants))).cache()
     retries = retry_deliveries(events).cache()
-    pv_rows = _rows(per_variant(events, retries))
-    pv = [_nest(r) for r in pv_rows]
+    outcomes = retry_outcomes(events).cache()
+    table = per_variant(events, retries, outcomes).cache()
+    rows = [r.asDict(recursive=True) for r in table.collect()]
+    runs = [r.asDict(recursive=True) for r in
+            per_variant(events, retries, outcomes, by=("run_id", "scenario", "variant")).collect()] if per_run else []
+    samples = _capped(cycle_samples(retries, outcomes), SAMPLE_CAP * max(1, len(rows)), seed)
+    plot = _capped(retries.select("scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"),
+                   PLOT_CAP * max(1, len(rows)), seed)
+    events.unpersist()
+    outcomes.unpersist()
+    return Collected(archives, [_nest(r) for r in rows], [_nest(r) for r in runs], samples, plot, retries, table)
 
-    comparisons, samples = [], {}
-    scenarios = sorted({r["scenario"] for r in pv if r["variant"] == args.baseline}
-                       & {r["scenario"] for r in pv if r["variant"] == args.candidate})
-    for scenario in scenarios:
-        per_metric: dict[str, dict[str, np.ndarray]] = {m: {} for m in METRICS}
-        samples[scenario] = {"__redelivery__": {}}
-        for variant in wanted:
-            sub = retries.filter((F.col("scenario") == scenario) & (F.col("variant") == variant))
-            rows = sub.select("t_client_ns", *METRICS).orderBy(F.rand(rule.seed)).limit(SAMPLE_CAP).toPandas()
-            for m in METRICS:
-                per_metric[m][variant] = rows[m].to_numpy(dtype=float)
-            first = rows["t_client_ns"].min() if len(rows) else 0
-            plot = rows.head(PLOT_CAP)
-            t_s = ((plot["t_client_ns"] - first) / 1e9).to_numpy(dtype=float)
-            samples[scenario][variant] = (t_s, plot["wakeup_ms"].to_numpy(dtype=float))
-            samples[scenario]["__redelivery__"][variant] = (t_s, plot["redelivery_ms"].to_numpy(dtype=float))
-        for m in METRICS:
-            res = compare(per_metric[m][args.baseline], per_metric[m][args.candidate], rule)
-            comparisons.append({"scenario": scenario, "metric": m, "primary": m == PRIMARY_METRIC, **res})
 
-    primary = [c["verdict"] for c in comparisons if c["primary"]]
-    if any(c["verdict"] == REGRESSION for c in comparisons):
-        verdict = REGRESSION
-    elif primary and all(v == IMPROVEMENT for v in primary):
-        verdict = IMPROVEMENT
-    else:
-        verdict = NO_CHANGE
-    now = dt.datetime.now(dt.UTC)
-    summary = {
-        "schema_version": SUMMARY_SCHEMA_VERSION,
-        "generated_at": now.isoformat(),
-        "baseline": args.baseline,
-        "candidate": args.candidate,
-        "verdict": verdict,
+def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:
+    """runs -> cycles -> values of one side of one comparison."""
+    sub = samples[(samples["scenario"] == scenario) & (samples["variant"] == variant) & (samples["metric"] == metric)]
+    return [[g["value"].to_numpy(dtype=float) for _, g in run.groupby("cycle", sort=True)]
+            for _, run in sub.groupby("run_id", sort=True)]
+
+
+def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_id: str | None = None) -> dict:
+    """The comparisons, their verdicts and the overall verdict (pure). ``run_id``: one run's data only."""
+    samples = c.samples if run_id is None else c.samples[c.samples["run_id"] == run_id]
+    table = c.per_variant if run_id is None else [r for r in c.per_run if r["run_id"] == run_id]
+    sides = {(r["scenario"], r["variant"]): r for r in table}
+    scenarios = sorted({s for s, v in sides if v == baseline} & {s for s, v in sides if v == candidate})
+    comparisons = [
+        {"scenario": s, "metric": m, "primary": m == PRIMARY_METRIC,
+         **compare(nested_runs(samples, s, baseline, m), nested_runs(samples, s, candidate, m), rule)}
+        for s in scenarios for m in METRICS
+    ]
+    adjusted = holm([x["p_value"] for x in comparisons])
+    family = sum(p is not None for p in adjusted)
+    blocked = {}
+    for x, p in zip(comparisons, adjusted, strict=True):
+        x["p_adjusted"] = p
+        x["verdict"], x["reason"] = decide(x, p, family, rule)
+    for s in scenarios:
+        base, cand = ({**sides[(s, v)]["ledger"], "sent": sides[(s, v)]["sent"], "errors": sides[(s, v)]["errors"]}
+                      for v in (baseline, candidate))
+        verdict, why = completeness(base, cand)
+        blocked[s] = (verdict, why)
+        for x in comparisons:
+            if x["scenario"] != s or not x["primary"] or verdict is None:
+                continue
+            if verdict == REGRESSION:
+                x["verdict"], x["reason"] = REGRESSION, "loses what the baseline does not: " + "; ".join(why)
+            elif x["verdict"] == IMPROVEMENT:
+                x["verdict"], x["reason"] = NO_CHANGE, "faster but less complete: " + "; ".join(why)
+    return {
+        "baseline": baseline,
+        "candidate": candidate,
+        "verdict": overall(comparisons, blocked),
         "rule": rule.as_dict(),
-        "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants} for a in archives],
-        "per_variant": pv,
+        "family": family,
+        "completeness": {s: {"verdict": v, "why": w} for s, (v, w) in blocked.items()},
         "comparisons": comparisons,
     }
 
-    out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-{args.candidate}-vs-{args.baseline}"
+
+def json_safe(node: object) -> object:
+    """JSON has no infinity: an endless wait is written as the string "inf"."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return "inf" if node > 0 else ("-inf" if node < 0 else None)
+    if isinstance(node, dict):
+        return {k: json_safe(v) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [json_safe(v) for v in node]
+    if isinstance(node, np.floating | np.integer):
+        return json_safe(node.item())
+    return node
+
+
+def write(c: Collected, result: dict, out: Path) -> dict:
+    from spark.report.render import render
+
+    now = dt.datetime.now(dt.UTC)
+    summary = json_safe({
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "generated_at": now.isoformat(),
+        **result,
+        "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants} for a in c.archives],
+        "per_variant": [r for r in c.per_variant if r["variant"] in (result["baseline"], result["candidate"])],
+    })
     if out.exists():
         raise ConfigError(f"{out} already exists; reports are never overwritten (choose another --out)")
     staging = out.with_name(f".{out.name}.partial")
     staging.mkdir(parents=True)
-    spark.createDataFrame(pv_rows).coalesce(1).write.parquet(
-        str(staging / "per_variant.parquet"))
-    retries.coalesce(1).write.parquet(str(staging / "retries.parquet"))
-    (staging / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    render(summary, samples, staging)
+    c.per_variant_table.coalesce(1).write.parquet(str(staging / "per_variant.parquet"))
+    c.retries.coalesce(1).write.parquet(str(staging / "retries.parquet"))
+    (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    render(summary, c.plot, c.samples, staging)
     staging.rename(out)
-    summary["out"] = str(out.resolve())
-    summary["report"] = str((out / "report.html").resolve())
-    events.unpersist()
-    retries.unpersist()
+    return {**summary, "out": str(out.resolve()), "report": str((out / "report.html").resolve())}
+
+
+def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: object | None = None) -> dict:
+    """The whole job; returns the summary (also written to summary.json)."""
+    from spark.session import local_session
+
+    if args.out and Path(args.out).exists():
+        raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
+    wanted, roles = [args.baseline, args.candidate], ["baseline variant", "candidate variant"]
+    # Validate local inputs before paying for a JVM.
+    if not any("://" in a for a in args.archives):
+        check_variants(load_archives(args.archives, skip_bad=args.skip_bad, warn=warn), wanted, roles)
+    if spark is None:
+        # Under spark-submit the submit's master rules; run from Python, local[*].
+        spark = local_session(args.master or (None if _under_spark_submit() else "local[*]"))
+    archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
+    check_variants(archives, wanted, roles)
+    rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
+    collected = collect(spark, archives, wanted, seed=rule.seed)
+    result = analyse(collected, args.baseline, args.candidate, rule)
+    now = dt.datetime.now(dt.UTC)
+    out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-{args.candidate}-vs-{args.baseline}"
+    summary = write(collected, result, out)
+    collected.retries.unpersist()
+    collected.per_variant_table.unpersist()
     return summary
 
 
@@ -180,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_REGRESSION if args.fail_on_regression and summary["verdict"] == REGRESSION else 0
 
 
-__all__ = ["main", "run", "ArchiveError"]
+__all__ = ["main", "run", "collect", "analyse", "write", "ArchiveError"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 TEMPLATE_DIR = Path(__file__).parent
 
@@ -59,21 +60,44 @@ def _over_time(series: dict[str, tuple[np.ndarray, np.ndarray]], metric: str, pa
     _save(fig, ax, f"{metric} over the run", path)
 
 
-def render(summary: dict, samples: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]], out: Path) -> Path:
-    """``samples[scenario][variant] = (seconds since first retry, wakeup_ms)``; also redelivery under
-    ``samples[scenario]["__redelivery__"][variant]``. Writes plots/ and report.html into ``out``."""
+def _cycles(medians: dict[str, tuple[np.ndarray, np.ndarray]], metric: str, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for variant, (cycle, m) in medians.items():
+        finite = np.isfinite(m)
+        ax.plot(cycle[finite], np.clip(m[finite], 0.1, None), "o-", ms=4, label=f"{variant} ({m.size} cycles)")
+        if (~finite).any():
+            ax.plot(cycle[~finite], np.full((~finite).sum(), ax.get_ylim()[1]), "x", color="red",
+                    label=f"{variant}: retries never redelivered")
+    _ms_axis(ax, "y")
+    ax.set_xlabel("cycle (runs one after another)")
+    _save(fig, ax, f"{metric}: median of each cycle (the unit the verdict compares)", path)
+
+
+def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) -> Path:
+    """``plot``: a sample of retry deliveries (scenario, variant, t_client_ns, wakeup_ms, redelivery_ms);
+    ``samples``: the per-cycle values the verdict compared. Writes plots/ and report.html into ``out``."""
     plots_dir = out / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
+    variants = [summary["baseline"], summary["candidate"]]
     plots: dict[str, list[dict]] = {}
-    for scenario, per_variant in samples.items():
-        redelivery = per_variant.get("__redelivery__", {})
-        wake = {v: s for v, s in per_variant.items() if v != "__redelivery__"}
+    for scenario in sorted({c["scenario"] for c in summary["comparisons"]}):
+        sub = plot[plot["scenario"] == scenario]
+        per = {v: sub[sub["variant"] == v] for v in variants}
+        t0 = {v: df["t_client_ns"].min() for v, df in per.items()}
+        wake = {v: ((df["t_client_ns"] - t0[v]).to_numpy(dtype=float) / 1e9, df["wakeup_ms"].to_numpy(dtype=float))
+                for v, df in per.items()}
+        cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
+        medians = {}
+        for v in variants:
+            m = cyc[cyc["variant"] == v].groupby(["run_id", "cycle"], sort=True)["value"].median()
+            medians[v] = (np.arange(m.size, dtype=float), m.to_numpy(dtype=float))
         items = []
         for name, fn, arg in (
-            ("wakeup-cdf", _cdf, {v: s[1] for v, s in wake.items()}),
-            ("wakeup-box", _box, {v: s[1] for v, s in wake.items()}),
+            ("wakeup-cycles", _cycles, medians),
+            ("wakeup-cdf", _cdf, {v: w[1] for v, w in wake.items()}),
+            ("wakeup-box", _box, {v: w[1] for v, w in wake.items()}),
             ("wakeup-over-time", _over_time, wake),
-            ("redelivery-cdf", _cdf, {v: s[1] for v, s in redelivery.items()}),
+            ("redelivery-cdf", _cdf, {v: df["redelivery_ms"].to_numpy(dtype=float) for v, df in per.items()}),
         ):
             metric = "redelivery_ms" if name.startswith("redelivery") else "wakeup_ms"
             path = plots_dir / f"{scenario}-{name}.png"
@@ -91,6 +115,8 @@ def render(summary: dict, samples: dict[str, dict[str, tuple[np.ndarray, np.ndar
 def _fmt(v: object, unit: str = "ms") -> str:
     if v is None:
         return "–"
+    if v == "inf":
+        return "never"
     if isinstance(v, float):
         if unit == "ms":
             return f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v:.1f} ms"

@@ -61,7 +61,7 @@ def test_every_message_came_back_on_both(v1_burst):
         ev = pd.read_parquet(v1_burst.archive / "events" / f"{variant}.parquet")
         sent = set(ev.loc[ev.kind == "sent", "ledger_id"])
         retried = set(ev.loc[(ev.kind == "received") & (ev.delivery_attempt == 2), "ledger_id"])
-        assert len(sent) == 8 and retried == sent, variant
+        assert len(sent) == 16 and retried == sent, variant
 
 
 def test_patched_broker_runs_the_agent_and_the_archive_says_so(v1_burst):

@@ -17,7 +17,7 @@ from harness.backends.local import LocalBackend
 from harness.backends.local.ports import port_free
 from harness.client.driver import driver
 from harness.errors import ConfigError, HarnessError
-from harness.variants import load_variants, parse_variants
+from harness.variants import DELAY_JAR, load_variants, parse_variants
 
 
 def _listeners(pid: int) -> dict[int, str]:
@@ -113,6 +113,18 @@ def test_failed_start_carries_log_tail_and_leaves_nothing(tmp_path: Path):
         backend.up([broken["broken"]])
     assert "proxy process exited during start-up" in str(e.value)
     assert "NoSuchHarnessOpt" in e.value.detail
+    assert process.find_owned(backend.token_prefix) == []
+
+
+def test_a_variant_whose_agent_refuses_to_install_is_refused_and_leaves_nothing(tmp_path: Path):
+    # A broker that starts with an agent that did not install would be measured as if it were patched.
+    bad = parse_variants({"variants": {"badagent": {
+        "version": "5.3.3", "agents": [{"jar": DELAY_JAR, "options": "delay_ms=oops"}]}}})["badagent"]
+    backend = LocalBackend(tmp_path, log=lambda s: None)
+    with pytest.raises(HarnessError) as e:
+        backend.up([bad])
+    assert "badagent: agents not active" in str(e.value) and "pop-wakeup-delay.jar" in str(e.value)
+    assert "not installed" in str(e.value)
     assert process.find_owned(backend.token_prefix) == []
 
 

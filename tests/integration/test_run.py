@@ -28,14 +28,21 @@ def archive(tmp_path_factory) -> Path:
 def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path):
     ev = pd.read_parquet(archive / "events" / "unpatched.parquet")
     assert tuple(ev.columns) == COLUMNS
-    sent = set(ev.loc[ev.kind == "sent", "ledger_id"])
-    assert len(sent) == 8
+    sent = ev[ev.kind == "sent"]
+    assert len(set(sent.ledger_id)) == 16 and sent.groupby("cycle").size().to_dict() == {0: 8, 1: 8}
     received = ev[ev.kind == "received"]
-    assert sent <= set(received.ledger_id)
+    assert set(sent.ledger_id) <= set(received.ledger_id)
     retries = received[received.delivery_attempt > 1]
-    assert set(retries.ledger_id) == sent  # every message was nacked once and came back
-    assert retries.wakeup_ms.notna().all() and (retries.wakeup_ms >= 0).all()
+    assert set(retries.ledger_id) == set(sent.ledger_id)  # every message was nacked once and came back
+    # Each retry is either a wakeup (its poll was waiting when the copy was stored) or a pickup, never both.
+    assert (retries.wakeup_ms.notna() ^ retries.pickup_ms.notna()).all()
+    waited = retries.poll_started_ns / 1e6 <= retries.store_ts_ms
+    assert (retries.wakeup_ms.notna() == waited).all() and retries.wakeup_ms.notna().any()
     assert retries.redelivery_ms.notna().all()
+    # Messages carry their cycle; the producer's worker closed both cycles once the master saw them drained.
+    assert (received.cycle == received.ledger_id.map(dict(zip(sent.ledger_id, sent.cycle, strict=True)))).all()
+    ends = ev[ev.kind == "cycle_end"]
+    assert ends.cycle.tolist() == [0, 1] and (ends.detail == "drained").all()
     # Every message body names this run, its topic and the group it was meant for.
     assert (received.origin_topic == "ShortBurstTopic").all() and (received.intended_group == "ShortBurstGroup").all()
     assert (ev.loc[ev.kind == "acked", "delivery_attempt"] == 2).all()
@@ -43,17 +50,23 @@ def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path
 
 def test_manifest_and_locust_output(archive: Path):
     m = json.loads((archive / "manifest.json").read_text())
-    assert m["schema_version"] == 1 and m["event_schema_version"] == 1
+    assert m["schema_version"] == 2 and m["event_schema_version"] == 2
     assert m["scenario"]["name"] == "short-burst"
     [v] = m["variants"]
     assert v["name"] == "unpatched" and v["version"] == "5.3.3"
     assert v["broker_config"]["enableRetryTopicV2"] == "false"
+    # The agents said they installed; the broker's clock was measured against ours (one clock here).
+    assert any("listeners default to 127.0.0.1" in ln for ln in v["agent_report"]["loopback-bind.jar"])
+    assert v["agent_report"]["pop-wakeup-probe.jar"]
+    lo, hi = v["clock_offset_ms"]
+    assert lo <= 0 <= hi and hi - lo < 1000
     [s] = m["summary"]
-    assert s["ledger"]["never_received"] == 0 and s["wakeup_ms"]["n"] == 8
+    assert s["ledger"]["never_received"] == 0 and s["ledger"]["retries_never_redelivered"] == 0
+    assert s["wakeup_ms"]["n"] + s["pickup_ms"]["n"] == 16 and s["cycles"] == 2
     stats = pd.read_csv(archive / "locust" / "unpatched" / "stats_stats.csv")
     names = set(stats["Name"])
     assert {"send", "receive", "ack", "nack", "retry wakeup"} <= names
-    assert int(stats.loc[stats.Name == "send", "Request Count"].iloc[0]) == 8
+    assert int(stats.loc[stats.Name == "send", "Request Count"].iloc[0]) == 16
     assert (archive / "locust" / "unpatched" / "report.html").stat().st_size > 0
     assert (archive / "logs" / "unpatched" / "proxy" / "pop.log").exists()
     assert (archive / "logs" / "unpatched" / "locust-worker-1.log").exists()
@@ -65,7 +78,7 @@ def test_prometheus_scraped_the_workers_and_the_broker(archive: Path):
     answer = json.loads((archive / "prometheus" / "harness.json").read_text())
     sent = [r for r in answer["data"]["result"] if r["metric"]["__name__"] == "rmq_harness_messages_sent_total"]
     assert {r["metric"]["variant"] for r in sent} == {"unpatched"}
-    assert sum(float(r["values"][-1][1]) for r in sent) == 8  # the last scrape saw every send
+    assert sum(float(r["values"][-1][1]) for r in sent) == 16  # the last scrape saw every send
     broker = json.loads((archive / "prometheus" / "broker_pop.json").read_text())["data"]["result"]
     assert any(r["metric"]["__name__"] == "rocketmq_pop_revive_in_message_total" for r in broker)
 

@@ -57,14 +57,14 @@ def test_run_with_the_chart_prometheus_discovering_its_targets(tmp_path: Path):
     assert result.archive.name == "discovered-run-1"
     m = json.loads((result.archive / "manifest.json").read_text())
     [s] = m["summary"]
-    assert s["ledger"]["never_received"] == 0 and s["wakeup_ms"]["n"] == 8
+    assert s["ledger"]["never_received"] == 0 and s["wakeup_ms"]["n"] + s["pickup_ms"]["n"] == 16
     assert m["variants"][0]["broker_config"]["enableRetryTopicV2"] == "false"
     # The series came through discovery with the labels a local run gives them.
     harness = json.loads((result.archive / "prometheus" / "harness.json").read_text())["data"]["result"]
     sent = [r for r in harness if r["metric"]["__name__"] == "rmq_harness_messages_sent_total"]
     assert {(r["metric"]["job"], r["metric"]["run"], r["metric"]["variant"]) for r in sent} == {
         ("workers", "discovered-run-1", "unpatched")}
-    assert sum(float(r["values"][-1][1]) for r in sent) == 8
+    assert sum(float(r["values"][-1][1]) for r in sent) == 16
     instances = {r["metric"]["instance"] for r in sent}
     assert instances <= {f"127.0.0.1:{p}" for p in ports[:2]}
     broker = json.loads((result.archive / "prometheus" / "broker_pop.json").read_text())["data"]["result"]

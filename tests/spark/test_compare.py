@@ -44,22 +44,27 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
         for key in ("sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls", "errors"):
             assert got[key] == want[key], key
         assert got["ledger"] == want["ledger"]
+        assert got["cycles"] == want["cycles"] == 16  # 8 in each of the two runs
         for metric in ("wakeup_ms", "redelivery_ms"):
             assert got[metric]["n"] == want[metric]["n"] == 65
             for q in ("p50", "p90", "p99", "max"):
                 assert got[metric][q] == pytest.approx(want[metric][q], rel=1e-9), (metric, q)
+        assert got["pickup_ms"]["n"] == want["pickup_ms"]["n"] == 0
     assert summary["runs"][0]["run_id"] in {"run-a", "run-b"} and len(summary["runs"]) == 2
     [wake] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
-    assert wake["verdict"] == "improvement" and wake["p_value"] < 1e-6
-    assert summary["verdict"] == "improvement"
+    # The unit is the cycle: 8 cycles in each of 2 runs a side, not 65 retries.
+    assert (wake["unit"], wake["n_baseline"], wake["n_candidate"], wake["runs_baseline"]) == ("cycle", 16, 16, 2)
+    assert wake["verdict"] == "improvement" and wake["p_adjusted"] < 1e-6
+    assert wake["p_adjusted"] == pytest.approx(min(1, 2 * wake["p_value"]))  # Holm over two comparisons
+    assert summary["verdict"] == "improvement" and summary["family"] == 2
     out = tmp_path / "out"
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk["schema_version"] == 1 and on_disk["verdict"] == "improvement"
+    assert on_disk["schema_version"] == 2 and on_disk["verdict"] == "improvement"
     assert len(pd.read_parquet(out / "retries.parquet")) == 2 * 65
     assert len(pd.read_parquet(out / "per_variant.parquet")) == 2
     html = (out / "report.html").read_text()
-    assert "Verdict: improvement" in html
-    for name in ("wakeup-cdf", "wakeup-box", "wakeup-over-time", "redelivery-cdf"):
+    assert "Verdict: improvement" in html and "unit: the cycle" in html
+    for name in ("wakeup-cycles", "wakeup-cdf", "wakeup-box", "wakeup-over-time", "redelivery-cdf"):
         assert (out / "plots" / f"burst-{name}.png").stat().st_size > 1000
         assert f"plots/burst-{name}.png" in html
 
@@ -119,3 +124,62 @@ def test_generated_latencies_are_what_the_archive_says(archives):
     d = derive(ev)
     w = d.loc[d.wakeup_ms.notna(), "wakeup_ms"].to_numpy()
     assert w.size == 40 and np.all((w >= 14_000) & (w <= 20_000))
+
+
+def test_a_faster_candidate_that_loses_retries_is_never_an_improvement(spark, tmp_path):
+    a = synth.archive(tmp_path / "runs", "lossy", {"unpatched": synth.slow, "patched": synth.fast}, messages=40,
+                      lost=0, never_redelivered={"patched": 1})
+    summary = run(_args([a], tmp_path / "o"), spark=spark)
+    [wake] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
+    assert wake["verdict"] == "regression" and "retries never redelivered 1 vs 0" in wake["reason"]
+    assert summary["verdict"] == "regression"
+    [patched] = [v for v in summary["per_variant"] if v["variant"] == "patched"]
+    assert patched["ledger"]["retries_never_redelivered"] == 1 and patched["ledger"]["retries_expected"] == 40
+
+
+def test_too_few_cycles_is_not_enough_data_with_the_number_needed(spark, tmp_path):
+    a = synth.archive(tmp_path / "runs", "short", {"unpatched": synth.slow, "patched": synth.fast}, messages=12,
+                      cycles=3)
+    summary = run(_args([a], tmp_path / "o"), spark=spark)
+    [wake] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
+    assert wake["verdict"] == "not enough data" and "at least 5 per side" in wake["reason"]
+    assert summary["verdict"] == "not enough data"
+
+
+def test_identical_builds_are_no_change(spark, tmp_path):
+    a = synth.archive(tmp_path / "runs", "aa", {"patched": synth.fast, "patched-copy": synth.fast}, messages=160,
+                      cycles=16, lost=0, seed=11)
+    args = parser().parse_args([str(a), "--baseline", "patched", "--candidate", "patched-copy", "--out",
+                                str(tmp_path / "o"), "--bootstrap", "300"])
+    assert run(args, spark=spark)["verdict"] == "no change"
+
+
+def test_version_1_archives_are_read_each_run_one_cycle(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    from harness.events import COLUMNS_BY_VERSION
+
+    paths = []
+    for i in range(2):
+        a = synth.archive(tmp_path / "runs", f"v1-{i}", {"unpatched": synth.slow, "patched": synth.fast},
+                          messages=10, seed=i)
+        for f in (a / "events").glob("*.parquet"):
+            pq.write_table(pq.read_table(f).select(list(COLUMNS_BY_VERSION[1])), f)
+        m = json.loads((a / "manifest.json").read_text())
+        (a / "manifest.json").write_text(json.dumps({**m, "schema_version": 1, "event_schema_version": 1}))
+        paths.append(a)
+    summary = run(_args(paths, tmp_path / "o"), spark=spark)
+    [wake] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
+    assert (wake["n_baseline"], wake["n_candidate"], wake["verdict"]) == (2, 2, "not enough data")
+    assert {v["wakeup_ms"]["n"] for v in summary["per_variant"]} == {20}
+
+
+def test_archives_of_different_scenario_definitions_are_not_pooled(tmp_path, capsys):
+    one = synth.archive(tmp_path / "runs", "one", {"unpatched": synth.slow, "patched": synth.fast}, messages=6,
+                        scenario_doc={"name": "burst", "produce": {"count": 32}})
+    two = synth.archive(tmp_path / "runs", "two", {"unpatched": synth.slow, "patched": synth.fast}, messages=6,
+                        scenario_doc={"name": "burst", "produce": {"count": 8}})
+    assert main(["compare", str(one), str(two), "--baseline", "unpatched", "--candidate", "patched",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "scenario 'burst' differs" in err and err.strip().count("\n") == 0

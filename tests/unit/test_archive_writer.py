@@ -24,7 +24,8 @@ def _shard(path: Path, variant: str) -> None:
         {**common, "kind": "sent", "t_client_ns": 0},
         {**common, "kind": "received", "delivery_attempt": 1, "t_client_ns": 5 * MS, "store_ts_ms": 1},
         {**common, "kind": "nacked", "delivery_attempt": 1, "t_client_ns": 6 * MS, "invisible_ms": 1000},
-        {**common, "kind": "received", "delivery_attempt": 2, "t_client_ns": 9000 * MS, "store_ts_ms": 4000},
+        {**common, "kind": "received", "delivery_attempt": 2, "t_client_ns": 9000 * MS, "store_ts_ms": 4000,
+         "poll_started_ns": 10 * MS},
     ], path)
 
 

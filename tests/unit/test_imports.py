@@ -58,8 +58,8 @@ ALLOWED = {
     "archive": {"base", "inputs", "contracts", "process"},
     "site": {"base", "process", "backend-interface", "backends", "observability"},
     # The sequence of a run sees every stage but never a particular backend: the site brings that.
-    "run": {"base", "inputs", "contracts", "process", "client", "backend-interface", "observability", "workload",
-            "archive", "site"},
+    "run": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface", "observability",
+            "workload", "archive", "site"},
     "cli": set(COMPONENTS.values()),
     "analysis": {"base", "contracts", "report"},
     "report": {"base"},

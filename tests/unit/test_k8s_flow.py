@@ -90,7 +90,7 @@ def backend(monkeypatch) -> tuple[K8sBackend, FakeCluster]:
     monkeypatch.setattr("kubernetes.client.exceptions.ApiException", ApiException)
     b = K8sBackend.__new__(K8sBackend)
     b.full, b.namespace, b.apps, b.core, b.ready_timeout_s, b.round_trip = FULL, "ns", fake, fake, 5.0, False
-    b.log, b._logs, b._server_logs, b._configs, b._started = (lambda s: None), {}, {}, {}, []
+    b.log, b._logs, b._server_logs, b._configs, b._started, b._agents = (lambda s: None), {}, {}, {}, [], {}
     monkeypatch.setattr(b, "_read_server_logs", lambda variant: b"")
     return b, fake
 

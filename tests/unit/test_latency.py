@@ -2,15 +2,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.latency import derive, summarize
+from harness.latency import derive, retry_outcomes, summarize
 
 MS = 1_000_000  # ns
 
 
-def _ev(kind, ledger, attempt=1, t_ms=0, store_ms=None, invisible_ms=None, variant="v", group="G"):
+def _ev(kind, ledger, attempt=1, t_ms=0, store_ms=None, invisible_ms=None, variant="v", group="G", poll_ms=0,
+        cycle=0):
+    # poll_ms: when the receive that returned it started (by default long before the store: it waited)
     return {"run_id": "r", "variant": variant, "scenario": "s", "kind": kind, "group": group, "ledger_id": ledger,
             "delivery_attempt": attempt, "t_client_ns": t_ms * MS, "store_ts_ms": store_ms,
-            "invisible_ms": invisible_ms}
+            "invisible_ms": invisible_ms, "poll_started_ns": poll_ms * MS, "cycle": cycle}
 
 
 def test_wakeup_and_redelivery_of_a_nacked_message():
@@ -71,7 +73,7 @@ def test_summary_counts_ledger_and_quantiles():
     assert (s["sent"], s["deliveries"], s["retry_deliveries"], s["acks"], s["nacks"]) == (4, 7, 4, 3, 3)
     assert (s["empty_polls"], s["errors"]) == (1, 1)
     assert s["ledger"] == {"sent": 4, "received": 3, "acked": 3, "never_received": 1, "unknown_received": 0,
-                           "duplicate_deliveries": 1}
+                           "duplicate_deliveries": 1, "retries_expected": 3, "retries_never_redelivered": 0}
     all_wakeups = [100, 200, 300, 1000]
     assert s["wakeup_ms"]["n"] == 4
     assert s["wakeup_ms"]["p50"] == pytest.approx(np.quantile(all_wakeups, 0.5))
@@ -82,3 +84,29 @@ def test_summary_counts_ledger_and_quantiles():
 def test_summary_of_no_retries_has_empty_distributions():
     [s] = summarize(derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)])))
     assert s["wakeup_ms"] == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+
+
+def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeup():
+    d = derive(pd.DataFrame([
+        _ev("received", "a", 2, t_ms=5000, store_ms=4000, poll_ms=3000),  # poll waiting since 3 s: woken
+        _ev("received", "b", 2, t_ms=5000, store_ms=4000, poll_ms=4000),  # started at the store: still waiting
+        _ev("received", "c", 2, t_ms=5000, store_ms=4000, poll_ms=4500),  # started after: busy consumer
+    ]))
+    assert list(d.wakeup_ms.fillna(-1)) == [1000, 1000, -1]
+    assert list(d.pickup_ms.fillna(-1)) == [-1, -1, 1000]
+    [s] = summarize(d)
+    assert (s["wakeup_ms"]["n"], s["pickup_ms"]["n"]) == (2, 1)
+
+
+def test_retry_outcomes_find_the_nacks_that_never_came_back_per_group():
+    ev = derive(pd.DataFrame([
+        _ev("nacked", "a", 1, cycle=0), _ev("received", "a", 2, t_ms=10, store_ms=5),
+        _ev("nacked", "b", 1, cycle=1),  # never redelivered
+        _ev("nacked", "a", 1, group="H", cycle=0),  # another group's retry of the same message: not seen
+        _ev("nacked", "a", 1, t_ms=5, cycle=0),  # the same attempt nacked twice expects one retry
+    ]))
+    out = retry_outcomes(ev).sort_values(["group", "ledger_id"]).reset_index(drop=True)
+    assert out[["group", "ledger_id", "delivery_attempt", "cycle", "redelivered"]].values.tolist() == [
+        ["G", "a", 2, 0, True], ["G", "b", 2, 1, False], ["H", "a", 2, 0, False]]
+    [s] = summarize(ev)
+    assert (s["ledger"]["retries_expected"], s["ledger"]["retries_never_redelivered"]) == (3, 2)

@@ -8,7 +8,12 @@ from harness import process
 def _sleeper(tmp_path: Path, token: str, die_with_parent: bool = False) -> int:
     # A real child process carrying the owner flag the way a JVM does (python ignores extra argv).
     argv = [sys.executable, "-c", "import time; time.sleep(60)", process.owner_flag(token)]
-    return process.spawn(argv, tmp_path / "out.log", cwd=tmp_path, die_with_parent=die_with_parent)
+    pid = process.spawn(argv, tmp_path / "out.log", cwd=tmp_path, die_with_parent=die_with_parent)
+    # Until the child has exec'd, its command line is still the forking parent's.
+    deadline = time.monotonic() + 10
+    while not process.alive(pid, token) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pid
 
 
 def test_spawn_find_and_stop(tmp_path: Path):

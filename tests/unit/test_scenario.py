@@ -87,3 +87,26 @@ def test_cli_rejects_bad_scenario_before_starting_anything(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert "consume.invisible_s" in err and "minimum of 10 s" in err
     assert not runs.exists()  # nothing started, nothing written
+
+
+def test_cycles_default_to_one_and_the_burst_runs_many():
+    assert parse_scenario(BASE).cycles.count == 1
+    burst = load_scenario("burst")
+    assert burst.drains and burst.cycles.count == 0 and burst.cycles.spacing == "drained"
+    # Locust may run until the last cycle started before duration_s has drained or timed out.
+    assert burst.run_time_s == burst.produce.delay_s + burst.duration_s + burst.cycles.drain_timeout_s + \
+        burst.cycles.settle_s
+
+
+def test_steady_traffic_cannot_drain():
+    doc = _with(produce__pattern="steady", produce__rate=5, cycles={"spacing": "drained"})
+    with pytest.raises(ConfigError, match="cycles.spacing: steady traffic never drains"):
+        parse_scenario(doc, "s.yaml")
+    assert parse_scenario(_with(produce__pattern="steady", cycles={"spacing": 10})).run_time_s == 60
+
+
+def test_a_variant_setting_against_the_scenario_is_named():
+    s = load_scenario("burst")
+    assert s.conflicts({"enableRetryTopicV2": True}) == ["enableRetryTopicV2=true (the scenario needs false)"]
+    assert s.conflicts({"enableRetryTopicV2": "false", "other": 1}) == []
+    assert s.source.endswith("workloads/scenarios/burst.yaml")

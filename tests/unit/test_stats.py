@@ -1,44 +1,132 @@
 import numpy as np
 import pytest
 
-from spark.stats import IMPROVEMENT, NO_CHANGE, REGRESSION, VerdictRule, compare
+from spark.stats import (
+    IMPROVEMENT,
+    NO_CHANGE,
+    NOT_ENOUGH,
+    REGRESSION,
+    VerdictRule,
+    compare,
+    completeness,
+    cycles_needed,
+    decide,
+    holm,
+    min_p_value,
+    overall,
+)
 
-RULE = VerdictRule(bootstrap=500)
+RULE = VerdictRule(bootstrap=400)
 
 
-def test_seconds_to_milliseconds_is_an_improvement():
+def _runs(rng, draw, cycles=8, runs=1, per_cycle=32):
+    return [[draw(rng, per_cycle) for _ in range(cycles)] for _ in range(runs)]
+
+
+def _verdict(base, cand, rule=RULE, family=1):
+    r = compare(base, cand, rule)
+    return r, decide(r, r["p_value"], family, rule)
+
+
+def test_seconds_to_milliseconds_is_an_improvement_counted_in_cycles():
     rng = np.random.default_rng(1)
-    base = rng.uniform(14_000, 20_000, 64)
-    cand = rng.exponential(30, 64)
-    r = compare(base, cand, RULE)
-    assert r["verdict"] == IMPROVEMENT
-    assert r["p_value"] < 1e-10 and r["ci95"][1] < 0.01
-    assert r["rank_biserial"] == pytest.approx(-1.0)
-    assert r["ratio_of_medians"] == pytest.approx(np.median(cand) / np.median(base))
+    r, (verdict, _) = _verdict(_runs(rng, lambda g, n: g.uniform(14_000, 20_000, n), cycles=5),
+                               _runs(rng, lambda g, n: g.exponential(30, n), cycles=12))
+    assert verdict == IMPROVEMENT
+    assert (r["unit"], r["n_baseline"], r["n_candidate"], r["retries_candidate"]) == ("cycle", 5, 12, 12 * 32)
+    assert r["p_value"] == pytest.approx(min_p_value(5, 12))  # full separation: the exact test's floor
+    assert r["rank_biserial"] == pytest.approx(-1.0) and r["ci"][1] < 0.01
+
+
+def test_a_burst_is_one_sample_however_many_retries_it_has():
+    # 1000 retries in one cycle each side: as much evidence as one cycle, which is none.
+    rng = np.random.default_rng(2)
+    r, (verdict, reason) = _verdict([[rng.normal(100, 5, 1000)]], [[rng.normal(300, 5, 1000)]])
+    assert verdict == NOT_ENOUGH and "1/1 cycles" in reason and r["p_value"] == 1.0
 
 
 def test_slower_candidate_is_a_regression():
-    rng = np.random.default_rng(2)
-    r = compare(rng.normal(100, 5, 200), rng.normal(150, 5, 200), RULE)
-    assert r["verdict"] == REGRESSION and r["ci95"][0] > 1.1
+    rng = np.random.default_rng(3)
+    _, (verdict, _) = _verdict(_runs(rng, lambda g, n: g.normal(100, 5, n)),
+                               _runs(rng, lambda g, n: g.normal(150, 5, n)))
+    assert verdict == REGRESSION
 
 
 def test_same_distribution_is_no_change():
-    rng = np.random.default_rng(3)
-    r = compare(rng.normal(100, 10, 300), rng.normal(100, 10, 300), RULE)
-    assert r["verdict"] == NO_CHANGE
-
-
-def test_small_but_significant_effect_inside_the_margin_is_no_change():
     rng = np.random.default_rng(4)
-    r = compare(rng.normal(100, 1, 2000), rng.normal(97, 1, 2000), RULE)
-    assert r["p_value"] < 0.05 and r["verdict"] == NO_CHANGE and r["reason"] == "effect within the margin"
+    _, (verdict, _) = _verdict(_runs(rng, lambda g, n: g.normal(100, 10, n), cycles=20),
+                               _runs(rng, lambda g, n: g.normal(100, 10, n), cycles=20))
+    assert verdict == NO_CHANGE
 
 
-def test_too_few_samples():
-    r = compare(np.array([1.0, 2.0]), np.array([1.0, 2.0, 3.0, 4.0, 5.0]), RULE)
-    assert r["verdict"] == NO_CHANGE and "fewer than" in r["reason"]
+def test_significant_effect_inside_the_margin_is_no_change():
+    rng = np.random.default_rng(5)
+    r, (verdict, reason) = _verdict(_runs(rng, lambda g, n: g.normal(100, 1, n), cycles=30),
+                                    _runs(rng, lambda g, n: g.normal(97, 1, n), cycles=30))
+    assert r["p_value"] < 0.05 and verdict == NO_CHANGE and reason == "effect within the margin"
+
+
+def test_retries_that_never_came_back_are_endless_waits():
+    rng = np.random.default_rng(6)
+    base = _runs(rng, lambda g, n: g.exponential(40, n), cycles=10)
+    # Fast when it delivers, but most retries of every cycle never come back.
+    fast = _runs(rng, lambda g, n: g.exponential(4, n), cycles=10)
+    cand = [[np.concatenate([c[:5], np.full(27, np.inf)]) for c in run] for run in fast]
+    r, (verdict, _) = _verdict(base, cand)
+    assert r["median_candidate"] == np.inf and verdict == REGRESSION
+
+
+def test_the_interval_follows_alpha():
+    rng = np.random.default_rng(7)
+    base = _runs(rng, lambda g, n: g.normal(100, 20, n), cycles=10)
+    cand = _runs(rng, lambda g, n: g.normal(110, 20, n), cycles=10)
+    wide = compare(base, cand, VerdictRule(alpha=0.01, bootstrap=400))["ci"]
+    narrow = compare(base, cand, VerdictRule(alpha=0.2, bootstrap=400))["ci"]
+    assert wide[0] < narrow[0] < narrow[1] < wide[1]
+    assert "99% hierarchical" in VerdictRule(alpha=0.01).describe()
+
+
+def test_the_bootstrap_interval_widens_with_run_to_run_variation():
+    # Same cycles, but spread over runs whose levels differ: the hierarchical interval must see it.
+    rng = np.random.default_rng(8)
+    base = _runs(rng, lambda g, n: g.normal(100, 5, n), cycles=4, runs=4)
+    steady = _runs(rng, lambda g, n: g.normal(100, 5, n), cycles=4, runs=4)
+    shifty = [[c * f for c in run] for run, f in zip(_runs(rng, lambda g, n: g.normal(100, 5, n), cycles=4, runs=4),
+                                                    (0.6, 0.9, 1.1, 1.5), strict=True)]
+    a, b = compare(base, steady, RULE)["ci"], compare(base, shifty, RULE)["ci"]
+    assert b[1] - b[0] > 2 * (a[1] - a[0])
+
+
+def test_holm_adjusts_in_order_and_keeps_monotone():
+    assert holm([0.01, 0.04, None, 0.03]) == pytest.approx([0.03, 0.06, None, 0.06])
+    assert holm([]) == []
+
+
+def test_cycles_needed_reaches_alpha_and_one_fewer_does_not():
+    for alpha in (0.05, 0.025, 0.01, 0.001):
+        n = cycles_needed(alpha)
+        assert min_p_value(n, n) < alpha <= min_p_value(n - 1, n - 1)
+    assert decide({"n_baseline": 4, "n_candidate": 4, "ci": [0.1, 0.2]}, 0.03, 2, RULE)[0] == NOT_ENOUGH
+
+
+def test_completeness_blocks_an_improvement_and_flags_losses():
+    base = {"sent": 100, "never_received": 0, "retries_never_redelivered": 0, "duplicate_deliveries": 0, "errors": 0}
+    assert completeness(base, dict(base)) == (None, [])
+    assert completeness(base, {**base, "errors": 2})[0] == NO_CHANGE
+    verdict, why = completeness(base, {**base, "retries_never_redelivered": 3})
+    assert verdict == REGRESSION and why == ["retries never redelivered 3 vs 0"]
+    # Fewer sends, same count: a higher rate is still worse.
+    assert completeness({**base, "errors": 1}, {**base, "sent": 50, "errors": 1})[0] == NO_CHANGE
+
+
+def test_overall_verdict():
+    imp = {"primary": True, "verdict": IMPROVEMENT}
+    assert overall([imp, {"primary": False, "verdict": NO_CHANGE}], {"s": (None, [])}) == IMPROVEMENT
+    assert overall([imp, {"primary": False, "verdict": REGRESSION}], {"s": (None, [])}) == REGRESSION
+    assert overall([imp], {"s": (REGRESSION, ["x"])}) == REGRESSION
+    assert overall([{"primary": True, "verdict": NOT_ENOUGH}], {}) == NOT_ENOUGH
 
 
 def test_the_rule_is_stated():
-    assert "p < 0.05" in RULE.describe() and "0.9" in RULE.describe()
+    text = RULE.describe()
+    assert "unit: the cycle" in text and "Holm" in text and "0.9" in text and "95%" in text

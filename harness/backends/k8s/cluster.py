@@ -92,6 +92,7 @@ class K8sBackend:
         self._logs: dict[str, dict[str, str]] = {}  # variant -> container -> log text, kept at `down`
         self._server_logs: dict[str, bytes] = {}  # variant -> tar.gz of the broker's rocketmqlogs/
         self._configs: dict[str, str] = {}
+        self._agents: dict[str, dict[str, list[str]]] = {}
         self._started: list[str] = []  # what `down` with no names stops: this backend's variants only
 
     # --- the Backend interface -------------------------------------------------------------
@@ -146,6 +147,9 @@ class K8sBackend:
             if name in self._configs:
                 (target / "conf").mkdir(exist_ok=True)
                 (target / "conf" / CONFIG_KEY).write_text(self._configs[name])
+
+    def agent_report(self, name: str) -> dict[str, list[str]]:
+        return self._agents.get(name, {})
 
     def broker_config(self, name: str) -> dict[str, str]:
         return parse_properties(self._configs.get(name, ""))
@@ -239,9 +243,11 @@ class K8sBackend:
         """A patched variant that runs unpatched would measure the wrong build: refuse it."""
         if not v.agents:
             return
-        problems = readiness.agent_problems(self._broker_output(v.name), [a.jar for a in v.agents])
+        output, jars = self._broker_output(v.name), [a.jar for a in v.agents]
+        problems = readiness.agent_problems(output, jars)
         if problems:
             raise HarnessError(f"{v.name}: agents not active: {'; '.join(problems)}")
+        self._agents[v.name] = readiness.agent_report(output, jars)
 
     def _endpoints(self, sts: object) -> Endpoints:
         labels = sts.metadata.labels or {}

@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import process, readiness
@@ -62,6 +62,7 @@ class LocalVariant:
     pids: dict[str, int]
     started_at: float
     probe: bool = False
+    agents: list[str] = field(default_factory=list)  # the variant's agent jars, as the variant names them
 
     @property
     def endpoints(self) -> Endpoints:
@@ -128,14 +129,18 @@ class LocalBackend:
         attached: bool = False,
         ready_timeout_s: float = 180.0,
         log: Callable[[str], None] = print,
+        stop_timeout_s: float = process.STOP_TIMEOUT_S,
     ) -> None:
         self.workdir = workdir.expanduser().resolve()
+        # RocketMQ's shutdown hooks take 15-20 s; a run's brokers are thrown away, so it may cut them short.
+        self.stop_timeout_s = stop_timeout_s
         self.attached = attached
         self.ready_timeout_s = ready_timeout_s
         self.log = log
         # Owner tokens start with a digest of the work directory, so strays of this workdir can be
         # found from the process table even if their state file was lost.
         self.token_prefix = hashlib.sha1(str(self.workdir).encode()).hexdigest()[:12] + "/"
+        self._agents: dict[str, dict[str, list[str]]] = {}
 
     # --- the Backend interface -------------------------------------------------------------
 
@@ -196,6 +201,9 @@ class LocalBackend:
                 logs = dirs.server_logs(role)
                 if logs.is_dir():
                     shutil.copytree(logs, target / role, dirs_exist_ok=True)
+
+    def agent_report(self, name: str) -> dict[str, list[str]]:
+        return self._agents.get(name, {})
 
     def broker_config(self, name: str) -> dict[str, str]:
         conf = config.VariantDirs(self.workdir / name).conf / "broker.conf"
@@ -259,6 +267,7 @@ class LocalBackend:
             pids={},
             started_at=time.time(),
             probe=mounts_probe(v),
+            agents=[a.jar for a in v.agents],
         )
         commands = {
             "namesrv": config.namesrv_command(java, dist, dirs, files["namesrv"], lv.token),
@@ -313,6 +322,13 @@ class LocalBackend:
             steps.append(time.monotonic() - t0)
         rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive("proxy", "a send/pop round trip"),
                                     detail=lambda: lv.log_tail("proxy"))
+        # A patched variant whose agent did not install would run, and be measured, unpatched.
+        output = lv.dirs.stdout("proxy").read_text(errors="replace")
+        jars = [LOOPBACK_JAR, *lv.agents]
+        problems = readiness.agent_problems(output, jars)
+        if problems:
+            raise HarnessError(f"{lv.name}: agents not active: {'; '.join(problems)}", detail=lv.log_tail("proxy"))
+        self._agents[lv.name] = readiness.agent_report(output, jars)
         # Where start-up time goes: name server up, broker registered, gRPC open, admin + round trip.
         marks = ", ".join(f"{s:.1f}" for s in steps)
         total = time.monotonic() - t0
@@ -322,8 +338,8 @@ class LocalBackend:
         # Proxies (brokers) first, all at once, so a broker never loses its name server mid-shutdown.
         for role in reversed(ROLES):
             targets = [(lv.pids[role], lv.token) for lv in variants if role in lv.pids]
-            killed = process.stop(targets)
+            killed = process.stop(targets, self.stop_timeout_s)
             if killed:
-                self.log(f"killed {role} {killed}: no exit within {process.STOP_TIMEOUT_S:.0f} s of SIGTERM")
+                self.log(f"killed {role} {killed}: no exit within {self.stop_timeout_s:.0f} s of SIGTERM")
         for lv in variants:
             (lv.dirs.root / STATE_FILE).unlink(missing_ok=True)

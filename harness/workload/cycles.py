@@ -1,0 +1,100 @@
+"""Cycles across the Locust processes of one variant: producers run them, consumers report final acks,
+the master decides when a cycle has drained and when the run is done.
+
+The reports ride Locust's own master/worker channel (``runner.send_message`` / ``register_message``), so
+a cycle drains the same way whether its consumers share the producer's worker or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+
+SENT = "rmq_cycle_sent"  # worker -> master: {"cycle": k, "ids": [ledger ids sent]}
+FINAL = "rmq_cycle_final"  # worker -> master: {"cycle": k, "group": g, "ids": [ledger ids acked for good]}
+DRAINED = "rmq_cycle_drained"  # master -> workers: {"cycle": k}
+DONE = "rmq_cycles_done"  # worker -> master: a producer ran its last cycle
+
+
+@dataclass
+class CycleBook:
+    """The master's ledger of cycles. A cycle has drained when every producer reported its sends and every
+    group subscribed to the produce topic acked every message sent in it."""
+
+    groups: Sequence[str]
+    producers: int
+    _sent: dict[int, set[str]] = field(default_factory=dict)
+    _reports: dict[int, int] = field(default_factory=dict)
+    _final: dict[int, dict[str, set[str]]] = field(default_factory=dict)
+    _announced: set[int] = field(default_factory=set)
+    _done: int = 0
+
+    def sent(self, cycle: int, ids: Iterable[str]) -> list[int]:
+        """Record one producer's sends; return the cycles that drained by it (to announce)."""
+        self._sent.setdefault(cycle, set()).update(ids)
+        self._reports[cycle] = self._reports.get(cycle, 0) + 1
+        return self._check(cycle)
+
+    def final(self, cycle: int, group: str, ids: Iterable[str]) -> list[int]:
+        self._final.setdefault(cycle, {}).setdefault(group, set()).update(ids)
+        return self._check(cycle)
+
+    def done(self) -> bool:
+        """One producer finished; True when all have (the run can end)."""
+        self._done += 1
+        return self._done >= self.producers
+
+    def _check(self, cycle: int) -> list[int]:
+        if cycle in self._announced or self._reports.get(cycle, 0) < self.producers:
+            return []
+        sent = self._sent.get(cycle, set())
+        acked = self._final.get(cycle, {})
+        if all(sent <= acked.get(g, set()) for g in self.groups):
+            self._announced.add(cycle)
+            return [cycle]
+        return []
+
+
+def attach_master(runner: object, book: CycleBook) -> None:
+    """Let the master's runner keep ``book`` and answer the workers."""
+    def announce(cycles: list[int]) -> None:
+        for c in cycles:
+            runner.send_message(DRAINED, {"cycle": c})
+
+    def on_sent(environment: object, msg: object, **_kw: object) -> None:
+        announce(book.sent(msg.data["cycle"], msg.data["ids"]))
+
+    def on_final(environment: object, msg: object, **_kw: object) -> None:
+        announce(book.final(msg.data["cycle"], msg.data["group"], msg.data["ids"]))
+
+    def on_done(environment: object, msg: object, **_kw: object) -> None:
+        if book.done():
+            # Not from inside the handler: quit() kills the greenlet that runs it.
+            gevent.spawn_later(0.5, runner.quit)
+
+    runner.register_message(SENT, on_sent)
+    runner.register_message(FINAL, on_final)
+    runner.register_message(DONE, on_done)
+
+
+class DrainSignals:
+    """A worker's view: which cycles the master has announced drained."""
+
+    def __init__(self) -> None:
+        self._events: dict[int, gevent.event.Event] = {}
+
+    def _event(self, cycle: int) -> gevent.event.Event:
+        return self._events.setdefault(cycle, gevent.event.Event())
+
+    def on_drained(self, environment: object, msg: object, **_kw: object) -> None:
+        self._event(msg.data["cycle"]).set()
+
+    def wait(self, cycle: int, timeout_s: float) -> bool:
+        """True when the cycle drained within ``timeout_s``."""
+        return self._event(cycle).wait(timeout_s)
+
+    def attach(self, runner: object) -> None:
+        runner.register_message(DRAINED, self.on_drained)
