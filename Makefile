@@ -14,7 +14,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
 .PHONY: setup system-packages python jars agents test test-agents lint run bench clean \
-	k8s-tools kind-up deploy loadtest collect grafana compare kind-down
+	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-down
 
 setup: system-packages python jars agents
 
@@ -56,7 +56,7 @@ test-agents:
 lint: python
 	$(BIN)/ruff check .
 
-test: setup k8s-tools lint test-agents
+test: setup k8s-tools cluster-tools lint test-agents
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest
 
 # The burst scenario against unpatched 5.3.3 and 5.3.3 + the wakeup fix agent side by side (archive in
@@ -148,3 +148,26 @@ compare: python
 
 kind-down:
 	$(KIND) delete cluster --name $(KIND_CLUSTER)
+
+# --- A single-node cluster without Docker (docs/kubernetes.md, "Without Docker"): containerd, runc and the
+# CNI plugins from Debian; Kubernetes and etcd built from the Go module proxy into the user cache; every
+# component a process. Needs root.
+CLUSTER_PACKAGES := containerd runc containernetworking-plugins conntrack iptables iproute2 podman debootstrap uidmap
+
+cluster-packages:
+	@missing=""; for p in $(CLUSTER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "error: need root to apt-get install$$missing" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# Kubernetes, etcd, CoreDNS and the pause program, built once per pinned version (cold ~15 min on 2 cores).
+cluster-tools: python cluster-packages
+	$(HARNESS) cluster build
+
+cluster-up: cluster-tools
+	$(HARNESS) cluster up
+
+cluster-down: python
+	$(HARNESS) cluster down

@@ -130,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS until every workload is ready")
 
+    cluster = sub.add_parser("cluster", help="a single-node Kubernetes cluster on this machine, without Docker "
+                             "(Kubernetes and etcd built from the Go module proxy; needs root)")
+    csub = cluster.add_subparsers(dest="action", required=True)
+    csub.add_parser("build", help="build the cluster's programs into the cache (up does this when needed)")
+    csub.add_parser("up", help="start the cluster; prints the KUBECONFIG to use")
+    csub.add_parser("status", help="which components run, and whether the API and the node are ready")
+    csub.add_parser("down", help="stop the cluster and remove everything it left on the host")
+
     cal = sub.add_parser("calibrate", help="measure the verdict rule on real brokers: the false-verdict rate of "
                          "two identical builds (A/A) and the detection rate of planted slowdowns")
     cal.add_argument("--variant", default="patched", help="the build to calibrate on (default: patched)")
@@ -426,6 +434,29 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    from harness.cluster import binaries, node
+    from harness.cluster.layout import default_layout
+
+    lay = default_layout()
+    log = console.print
+    if args.action == "build":
+        for name, path in binaries.build(log).items():
+            console.print(f"{name}: {path}")
+    elif args.action == "up":
+        node.up(lay, log)
+        console.print(f"export KUBECONFIG={lay.admin_kubeconfig}")
+    elif args.action == "down":
+        node.down(lay, log)
+    else:
+        st = node.status(lay)
+        for name, up in st["components"].items():
+            console.print(f"{name:24} {'[green]running[/]' if up else '[red]stopped[/]'}")
+        console.print(f"API ready: {st['api']}; node Ready: {st['node_ready']}")
+        return 0 if st["node_ready"] else 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -444,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _k8s(args)
         if args.command == "calibrate":
             return _calibrate(args)
+        if args.command == "cluster":
+            return _cluster(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(f"[red]error:[/] {e}", soft_wrap=True)

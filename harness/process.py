@@ -122,6 +122,25 @@ def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) 
     return _terminate([p for p in (owned(pid, token) for pid, token in targets) if p is not None], timeout_s)
 
 
+def started_at(pid: int) -> float:
+    """The start time of ``pid``: with the PID it names one process for good (PIDs are reused, start times not)."""
+    return psutil.Process(pid).create_time()
+
+
+def stop_started(targets: Iterable[tuple[int, float]], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
+    """Stop each (pid, start time) still running at once; return the PIDs that had to be killed. For
+    programs that take no owner flag (the cluster's Go programs)."""
+    procs = []
+    for pid, started in targets:
+        try:
+            p = psutil.Process(pid)
+            if abs(p.create_time() - started) < 0.01 and p.status() != psutil.STATUS_ZOMBIE:
+                procs.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return _terminate(procs, timeout_s)
+
+
 def find_owned(token_prefix: str) -> list[tuple[int, str]]:
     """(pid, token) of every live process whose owner token starts with ``token_prefix``."""
     needle = f"-D{OWNER_PROPERTY}={token_prefix}"

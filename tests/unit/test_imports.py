@@ -31,6 +31,7 @@ COMPONENTS = {
     "harness.readiness": "readiness",
     "harness.backends": "backends",
     "harness.backends.base": "backend-interface",
+    "harness.cluster": "cluster",
     "harness.observability": "observability",
     "harness.workload": "workload",
     "workloads": "workload",
@@ -52,6 +53,8 @@ ALLOWED = {
     "client": {"base", "contracts"},
     "readiness": {"base", "contracts", "client"},
     "backend-interface": {"base", "inputs", "contracts"},
+    # The machine under a cluster: it knows nothing of RocketMQ, runs or the chart.
+    "cluster": {"base", "process"},
     "backends": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface"},
     "observability": {"base", "contracts", "process"},
     "workload": {"base", "inputs", "contracts", "process", "client"},

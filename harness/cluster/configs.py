@@ -1,0 +1,134 @@
+"""The components' configuration files, written from the layout (pure: text in, nothing started).
+
+The settings that are not defaults are the ones these machines need (environment.md, "A real Kubernetes
+here"): cgroup v1 with the cgroupfs driver, containerd's OOM-score restriction, kube-proxy masquerading
+service traffic (pods of one bridge reply straight to each other otherwise, past the DNAT).
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from harness.cluster.layout import (
+    BRIDGE,
+    CLUSTER_DOMAIN,
+    KUBELET_PORT,
+    NODE_IP,
+    NODE_NAME,
+    PAUSE_IMAGE,
+    POD_CIDR,
+    POD_RANGE_START,
+    Layout,
+)
+
+CNI_PLUGINS = "/usr/lib/cni"
+RUNC = "/usr/sbin/runc"
+
+
+def containerd_toml(lay: Layout) -> str:
+    c = lay.containerd
+    return f"""version = 2
+root = "{c / 'root'}"
+state = "{c / 'state'}"
+
+[grpc]
+  address = "{lay.containerd_socket}"
+
+[ttrpc]
+  address = "{lay.containerd_socket}.ttrpc"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # root here lacks CAP_SYS_RESOURCE: raising a container's OOM score fails in runc otherwise.
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "{RUNC}"
+        Root = "{lay.runc_root}"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_PLUGINS}"
+    conf_dir = "{lay.cni_conf}"
+"""
+
+
+def cni_conflist(lay: Layout) -> str:
+    return json.dumps({
+        "cniVersion": "1.0.0",
+        "name": "rmq-harness",
+        "plugins": [
+            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True, "hairpinMode": True,
+             # Without a default route a pod reaches its own subnet only: no service IP, no API server.
+             "ipam": {"type": "host-local", "dataDir": str(lay.cni_ipam), "routes": [{"dst": "0.0.0.0/0"}],
+                      "ranges": [[{"subnet": POD_CIDR, "rangeStart": POD_RANGE_START, "gateway": NODE_IP}]]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }, indent=2)
+
+
+def kubelet_yaml(lay: Layout) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,
+        "containerRuntimeEndpoint": f"unix://{lay.containerd_socket}",
+        "address": NODE_IP,
+        "port": KUBELET_PORT,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(lay.pki / "ca.crt")}},
+        "authorization": {"mode": "Webhook"},
+        "clusterDNS": [NODE_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(lay.config / "resolv.conf"),
+        "failSwapOn": False,
+        "podCIDR": POD_CIDR,
+        # Images here come from no registry: collected ones could never be pulled back.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
+        "serializeImagePulls": False,
+    }, sort_keys=False)
+
+
+def kube_proxy_yaml(lay: Layout) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(lay.admin_kubeconfig)},
+        "hostnameOverride": NODE_NAME,
+        "mode": "iptables",
+        "clusterCIDR": POD_CIDR,
+        "bindAddress": "127.0.0.1",
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        # Node ports open on the private bridge only, never on the machine's own interfaces.
+        "nodePortAddresses": [POD_CIDR],
+        "iptables": {"masqueradeAll": True},
+        # Leave the host's conntrack table size alone (not writable in these VMs).
+        "conntrack": {"maxPerCore": 0},
+    }, sort_keys=False)
+
+
+def corefile(lay: Layout) -> str:
+    return f""".:53 {{
+    bind {NODE_IP}
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {lay.admin_kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"""

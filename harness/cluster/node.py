@@ -1,0 +1,397 @@
+"""The single-node cluster's life: up (bridge, certificates, etcd, control plane, containerd, kubelet,
+kube-proxy, DNS, every one a process recorded by PID and start time), status, and down (the processes,
+the containers, and every trace on the host: mounts, network namespaces, iptables chains, the bridge,
+sysctls and the host directories kubelet created).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness import process
+from harness.cluster import binaries, configs, images
+from harness.cluster.layout import (
+    API_PORT,
+    BRIDGE,
+    CLUSTER_DOMAIN,
+    ETCD_CLIENT_PORT,
+    ETCD_PEER_PORT,
+    HOST_DIRS,
+    NODE_IP,
+    NODE_NAME,
+    POD_CIDR,
+    SERVICE_CIDR,
+    SYSCTLS,
+    Layout,
+)
+from harness.errors import ConfigError, HarnessError
+
+# Started in this order, stopped in the reverse (kubelet before containerd, so nothing restarts a container
+# being stopped; the API server and etcd last, so the others can still say goodbye).
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
+         "kube-proxy", "coredns")
+HOST_TOOLS = {"containerd": "containerd", "runc": "runc", "conntrack": "conntrack", "iptables": "iptables",
+              "ip": "iproute2", "podman": "podman", "debootstrap": "debootstrap"}
+IPTABLES_PREFIXES = ("KUBE-", "CNI-")
+
+
+def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise HarnessError(f"{' '.join(argv)} failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
+    return proc
+
+
+def preflight() -> None:
+    """What the cluster needs from the machine, each missing thing named with its fix."""
+    if os.geteuid() != 0:
+        raise ConfigError("the local cluster needs root (it creates a bridge, iptables rules and mounts): "
+                          "run `make cluster-up` as root")
+    missing = sorted({pkg for tool, pkg in HOST_TOOLS.items() if shutil.which(tool) is None})
+    if missing or not Path(configs.CNI_PLUGINS, "bridge").is_file():
+        pkgs = [*missing, *([] if Path(configs.CNI_PLUGINS, "bridge").is_file() else ["containernetworking-plugins"])]
+        raise ConfigError(f"the local cluster needs {', '.join(pkgs)}: run `make cluster-up` (installs them with apt)")
+
+
+# --- processes ---------------------------------------------------------------------------------------
+
+def _read_pids(lay: Layout) -> dict[str, dict]:
+    return json.loads(lay.pids.read_text()) if lay.pids.is_file() else {}
+
+
+def _record(lay: Layout, name: str, pid: int) -> None:
+    pids = _read_pids(lay)
+    pids[name] = {"pid": pid, "started": process.started_at(pid)}
+    tmp = lay.pids.with_suffix(".tmp")
+    tmp.write_text(json.dumps(pids, indent=1))
+    tmp.replace(lay.pids)
+
+
+def running(lay: Layout) -> dict[str, int]:
+    """The recorded components still running, by name."""
+    out = {}
+    for name, rec in _read_pids(lay).items():
+        try:
+            if abs(process.started_at(rec["pid"]) - rec["started"]) < 0.01:
+                out[name] = rec["pid"]
+        except Exception:  # noqa: BLE001 - gone or unreadable: not running
+            pass
+    return out
+
+
+def _start(lay: Layout, name: str, argv: list[str], log: Callable[[str], None]) -> int:
+    pid = process.spawn(argv, lay.logs / f"{name}.log", cwd=lay.root)
+    _record(lay, name, pid)
+    log(f"{name}: started (pid {pid})")
+    return pid
+
+
+def _wait(what: str, ok: Callable[[], bool], lay: Layout, name: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if name not in running(lay):
+            raise HarnessError(f"{name} exited while starting", detail=_tail(lay, name))
+        try:
+            if ok():
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        time.sleep(0.5)
+    raise HarnessError(f"{what}: not within {timeout_s:.0f} s", detail=_tail(lay, name))
+
+
+def _tail(lay: Layout, name: str, lines: int = 25) -> str:
+    path = lay.logs / f"{name}.log"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.is_file() else ""
+
+
+# --- host ----------------------------------------------------------------------------------------------
+
+def _record_host(lay: Layout) -> None:
+    if lay.host.is_file():
+        return
+    state = {"sysctls": {k: Path("/proc/sys", k).read_text().strip() for k in SYSCTLS if Path("/proc/sys", k).exists()},
+             "existed": [d for d in HOST_DIRS if Path(d).exists()],
+             "bridge_existed": Path("/sys/class/net", BRIDGE).exists()}
+    lay.host.write_text(json.dumps(state, indent=1))
+
+
+def _prepare_host() -> None:
+    for key in SYSCTLS:
+        path = Path("/proc/sys", key)
+        if not path.exists():
+            raise HarnessError(f"/proc/sys/{key} is missing: this kernel lacks what pod networking needs")
+        path.write_text("1")
+    if not Path("/sys/class/net", BRIDGE).exists():
+        _sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    addrs = _sh("ip", "-o", "-4", "addr", "show", "dev", BRIDGE).stdout
+    if f" {NODE_IP}/" not in addrs:
+        _sh("ip", "addr", "add", f"{NODE_IP}/{POD_CIDR.split('/')[1]}", "dev", BRIDGE)
+    _sh("ip", "link", "set", BRIDGE, "up")
+
+
+def _pki(lay: Layout, kubeadm: Path) -> None:
+    """Certificates and kubeconfigs by kubeadm's own phases (no hand-made PKI)."""
+    if lay.admin_kubeconfig.is_file():
+        return
+    common = ["--kubernetes-version", binaries.KUBERNETES, "--cert-dir", str(lay.pki)]
+    _sh(str(kubeadm), "init", "phase", "certs", "all", *common, "--apiserver-advertise-address", NODE_IP,
+        "--service-cidr", SERVICE_CIDR, "--service-dns-domain", CLUSTER_DOMAIN, "--apiserver-cert-extra-sans",
+        f"127.0.0.1,{NODE_NAME}")
+    _sh(str(kubeadm), "init", "phase", "kubeconfig", "all", *common, "--kubeconfig-dir", str(lay.kubeconfigs),
+        "--apiserver-advertise-address", NODE_IP, "--apiserver-bind-port", str(API_PORT), "--node-name", NODE_NAME)
+
+
+def _write_configs(lay: Layout) -> None:
+    for d in (lay.config, lay.cni_conf, lay.cni_ipam, lay.kubelet, lay.containerd, lay.logs, lay.runc_root):
+        d.mkdir(parents=True, exist_ok=True)
+    (lay.config / "containerd.toml").write_text(configs.containerd_toml(lay))
+    (lay.cni_conf / "10-rmq-harness.conflist").write_text(configs.cni_conflist(lay))
+    (lay.config / "kubelet.yaml").write_text(configs.kubelet_yaml(lay))
+    (lay.config / "kube-proxy.yaml").write_text(configs.kube_proxy_yaml(lay))
+    (lay.config / "Corefile").write_text(configs.corefile(lay))
+    (lay.config / "resolv.conf").write_text(f"search {CLUSTER_DOMAIN}\n")
+
+
+# --- the API ------------------------------------------------------------------------------------------
+
+def api(lay: Layout):
+    """A kubernetes client ApiClient for the cluster, as system:masters."""
+    from kubernetes import config as kconfig
+
+    return kconfig.new_client_from_config(config_file=str(lay.admin_kubeconfig))
+
+
+def _api_ready(lay: Layout) -> bool:
+    client = api(lay)
+    try:
+        return client.call_api("GET", client.configuration.host + "/readyz").status == 200
+    finally:
+        client.close()
+
+
+def _grant_cluster_admins(lay: Layout) -> None:
+    """kubeadm's certificates for admin.conf and the API server's kubelet client name the group
+    kubeadm:cluster-admins; `kubeadm init` would bind it to cluster-admin, its phases do not (without it,
+    logs and exec are forbidden)."""
+    from kubernetes import client as kclient
+
+    body = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "kubeadm:cluster-admins"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kubeadm:cluster-admins"}]}
+    c = api(lay)
+    try:
+        kclient.RbacAuthorizationV1Api(c).create_cluster_role_binding(body)
+    except kclient.ApiException as e:
+        if e.status != 409:  # already there: a restart over existing state
+            raise
+    finally:
+        c.close()
+
+
+def node_ready(lay: Layout) -> bool:
+    from kubernetes import client as kclient
+
+    c = api(lay)
+    try:
+        node = kclient.CoreV1Api(c).read_node(NODE_NAME)
+        return any(cond.type == "Ready" and cond.status == "True" for cond in node.status.conditions or [])
+    finally:
+        c.close()
+
+
+# --- up / down ----------------------------------------------------------------------------------------
+
+def up(lay: Layout, log: Callable[[str], None]) -> None:
+    preflight()
+    progs = binaries.build(log)
+    alive = running(lay)
+    if set(ORDER) <= set(alive):
+        log(f"cluster already up ({lay.root})")
+        return
+    if alive:
+        raise HarnessError(f"a partial cluster is running ({', '.join(sorted(alive))}): "
+                           "run `make cluster-down` first")
+    t0 = time.monotonic()
+    lay.root.mkdir(parents=True, exist_ok=True)
+    _record_host(lay)
+    _prepare_host()
+    _pki(lay, progs["kubeadm"])
+    _write_configs(lay)
+    kc = lay.kubeconfigs
+    pki = lay.pki
+    etcd_url = f"http://127.0.0.1:{ETCD_CLIENT_PORT}"
+    _start(lay, "etcd", [str(progs["etcd"]), "--name", "node", "--data-dir", str(lay.etcd),
+                         "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+                         "--listen-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
+                         "--initial-advertise-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
+                         "--initial-cluster", f"node=http://127.0.0.1:{ETCD_PEER_PORT}",
+                         "--listen-metrics-urls", "http://127.0.0.1:23810", "--log-level", "warn"], log)
+    _start(lay, "kube-apiserver", [
+        str(progs["kube-apiserver"]), f"--etcd-servers={etcd_url}", f"--bind-address={NODE_IP}",
+        f"--advertise-address={NODE_IP}", f"--secure-port={API_PORT}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--client-ca-file={pki / 'ca.crt'}", f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        # logs and exec reach the kubelet by the node's address, not by resolving its name.
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--service-account-issuer=https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+        f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
+        "--profiling=false"], log)
+    _wait("the API server ready", lambda: _api_ready(lay), lay, "kube-apiserver", 120)
+    log(f"API server ready at https://{NODE_IP}:{API_PORT} ({time.monotonic() - t0:.1f} s)")
+    _grant_cluster_admins(lay)
+    cm = str(kc / "controller-manager.conf")
+    _start(lay, "kube-controller-manager", [
+        str(progs["kube-controller-manager"]), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",
+        f"--authorization-kubeconfig={cm}", "--bind-address=127.0.0.1", "--secure-port=10257",
+        f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}", f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}", "--use-service-account-credentials=true",
+        # No node IPAM controller: the node's pod range is the kubelet's own (host-local on the bridge).
+        "--controllers=*,-nodeipam", "--leader-elect=false", "--profiling=false"], log)
+    sc = str(kc / "scheduler.conf")
+    _start(lay, "kube-scheduler", [
+        str(progs["kube-scheduler"]), f"--kubeconfig={sc}", f"--authentication-kubeconfig={sc}",
+        f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", "--secure-port=10259",
+        "--leader-elect=false", "--profiling=false"], log)
+    _start(lay, "containerd", ["containerd", "--config", str(lay.config / "containerd.toml")], log)
+    _wait("containerd's socket", lay.containerd_socket.exists, lay, "containerd", 60)
+    images.load_pause(lay, progs["pause"], log)
+    _start(lay, "kubelet", [
+        str(progs["kubelet"]), f"--config={lay.config / 'kubelet.yaml'}", f"--kubeconfig={kc / 'kubelet.conf'}",
+        f"--root-dir={lay.kubelet}", f"--cert-dir={lay.kubelet / 'pki'}", f"--node-ip={NODE_IP}",
+        f"--hostname-override={NODE_NAME}"], log)
+    _wait("the node Ready", lambda: node_ready(lay), lay, "kubelet", 120)
+    log(f"node {NODE_NAME} Ready ({time.monotonic() - t0:.1f} s)")
+    _start(lay, "kube-proxy", [str(progs["kube-proxy"]), f"--config={lay.config / 'kube-proxy.yaml'}"], log)
+    _start(lay, "coredns", [str(progs["coredns"]), "-conf", str(lay.config / "Corefile")], log)
+    log(f"cluster up in {time.monotonic() - t0:.1f} s; KUBECONFIG={lay.admin_kubeconfig}")
+
+
+def _kill_containers(lay: Layout, log: Callable[[str], None]) -> None:
+    if lay.runc_root.is_dir():
+        for root in [lay.runc_root, *[p for p in lay.runc_root.iterdir() if p.is_dir()]]:
+            listing = _sh("runc", "--root", str(root), "list", "-q", check=False).stdout.split()
+            for cid in listing:
+                _sh("runc", "--root", str(root), "kill", cid, "KILL", check=False)
+                _sh("runc", "--root", str(root), "delete", "--force", cid, check=False)
+    # Whatever is left in the pods' cgroups (a shim's child, a container runc no longer knows).
+    left = []
+    for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        for procs in d.rglob("cgroup.procs"):
+            left += [int(x) for x in procs.read_text().split()]
+    for pid in set(left):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    if left:
+        log(f"killed {len(set(left))} container processes left in the pods' cgroups")
+
+
+def _shims(lay: Layout) -> list[tuple[int, float]]:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        cmd = p.info.get("cmdline") or []
+        if cmd and "containerd-shim" in Path(cmd[0]).name and str(lay.containerd_socket) in cmd:
+            out.append((p.info["pid"], p.info["create_time"]))
+    return out
+
+
+def _unmount_under(prefixes: list[str]) -> int:
+    """Unmount every mount point that starts with one of ``prefixes`` (a directory, or a name prefix such as
+    /run/netns/cni-), deepest first."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    hits = [m for m in mounts if any(m.startswith(p) for p in prefixes)]
+    for m in sorted(set(hits), key=len, reverse=True):
+        _sh("umount", "-l", m, check=False)
+    return len(set(hits))
+
+
+def _clean_iptables() -> None:
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for table in ("filter", "nat", "mangle"):
+            rules = _sh(tool, "-t", table, "-S", check=False).stdout.splitlines()
+            ours = {r.split()[1] for r in rules if r.startswith("-N ") and r.split()[1].startswith(IPTABLES_PREFIXES)}
+            if not ours:
+                continue
+            for r in rules:  # rules in the built-in chains that lead into ours (comments are quoted)
+                parts = shlex.split(r)
+                if parts[0] == "-A" and parts[1] not in ours and any(x in ours for x in parts):
+                    _sh(tool, "-t", table, "-D", *parts[1:], check=False)
+            for chain in ours:
+                _sh(tool, "-t", table, "-F", chain, check=False)
+            for chain in ours:
+                _sh(tool, "-t", table, "-X", chain, check=False)
+
+
+def _remove_cgroups() -> None:
+    for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            try:
+                sub.rmdir()
+            except OSError:
+                pass
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def down(lay: Layout, log: Callable[[str], None]) -> None:
+    """Everything up() started or changed, undone; safe to repeat, and after a crash half-way up."""
+    recs = _read_pids(lay)
+    by_name = {n: (r["pid"], r["started"]) for n, r in recs.items()}
+    for name in ("kubelet", "kube-proxy", "coredns", "kube-scheduler", "kube-controller-manager"):
+        if name in by_name:
+            process.stop_started([by_name[name]], timeout_s=15)
+    _kill_containers(lay, log)
+    process.stop_started([by_name["containerd"]] if "containerd" in by_name else [], timeout_s=15)
+    process.stop_started(_shims(lay), timeout_s=5)
+    for name in ("kube-apiserver", "etcd"):
+        if name in by_name:
+            process.stop_started([by_name[name]], timeout_s=15)
+    host = json.loads(lay.host.read_text()) if lay.host.is_file() else {"sysctls": {}, "existed": list(HOST_DIRS),
+                                                                          "bridge_existed": True}
+    n = _unmount_under([str(lay.root) + "/", "/run/netns/cni-", "/var/lib/kubelet/"])
+    for ns in Path("/run/netns").glob("cni-*"):
+        ns.unlink(missing_ok=True)
+    _clean_iptables()
+    if not host.get("bridge_existed") and Path("/sys/class/net", BRIDGE).exists():
+        _sh("ip", "link", "delete", BRIDGE, check=False)
+    for key, value in host.get("sysctls", {}).items():
+        Path("/proc/sys", key).write_text(value)
+    for d in HOST_DIRS:
+        if d not in host.get("existed", HOST_DIRS) and Path(d).exists():
+            shutil.rmtree(d, ignore_errors=True)
+    _remove_cgroups()
+    if lay.root.exists():
+        shutil.rmtree(lay.root, ignore_errors=True)
+    log(f"cluster down: {len(recs)} processes stopped, {n} mounts released, host restored")
+
+
+def status(lay: Layout) -> dict[str, object]:
+    alive = running(lay)
+    out: dict[str, object] = {"components": {n: (n in alive) for n in ORDER}, "api": False, "node_ready": False}
+    if "kube-apiserver" in alive:
+        try:
+            out["api"] = _api_ready(lay)
+            out["node_ready"] = node_ready(lay)
+        except Exception:  # noqa: BLE001 - not answering is the status
+            pass
+    return out

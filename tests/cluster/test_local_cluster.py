@@ -1,0 +1,113 @@
+"""The single-node cluster without Docker, for real: up, pods from a locally built image, logs, exec, DNS,
+services, the API from a pod, and a down that leaves nothing on the host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client as kclient
+from kubernetes.stream import stream
+
+from harness.cluster import binaries, images, node
+from harness.cluster.layout import BRIDGE, NODE_NAME, Layout
+
+NS = "default"
+
+
+def _host_traces() -> dict[str, object]:
+    rules = "".join(subprocess.run([t, "-S", "-t", tb], capture_output=True, text=True).stdout
+                    for t in ("iptables", "ip6tables") for tb in ("filter", "nat", "mangle"))
+    return {
+        "chains": sorted({ln.split()[1] for ln in rules.splitlines()
+                          if ln.startswith("-N ") and ln.split()[1].startswith(node.IPTABLES_PREFIXES)}),
+        "bridge": Path("/sys/class/net", BRIDGE).exists(),
+        "netns": sorted(p.name for p in Path("/run/netns").glob("cni-*")) if Path("/run/netns").is_dir() else [],
+        "cgroups": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")),
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.fail("the local cluster test needs root (bridge, iptables, mounts): run `make test` as root")
+    if binaries.missing():
+        pytest.fail(f"cluster programs not built ({', '.join(binaries.missing())}): run `make cluster-tools`")
+    if Path("/sys/class/net", BRIDGE).exists():
+        pytest.fail(f"a cluster is already up on this machine (bridge {BRIDGE}): `make cluster-down` first")
+    before = _host_traces()
+    lay = Layout(tmp_path_factory.mktemp("cluster"))
+    try:
+        node.up(lay, log=print)
+        images.load(lay, images.base(print), print)
+        api = node.api(lay)
+        yield lay, kclient.CoreV1Api(api)
+        api.close()
+    finally:
+        node.down(lay, log=print)
+    assert node.running(lay) == {}
+    assert _host_traces() == before
+
+
+def _pod(name: str, command: list[str], labels: dict[str, str] | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "main", "image": images.BASE_IMAGE, "imagePullPolicy": "Never", "command": command}]}}
+
+
+def _wait_running(v1: kclient.CoreV1Api, names: list[str], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    phases: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        phases = {n: v1.read_namespaced_pod(n, NS).status.phase for n in names}
+        if all(p == "Running" for p in phases.values()):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"pods not running within {timeout_s} s: {phases}")
+
+
+def _exec(v1: kclient.CoreV1Api, pod: str, script: str) -> str:
+    return stream(v1.connect_get_namespaced_pod_exec, pod, NS, command=["bash", "-c", script],
+                  stderr=True, stdin=False, stdout=True, tty=False)
+
+
+SERVER = ("perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalPort=>8080,Listen=>5,ReuseAddr=>1) or die;"
+          " while($c=$s->accept){print $c qq(pong\\n); close $c}'")
+
+
+@pytest.fixture(scope="module")
+def pods(cluster):
+    _, v1 = cluster
+    v1.create_namespaced_pod(NS, _pod("server", ["sh", "-c", f"echo serving; exec {SERVER}"], {"app": "server"}))
+    v1.create_namespaced_pod(NS, _pod("client", ["sleep", "3600"]))
+    v1.create_namespaced_service(NS, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "server"},
+                                      "spec": {"selector": {"app": "server"},
+                                               "ports": [{"port": 80, "targetPort": 8080}]}})
+    _wait_running(v1, ["server", "client"])
+    return v1
+
+
+def test_the_node_is_ready_and_runs_the_pinned_kubelet(cluster):
+    lay, v1 = cluster
+    info = v1.read_node(NODE_NAME).status.node_info
+    assert info.kubelet_version == binaries.KUBERNETES
+    assert node.node_ready(lay)
+
+
+def test_logs_and_exec_go_through_the_api_server(pods):
+    assert pods.read_namespaced_pod_log("server", NS).strip() == "serving"
+    assert _exec(pods, "client", "echo $((6 * 7))").strip() == "42"
+
+
+def test_a_service_resolves_and_carries_traffic_between_pods(pods):
+    out = _exec(pods, "client", "getent hosts server.default.svc.cluster.local; "
+                                "exec 3<>/dev/tcp/server/80; cat <&3")
+    lines = out.strip().splitlines()
+    assert lines[0].split()[1] == "server.default.svc.cluster.local" and lines[-1] == "pong"
+
+
+def test_a_pod_reaches_the_api_server_by_its_service(pods):
+    assert _exec(pods, "client", "exec 3<>/dev/tcp/kubernetes.default/443 && echo open").strip() == "open"
