@@ -14,7 +14,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
 .PHONY: setup system-packages python jars agents test test-agents lint run bench clean \
-	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-down
+	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down
 
 setup: system-packages python jars agents
 
@@ -85,6 +85,8 @@ CHECKOV ?= $(TOOLS)/checkov-$(CHECKOV_VERSION)/bin/checkov
 KIND_VERSION := v0.26.0
 KIND ?= $(TOOLS)/kind-$(KIND_VERSION)/kind
 KIND_CLUSTER ?= rmq-harness
+# The RocketMQ versions whose broker images kind-up builds from the jars `make jars` fetched for VARIANTS.
+ROCKETMQ_VERSIONS ?= 5.3.3
 RELEASE ?= rmq
 NAMESPACE ?= rmq-harness
 IMAGE_TAG ?= dev
@@ -116,17 +118,22 @@ $(KIND):
 
 k8s-tools: $(HELM) $(CHECKOV)
 
-kind-up: $(KIND)
+kind-up: $(KIND) jars
 	@command -v docker >/dev/null && command -v kubectl >/dev/null || \
 	  { echo "error: kind-up needs docker (a running engine) and kubectl on PATH" >&2; exit 1; }
 	$(KIND) get clusters | grep -qx $(KIND_CLUSTER) || $(KIND) create cluster --config charts/kind/cluster.yaml --name $(KIND_CLUSTER)
 	docker build -t rmq-pop-harness:$(IMAGE_TAG) .
 	$(KIND) load docker-image rmq-pop-harness:$(IMAGE_TAG) --name $(KIND_CLUSTER)
+	for v in $(ROCKETMQ_VERSIONS); do \
+	  docker build -f rocketmq.Dockerfile --build-arg ROCKETMQ_VERSION=$$v -t rmq-harness-rocketmq:$$v $(HOME)/.cache/rmq-harness/rocketmq/$$v && \
+	  $(KIND) load docker-image rmq-harness-rocketmq:$$v --name $(KIND_CLUSTER) || exit 1; \
+	done
 
 # Not helm --wait: kind's storage class binds the runs volume only when the first run mounts it.
+# VALUES=file adds a values file (the Docker-less cluster: charts/rocketmq-pop-harness/ci/04-docker-less-values.yaml).
 deploy: $(HELM) python
 	$(HELM) upgrade --install $(RELEASE) $(CHART) --namespace $(NAMESPACE) --create-namespace \
-	  --set harnessImage.tag=$(IMAGE_TAG)
+	  $(if $(VALUES),-f $(VALUES)) --set harnessImage.tag=$(IMAGE_TAG)
 	$(HARNESS) k8s status $(K8S_FLAGS) --wait 900
 
 # A run as a Job in the cluster; its archive is copied into runs/ when it ends.
@@ -168,6 +175,10 @@ cluster-tools: python cluster-packages
 
 cluster-up: cluster-tools
 	$(HARNESS) cluster up
+
+# The harness image and the brokers' images (rocketmq.Dockerfile over the cached jars), loaded into it.
+cluster-images: python
+	$(HARNESS) cluster images $(VARIANT_FLAGS)
 
 cluster-down: python
 	$(HARNESS) cluster down

@@ -18,7 +18,7 @@ from rich.table import Table
 from harness import __version__
 from harness.endpoints import Endpoints
 from harness.errors import EXIT_USAGE, ConfigError, HarnessError
-from harness.paths import state_dir
+from harness.paths import REPO_ROOT, state_dir
 from harness.variants import load_variants, select
 
 # Piped output (CI logs, files) gets wide lines rather than tables squeezed to 80 columns.
@@ -136,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
     csub.add_parser("build", help="build the cluster's programs into the cache (up does this when needed)")
     csub.add_parser("up", help="start the cluster; prints the KUBECONFIG to use")
     csub.add_parser("status", help="which components run, and whether the API and the node are ready")
+    cimg = csub.add_parser("images", help="build the harness image and the broker images of the variants' "
+                           "versions (podman, on local Debian stand-ins) and load them into the cluster")
+    cimg.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                      help="variants whose RocketMQ versions get a broker image (repeatable; default: unpatched "
+                           "and patched, the chart's default variants)")
+    cimg.add_argument("--tag", default="dev", help="the harness image's tag (the chart's harnessImage.tag)")
     csub.add_parser("down", help="stop the cluster and remove everything it left on the host")
 
     cal = sub.add_parser("calibrate", help="measure the verdict rule on real brokers: the false-verdict rate of "
@@ -448,6 +454,22 @@ def _cluster(args: argparse.Namespace) -> int:
         console.print(f"export KUBECONFIG={lay.admin_kubeconfig}")
     elif args.action == "down":
         node.down(lay, log)
+    elif args.action == "images":
+        from harness.backends.local import jars
+        from harness.cluster import images
+
+        if not node.status(lay)["node_ready"]:
+            raise ConfigError("the cluster is not up: `make cluster-up` first")
+        wanted = select(load_variants(args.variants), args.variants_wanted or ["unpatched", "patched"])
+        for v in wanted:
+            if v.jars is not None:
+                raise ConfigError(f"variant {v.name} runs local jars ({v.jars}); broker images are built from "
+                                  "Maven Central versions only")
+        images.harness_image(lay, REPO_ROOT, args.tag, log)
+        images.prometheus_image(lay, log)
+        for version in dict.fromkeys(v.version for v in wanted):
+            jars.ensure_version(version, log)
+            images.rocketmq_image(lay, REPO_ROOT, version, jars.version_dir(version), log)
     else:
         st = node.status(lay)
         for name, up in st["components"].items():

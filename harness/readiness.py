@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.client import remoting
-from harness.client.driver import Driver, driver
+from harness.client.driver import Driver, NotReady, driver
 from harness.endpoints import Endpoints
 from harness.errors import HarnessError
 
@@ -105,11 +105,20 @@ def wait_serving(ep: Endpoints, protocol: str, deadline: float, alive: Callable[
                     raise HarnessError(f"{ep.variant}: broker {ep.broker} does not accept admin requests: {e}",
                                        detail=detail()) from e
                 time.sleep(0.5)
-        try:
-            return round_trip(d, READY_TOPIC, READY_GROUP, timeout_s=max(10.0, deadline - time.monotonic()))
-        except Exception as e:  # noqa: BLE001 - any client failure means not ready; say which
-            raise HarnessError(f"{ep.variant}: send/pop round trip through {protocol} {ep.grpc} failed: {e}",
-                               detail=detail()) from e
+        while True:
+            try:
+                return round_trip(d, READY_TOPIC, READY_GROUP, timeout_s=max(10.0, deadline - time.monotonic()))
+            except NotReady as e:
+                # A broker just started accepts admin requests before its proxy serves consumers (seen on
+                # Kubernetes, where the pod is recreated for the run): try again until the deadline.
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"{ep.variant}: {e}", detail=detail()) from e
+                alive()
+                d.close()
+                d = driver(protocol, ep)
+            except Exception as e:  # noqa: BLE001 - any other client failure means not ready; say which
+                raise HarnessError(f"{ep.variant}: send/pop round trip through {protocol} {ep.grpc} failed: {e}",
+                                   detail=detail()) from e
     finally:
         d.close()
 

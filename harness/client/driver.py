@@ -28,6 +28,11 @@ class DriverError(Exception):
     """The client cannot give what the harness measures (e.g. a version that hides the store timestamp)."""
 
 
+class NotReady(Exception):
+    """The server is reachable but not serving this client yet (e.g. a proxy that has not sent its settings):
+    worth another try until a deadline, unlike a DriverError."""
+
+
 # How a workload records a DriverError (the detail of its error event); a run with one is refused.
 CLIENT_UNFIT = "client unfit"
 

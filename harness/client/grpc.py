@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.client import remoting
-from harness.client.driver import Delivery, DriverError, Offload, Received, direct
+from harness.client.driver import Delivery, DriverError, NotReady, Offload, Received, direct
 from harness.endpoints import Endpoints
 
 _CLIENT_LOGGER = "rocketmq-python-client"
@@ -130,7 +130,7 @@ class GrpcDriver:
         # receive can overtake its Telemetry handshake and fail in the proxy ("settings" is null).
         settings = getattr(client, "_init_settings_event", None)
         if settings is not None and not self._offload(lambda: settings.wait(SETTINGS_TIMEOUT_S)):
-            raise DriverError(f"the proxy at {self.endpoints.grpc} sent no settings to consumer group {group} "
+            raise NotReady(f"the proxy at {self.endpoints.grpc} sent no settings to consumer group {group} "
                               f"within {SETTINGS_TIMEOUT_S} s")
         return GrpcPopConsumer(client, self._offload)
 

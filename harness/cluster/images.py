@@ -102,3 +102,96 @@ def base(log: Callable[[str], None], mirror: str = DEBIAN_MIRROR) -> str:
             raise HarnessError(f"importing the debootstrap tree as {BASE_IMAGE} failed",
                                detail=imp.stderr.decode(errors="replace")[-2000:])
     return BASE_IMAGE
+
+
+# Local stand-ins for the public base images the Dockerfiles start FROM, made from the debootstrap base and
+# tagged with the public names in the harness's own podman store (never pushed, never in the user's), so
+# the same Dockerfiles build here with --pull=never. They trust the machine's own extra CAs
+# (/usr/local/share/ca-certificates): behind a TLS-inspecting egress proxy Maven Central and PyPI are
+# unreachable from a build otherwise.
+HOST_CAS = Path("/usr/local/share/ca-certificates")
+TRUST_HOST_CAS = """COPY ca/ /usr/local/share/ca-certificates/
+RUN update-ca-certificates
+"""
+STAND_INS = {
+    "docker.io/library/python:3.11-slim-bookworm": ("localhost/rmq-harness/python:3.11-bookworm", """FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && ln -s /usr/bin/python3 /usr/local/bin/python && ln -s /usr/bin/pip3 /usr/local/bin/pip
+{trust}# The image is the environment: pip may install into the system Python, as in python:3.11-slim; and it
+# trusts the system's CAs, not only its own bundle.
+ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+"""),
+    "docker.io/library/eclipse-temurin:17-jre": ("localhost/rmq-harness/java:17-jre-bookworm", """FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/*
+"""),
+    "docker.io/library/maven:3.9.9-eclipse-temurin-17": ("localhost/rmq-harness/maven:3-jdk17-bookworm", """FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends maven openjdk-17-jdk-headless ca-certificates-java \
+    && rm -rf /var/lib/apt/lists/*
+{trust}"""),
+}
+
+
+def stand_ins(log: Callable[[str], None]) -> None:
+    """Every stand-in built when missing and tagged with the public name it stands in for."""
+    b = base(log)
+    for public, (image, containerfile) in STAND_INS.items():
+        if not present(image):
+            with tempfile.TemporaryDirectory() as ctx:
+                cas = sorted(HOST_CAS.glob("*.crt")) if HOST_CAS.is_dir() else []
+                (Path(ctx) / "ca").mkdir()
+                for ca in cas:
+                    (Path(ctx) / "ca" / ca.name).write_bytes(ca.read_bytes())
+                if cas:
+                    log(f"{image}: trusting this machine's CAs {', '.join(c.name for c in cas)}")
+                build(image, Path(ctx), containerfile.format(base=b, trust=TRUST_HOST_CAS if cas else ""), log)
+        _run(podman("tag", image, public), f"tagging {image} as {public}")
+
+
+def _build_and_load(lay: Layout, name: str, dockerfile: Path, context: Path, args: dict[str, str],
+                    log: Callable[[str], None]) -> str:
+    """Build ``dockerfile`` on the stand-ins and load it into the cluster under the name kubelet resolves a
+    short chart name to (``rmq-pop-harness:dev`` is docker.io/library/rmq-pop-harness:dev)."""
+    stand_ins(log)
+    cri = f"docker.io/library/{name}"
+    log(f"building {cri} from {dockerfile.name}")
+    flags = [x for k, v in args.items() for x in ("--build-arg", f"{k}={v}")]
+    _run(podman("build", "--network=host", "--pull=never", *flags, "-t", cri, "-f", str(dockerfile), str(context)),
+         f"building {cri}")
+    load(lay, cri, log)
+    return cri
+
+
+def harness_image(lay: Layout, repo_root: Path, tag: str, log: Callable[[str], None]) -> str:
+    """The repository's Dockerfile (the load test and the agents the brokers mount)."""
+    return _build_and_load(lay, f"rmq-pop-harness:{tag}", repo_root / "Dockerfile", repo_root, {}, log)
+
+
+ROCKETMQ_REPOSITORY = "rmq-harness-rocketmq"
+
+
+def rocketmq_image(lay: Layout, repo_root: Path, version: str, dist_dir: Path, log: Callable[[str], None]) -> str:
+    """rocketmq.Dockerfile over a version's jars (``dist_dir`` holds lib/, as the local backend caches them)."""
+    if not (dist_dir / "lib").is_dir():
+        raise HarnessError(f"{dist_dir / 'lib'} missing: run `rmq-harness brokers fetch` for RocketMQ {version}")
+    return _build_and_load(lay, f"{ROCKETMQ_REPOSITORY}:{version}", repo_root / "rocketmq.Dockerfile", dist_dir,
+                           {"ROCKETMQ_VERSION": version}, log)
+
+
+# Prometheus from Debian's package (the version the local backend runs), as the chart's Prometheus runs it.
+PROMETHEUS_IMAGE = "localhost/rmq-harness/prometheus:debian-bookworm"
+PROMETHEUS_CONTAINERFILE = """FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends prometheus \
+    && rm -rf /var/lib/apt/lists/*
+USER 65534:65534
+ENTRYPOINT ["/usr/bin/prometheus"]
+"""
+
+
+def prometheus_image(lay: Layout, log: Callable[[str], None]) -> str:
+    if not present(PROMETHEUS_IMAGE):
+        with tempfile.TemporaryDirectory() as ctx:
+            build(PROMETHEUS_IMAGE, Path(ctx), PROMETHEUS_CONTAINERFILE.format(base=base(log)), log)
+    load(lay, PROMETHEUS_IMAGE, log)
+    return PROMETHEUS_IMAGE

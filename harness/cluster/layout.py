@@ -81,6 +81,10 @@ class Layout:
         return self.root / "config"
 
     @property
+    def volumes(self) -> Path:
+        return self.root / "volumes"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

@@ -189,12 +189,53 @@ def _grant_cluster_admins(lay: Layout) -> None:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kubeadm:cluster-admins"}]}
     c = api(lay)
     try:
-        kclient.RbacAuthorizationV1Api(c).create_cluster_role_binding(body)
+        _create(lambda: kclient.RbacAuthorizationV1Api(c).create_cluster_role_binding(body))
+    finally:
+        c.close()
+
+
+STORAGE_CLASS = "local-volumes"
+VOLUMES = 4
+
+
+def _default_storage(lay: Layout) -> None:
+    """A default StorageClass whose volumes are directories of the state dir, made ahead (no provisioner
+    runs here): what a chart's claims bind to, as kind's local-path provisioner gives them there."""
+    from kubernetes import client as kclient
+
+    c = api(lay)
+    try:
+        storage = kclient.StorageV1Api(c)
+        core = kclient.CoreV1Api(c)
+        sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+              "metadata": {"name": STORAGE_CLASS,
+                           "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+              "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
+              "reclaimPolicy": "Retain"}
+        _create(lambda: storage.create_storage_class(sc))
+        for i in range(VOLUMES):
+            path = lay.volumes / f"pv-{i}"
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o777)  # the charts' pods run as their images' own non-root users
+            pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"local-pv-{i}"},
+                  "spec": {"capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteOnce"],
+                           "persistentVolumeReclaimPolicy": "Retain", "storageClassName": STORAGE_CLASS,
+                           "local": {"path": str(path)},
+                           "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                               {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}]}]}}}}
+            _create(lambda pv=pv: core.create_persistent_volume(pv))
+    finally:
+        c.close()
+
+
+def _create(call: Callable[[], object]) -> None:
+    from kubernetes import client as kclient
+
+    try:
+        call()
     except kclient.ApiException as e:
         if e.status != 409:  # already there: a restart over existing state
             raise
-    finally:
-        c.close()
 
 
 def node_ready(lay: Layout) -> bool:
@@ -251,6 +292,7 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
     _wait("the API server ready", lambda: _api_ready(lay), lay, "kube-apiserver", 120)
     log(f"API server ready at https://{NODE_IP}:{API_PORT} ({time.monotonic() - t0:.1f} s)")
     _grant_cluster_admins(lay)
+    _default_storage(lay)
     cm = str(kc / "controller-manager.conf")
     _start(lay, "kube-controller-manager", [
         str(progs["kube-controller-manager"]), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",

@@ -10,16 +10,16 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.backends.k8s import naming
+from harness.backends.k8s import cluster, naming
 from harness.backends.k8s.chart_values import ChartValues
-from harness.backends.local.config import BROKER_DEFAULTS
+from harness.backends.local.config import BROKER_DEFAULTS, COMMON_JVM
+from harness.backends.local.jars import MAIN_CLASSES
 from harness.cli import _parser
 from harness.paths import REPO_ROOT
 from harness.scenario import parse_scenario
@@ -135,30 +135,56 @@ def variant_sets(objs: list[dict]) -> dict[str, dict]:
     return {o["metadata"]["labels"][naming.VARIANT]: o for o in find(objs, "StatefulSet")}
 
 
-def test_patched_variant_mounts_and_loads_the_fix_agent(rendered):
-    objs = rendered["01-default-values.yaml"]
+def _patched_spec(objs: list[dict]) -> tuple[dict, dict]:
     sets = variant_sets(objs)
-    assert set(sets) == {"unpatched", "patched"}
     patched = sets["patched"]["spec"]["template"]["spec"]
     jar = Path(WAKEUP_FIX_JAR).name
     init = next(c for c in patched["initContainers"] if c["name"] == "agents")
     assert init["command"][-1] == "/agents/" and f"/app/{WAKEUP_FIX_JAR}" in init["command"]
     assert {"name": "agents", "mountPath": "/agents"} in init["volumeMounts"]
     broker = container(patched, naming.BROKER_CONTAINER)
-    opts = shlex.split(env_of(broker)["JAVA_OPT_EXT"])
-    assert f"-javaagent:/agents/{jar}" in opts
+    mount = next(m for m in broker["volumeMounts"] if m["name"] == "agents")
+    assert mount["mountPath"] == "/agents" and mount["readOnly"]
+    assert any(v["name"] == "agents" and "emptyDir" in v for v in patched["volumes"])
+    unpatched = sets["unpatched"]["spec"]["template"]["spec"]
+    assert "initContainers" not in unpatched
+    assert "-javaagent" not in " ".join(container(unpatched, naming.BROKER_CONTAINER)["command"])
+    assert f"-javaagent:/agents/{jar}" in cluster.jvm_options(_as_container(broker))
+    return patched, broker
+
+
+def _as_container(c: dict):
+    from types import SimpleNamespace as NS
+
+    return NS(command=c.get("command"), env=[NS(name=e["name"], value=e.get("value")) for e in c.get("env", [])])
+
+
+def test_patched_variant_runs_the_jars_of_the_local_backend_with_the_fix_agent(rendered):
+    objs = rendered["01-default-values.yaml"]
+    assert set(variant_sets(objs)) == {"unpatched", "patched"}
+    _, broker = _patched_spec(objs)
+    cmd = broker["command"]
+    assert broker["image"] == "rmq-harness-rocketmq:5.3.3"
+    # Java 17 with RocketMQ on the application class path: the agent is defined by the loader that loads
+    # RocketMQ, as on the local backend, whose JVM flags these are.
+    assert cmd[0] == "java" and set(COMMON_JVM) <= set(cmd) and "-Duser.home=/data" in cmd
+    cp = cmd.index("-cp")
+    assert cmd[cp + 1] == "/opt/rocketmq/lib/*" and cmd[cp + 2] == MAIN_CLASSES["proxy"]
+    assert cmd[cp + 3:cp + 5] == ["-pm", "local"]
+    assert cmd.index(f"-javaagent:/agents/{Path(WAKEUP_FIX_JAR).name}") < cp
+    namesrv = container(variant_sets(objs)["patched"]["spec"]["template"]["spec"], "namesrv")["command"]
+    assert namesrv[0] == "java" and namesrv[-1] == MAIN_CLASSES["namesrv"]
+
+
+def test_the_official_image_loads_the_agent_from_the_loader_of_its_scripts(rendered):
+    _, broker = _patched_spec(rendered["03-registry-names-values.yaml"])
+    assert broker["image"] == "registry.example.com/mirror/apache/rocketmq:5.3.3"
     # Loaded by the class loader that loads RocketMQ in the image (java.ext.dirs), the last setting wins.
     script = broker["command"][-1]
     assert broker["command"][:2] == ["sh", "-c"]
     assert script.rstrip().split(";")[-1].strip().startswith("exec sh mqbroker --enable-proxy")
     ext_dirs = re.search(r'-Djava\.ext\.dirs=(\S+?)"', script).group(1).split(":")
     assert ext_dirs == ["$JAVA_HOME/jre/lib/ext", "$home/lib", "/agents"]
-    mount = next(m for m in broker["volumeMounts"] if m["name"] == "agents")
-    assert mount["mountPath"] == "/agents" and mount["readOnly"]
-    assert any(v["name"] == "agents" and "emptyDir" in v for v in patched["volumes"])
-    unpatched = sets["unpatched"]["spec"]["template"]["spec"]
-    assert "initContainers" not in unpatched
-    assert "-javaagent" not in env_of(container(unpatched, naming.BROKER_CONTAINER))["JAVA_OPT_EXT"]
 
 
 def test_the_agents_the_chart_names_are_the_jars_the_image_ships():
@@ -175,13 +201,13 @@ def test_probe_profile_mounts_the_probe_last_on_every_broker_reachable_from_prom
     for variant, sts in sets.items():
         assert sts["metadata"]["labels"][naming.PROBE] == "true"
         broker = container(sts["spec"]["template"]["spec"], naming.BROKER_CONTAINER)
-        agents = [o for o in shlex.split(env_of(broker)["JAVA_OPT_EXT"]) if o.startswith("-javaagent:")]
+        agents = [o for o in broker["command"] if o.startswith("-javaagent:")]
         assert agents[-1] == f"-javaagent:/agents/{Path(PROBE_JAR).name}=port={naming.PORTS['probe']},host=0.0.0.0"
         assert {"name": "probe", "containerPort": naming.PORTS["probe"]} in broker["ports"]
         svc = one(objs, "Service", naming.variant_name(FULL, variant))
         assert {"name": "probe", "port": naming.PORTS["probe"], "targetPort": "probe"} in svc["spec"]["ports"]
     image = container(sets["upstream-5.4.0"]["spec"]["template"]["spec"], naming.BROKER_CONTAINER)["image"]
-    assert image == "apache/rocketmq:5.4.0"
+    assert image == "rmq-harness-rocketmq:5.4.0"
 
 
 def test_variant_services_are_where_the_backend_looks(rendered):
@@ -398,3 +424,18 @@ def test_the_chart_variants_are_the_repository_variants():
             (Path(a.jar).name, a.options) for a in v.agents], cv["name"]
         assert (cv.get("broker", {}), cv.get("proxy", {})) == (v.broker, v.proxy), cv["name"]
         assert not v.jars and not v.jvm_options, f"{cv['name']}: a local build or JVM options cannot go to the chart"
+
+
+def test_the_docker_less_profile_pulls_nothing_and_runs_without_grafana(rendered):
+    objs = rendered["04-docker-less-values.yaml"]
+    assert not [o for o in objs if "grafana" in o["metadata"]["name"]]
+    images = []
+    for name, spec in pod_specs(objs):
+        for c in spec["containers"] + spec.get("initContainers", []):
+            assert c["imagePullPolicy"] == "Never", (name, c["name"])
+            images.append(c["image"])
+    # What `rmq-harness cluster images` loads: the harness image, Prometheus from Debian, the broker image.
+    from harness.cluster import images as cluster_images
+
+    assert {"rmq-pop-harness:dev", cluster_images.PROMETHEUS_IMAGE,
+            f"{cluster_images.ROCKETMQ_REPOSITORY}:5.3.3"} == set(images)

@@ -29,7 +29,7 @@ class ApiException(Exception):
 
 
 def statefulset(variant: str, image: str = "apache/rocketmq:5.3.3", java_opts: str = "", replicas: int = 1) -> NS:
-    broker = NS(name="broker", image=image, env=[NS(name="JAVA_OPT_EXT", value=java_opts)])
+    broker = NS(name="broker", image=image, command=None, env=[NS(name="JAVA_OPT_EXT", value=java_opts)])
     return NS(metadata=NS(name=naming.variant_name(FULL, variant), labels={naming.VARIANT: variant}),
               spec=NS(replicas=replicas, template=NS(spec=NS(containers=[broker]))), status=NS(ready_replicas=1))
 

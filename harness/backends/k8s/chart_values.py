@@ -45,7 +45,10 @@ class Image(Strict):
 
 
 class RocketMQImage(Strict):
-    repository: Repository = Field(description="the image of Apache RocketMQ; each variant's version is its tag")
+    flavor: Literal["harness", "apache"] = Field(
+        "harness", description="harness: rocketmq.Dockerfile over the Maven Central jars (Java 17); apache: the "
+                               "official image and its scripts (Java 8)")
+    repository: Repository = Field(description="the brokers' image; each variant's version is its tag")
     pullPolicy: PullPolicy = "IfNotPresent"  # noqa: N815
 
 
@@ -56,7 +59,7 @@ class Agent(Strict):
 
 class ChartVariant(Strict):
     name: VariantName
-    version: ImageTag = Field(description="apache/rocketmq image tag, e.g. 5.3.3")
+    version: ImageTag = Field(description="RocketMQ version = the broker image's tag, e.g. 5.3.3")
     description: str = ""
     agents: list[Agent] = Field(default_factory=list)
     broker: BrokerOverrides = Field(default_factory=dict, description="broker.conf overrides")
@@ -101,6 +104,8 @@ class PrometheusValues(Strict):
 
 
 class GrafanaValues(Strict):
+    enabled: bool = Field(True, description="off where no registry serves the Grafana image (the Docker-less "
+                                            "cluster); its provisioning stays checked by rendering")
     image: Image
     adminUser: Annotated[str, StringConstraints(min_length=1)]  # noqa: N815
     resources: Resources

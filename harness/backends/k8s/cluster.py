@@ -68,6 +68,13 @@ def agent_option(jvm_options: str, jar: str) -> bool:
     return any(part.startswith("-javaagent:") and jar in part for part in jvm_options.split())
 
 
+def jvm_options(broker: object) -> str:
+    """The broker's JVM options in either image flavor: the java command line (harness) or JAVA_OPT_EXT
+    (apache, read by the image's start script)."""
+    env = {e.name: e.value or "" for e in broker.env or []}
+    return " ".join([*(broker.command or []), env.get("JAVA_OPT_EXT", "")])
+
+
 class K8sBackend:
     def __init__(
         self,
@@ -175,10 +182,10 @@ class K8sBackend:
                 f"variant {v.name}: deployed image {broker.image} is not version {v.version}; "
                 "make the chart's variant and the run's variant agree and `make deploy`"
             )
-        env = {e.name: e.value or "" for e in broker.env or []}
+        opts = jvm_options(broker)
         for agent in v.agents:
             jar = Path(agent.jar).name
-            if not agent_option(env.get("JAVA_OPT_EXT", ""), jar):
+            if not agent_option(opts, jar):
                 raise ConfigError(
                     f"variant {v.name}: agent {jar} is not mounted in {name}; "
                     + ("deploy with probe.enabled=true" if "probe" in jar else "list it under the variant's agents")

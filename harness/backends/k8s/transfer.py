@@ -46,5 +46,15 @@ def unpack(data: bytes, dest: Path) -> list[str]:
     """Unpack tar bytes into ``dest``; return the top-level names. Paths leaving ``dest`` are refused."""
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:
+            # Python 3.11 before 3.11.4 (Debian bookworm's 3.11.2) has no extraction filters: refuse by hand
+            # what the "data" filter refuses (absolute paths, escapes, links, devices).
+            root = dest.resolve()
+            for m in tar.getmembers():
+                target = (dest / m.name).resolve()
+                if not (m.isfile() or m.isdir()) or (target != root and root not in target.parents):
+                    raise HarnessError(f"refusing to unpack {m.name!r}: not a plain file or directory inside {dest}")
+            tar.extractall(dest)
         return sorted({PurePosixPath(m.name).parts[0] for m in tar.getmembers() if m.name not in ("", ".")})
