@@ -465,11 +465,11 @@ def _cluster(args: argparse.Namespace) -> int:
             if v.jars is not None:
                 raise ConfigError(f"variant {v.name} runs local jars ({v.jars}); broker images are built from "
                                   "Maven Central versions only")
-        images.harness_image(lay, REPO_ROOT, args.tag, log)
-        images.prometheus_image(lay, log)
+        dists = {}
         for version in dict.fromkeys(v.version for v in wanted):
             jars.ensure_version(version, log)
-            images.rocketmq_image(lay, REPO_ROOT, version, jars.version_dir(version), log)
+            dists[version] = jars.version_dir(version)
+        images.load_all(lay, REPO_ROOT, args.tag, dists, log)
     else:
         st = node.status(lay)
         for name, up in st["components"].items():

@@ -195,3 +195,11 @@ def prometheus_image(lay: Layout, log: Callable[[str], None]) -> str:
             build(PROMETHEUS_IMAGE, Path(ctx), PROMETHEUS_CONTAINERFILE.format(base=base(log)), log)
     load(lay, PROMETHEUS_IMAGE, log)
     return PROMETHEUS_IMAGE
+
+
+def load_all(lay: Layout, repo_root: Path, tag: str, dists: dict[str, Path], log: Callable[[str], None]) -> list[str]:
+    """What the chart's Docker-less profile runs: the harness image, Prometheus, and one broker image per
+    RocketMQ version (``dists``: version -> the directory holding its lib/)."""
+    loaded = [harness_image(lay, repo_root, tag, log), prometheus_image(lay, log)]
+    loaded += [rocketmq_image(lay, repo_root, version, path, log) for version, path in dists.items()]
+    return loaded

@@ -3,53 +3,16 @@ services, the API from a pod, and a down that leaves nothing on the host."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from kubernetes import client as kclient
 from kubernetes.stream import stream
 
 from harness.cluster import binaries, images, node
-from harness.cluster.layout import BRIDGE, NODE_NAME, Layout
+from harness.cluster.layout import NODE_NAME
 
 NS = "default"
-
-
-def _host_traces() -> dict[str, object]:
-    rules = "".join(subprocess.run([t, "-S", "-t", tb], capture_output=True, text=True).stdout
-                    for t in ("iptables", "ip6tables") for tb in ("filter", "nat", "mangle"))
-    return {
-        "chains": sorted({ln.split()[1] for ln in rules.splitlines()
-                          if ln.startswith("-N ") and ln.split()[1].startswith(node.IPTABLES_PREFIXES)}),
-        "bridge": Path("/sys/class/net", BRIDGE).exists(),
-        "netns": sorted(p.name for p in Path("/run/netns").glob("cni-*")) if Path("/run/netns").is_dir() else [],
-        "cgroups": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")),
-    }
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.fail("the local cluster test needs root (bridge, iptables, mounts): run `make test` as root")
-    if binaries.missing():
-        pytest.fail(f"cluster programs not built ({', '.join(binaries.missing())}): run `make cluster-tools`")
-    if Path("/sys/class/net", BRIDGE).exists():
-        pytest.fail(f"a cluster is already up on this machine (bridge {BRIDGE}): `make cluster-down` first")
-    before = _host_traces()
-    lay = Layout(tmp_path_factory.mktemp("cluster"))
-    try:
-        node.up(lay, log=print)
-        images.load(lay, images.base(print), print)
-        api = node.api(lay)
-        yield lay, kclient.CoreV1Api(api)
-        api.close()
-    finally:
-        node.down(lay, log=print)
-    assert node.running(lay) == {}
-    assert _host_traces() == before
 
 
 def _pod(name: str, command: list[str], labels: dict[str, str] | None = None) -> dict:

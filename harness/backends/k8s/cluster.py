@@ -40,7 +40,8 @@ def load_api_client() -> object:
         if in_cluster():
             config.load_incluster_config()
         else:
-            config.load_kube_config()
+            # KUBECONFIG as it is now: the client library reads it once, when it is first imported.
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     except config.ConfigException as e:
         raise HarnessError(
             f"no Kubernetes cluster to talk to ({e}); create one with `make kind-up` or set KUBECONFIG"

@@ -1,0 +1,98 @@
+"""The design card's first use, for real: the chart installed on the Docker-less cluster, a load test run
+as a Job through the k8s backend, its archive collected and compared, and what a run relies on checked in
+the cluster (the agents in the broker pods, Prometheus scraping the run, the runs volume outliving the
+release)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.backends.k8s import naming
+from harness.backends.local import jars
+from harness.cli import main
+from harness.cluster import images
+from harness.paths import REPO_ROOT
+from tests.chart.helm import CHART, NAMESPACE, RELEASE, helm_binary
+
+PROFILE = CHART / "ci" / "04-docker-less-values.yaml"
+FULL = naming.fullname(RELEASE)
+
+
+def _helm(*args: str) -> str:
+    out = subprocess.run([helm_binary(), *args], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, f"helm {' '.join(args)}: {out.stderr[-2000:]}"
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def release(cluster):
+    lay, v1 = cluster
+    jars.ensure_version("5.3.3", print)  # the version of the chart's default variants
+    images.load_all(lay, REPO_ROOT, "dev", {"5.3.3": jars.version_dir("5.3.3")}, print)
+    _helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
+          "--values", str(PROFILE), "--set", "probe.enabled=true")
+    assert main(["k8s", "status", "--release", RELEASE, "--namespace", NAMESPACE, "--wait", "600"]) == 0
+    return lay, v1
+
+
+@pytest.fixture(scope="module")
+def archive(release, tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["k8s", "run", "--release", RELEASE, "--namespace", NAMESPACE, "--variant", "unpatched",
+                 "--variant", "patched", "--scenario", "burst", "--probe", "--runs-dir", str(runs)]) == 0
+    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    return archive
+
+
+def test_the_verdict_on_the_cluster_is_the_fix(archive, tmp_path):
+    out = tmp_path / "report"
+    assert main(["compare", str(archive), "--baseline", "unpatched", "--candidate", "patched",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    [wakeup] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
+    assert summary["verdict"] == "improvement" and wakeup["verdict"] == "improvement"
+    assert wakeup["n_baseline"] >= 5 and wakeup["unit"] == "cycle"
+
+
+def test_the_archive_says_which_agents_ran_and_how_far_the_clocks_were(archive):
+    manifest = json.loads((archive / "manifest.json").read_text())
+    by_name = {v["name"]: v for v in manifest["variants"]}
+    assert any("installed" in line for line in by_name["patched"]["agent_report"]["pop-retry-wakeup.jar"])
+    for v in by_name.values():
+        low, high = v["clock_offset_ms"]
+        assert -10 <= low <= high <= 10
+        assert any("observing" in line for line in v["agent_report"]["pop-wakeup-probe.jar"])
+    assert (archive / "probe" / "patched.prom").read_text().startswith("# HELP rmq_probe_pop_wakeups_total")
+
+
+def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
+    lay, _ = release
+    from harness.cluster import node
+
+    run_id = archive.name
+    api = node.api(lay)
+    try:
+        path = (f"/api/v1/namespaces/{NAMESPACE}/services/http:{FULL}-prometheus:9090/proxy/api/v1/query"
+                f"?query=count%20by%20(job)%20(count_over_time(up%7Brun%3D%22{run_id}%22%7D%5B1h%5D))")
+        resp = api.call_api("GET", api.configuration.host + path)
+        result = json.loads(resp.read())["data"]["result"]
+    finally:
+        api.close()
+    jobs = {r["metric"]["job"] for r in result}
+    assert {"workers", "broker", "probe"} <= jobs, result
+    # and the run kept what it read from it
+    m = json.loads((archive / "manifest.json").read_text())["prometheus"]
+    assert m["series"]["harness"] > 0 and m["series"]["broker_pop"] > 0
+
+
+def test_uninstall_keeps_the_runs_volume(archive, release):
+    _, v1 = release
+    _helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+    claims = [c.metadata.name for c in v1.list_namespaced_persistent_volume_claim(NAMESPACE).items]
+    assert f"{FULL}-runs" in claims
+    pods = v1.list_namespaced_pod(NAMESPACE).items
+    assert not [p.metadata.name for p in pods if p.metadata.labels.get(naming.VARIANT)]
