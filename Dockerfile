@@ -23,11 +23,16 @@ RUN groupadd --gid 10001 harness \
 # The repository's layout under /app: the harness finds workloads/ and broker-patches/ next to its code.
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# The dependencies in a layer of their own (it changes with pyproject.toml only): a code change rebuilds
+# the small layers below, not pyspark and grpcio.
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+      > /tmp/requirements.txt \
+    && pip install --no-compile -r /tmp/requirements.txt && rm /tmp/requirements.txt
 COPY harness harness
 COPY spark spark
 COPY dashboards dashboards
 COPY workloads workloads
-RUN pip install --no-compile -e . && python -m compileall -q harness spark dashboards workloads
+RUN pip install --no-compile --no-deps -e . && python -m compileall -q harness spark dashboards workloads
 COPY --from=agents /src/broker-patches/target/pop-retry-wakeup.jar /src/broker-patches/target/pop-wakeup-probe.jar \
      broker-patches/target/
 USER 10001:10001

@@ -355,12 +355,18 @@ def _shims(lay: Layout) -> list[tuple[int, float]]:
 
 def _unmount_under(prefixes: list[str]) -> int:
     """Unmount every mount point that starts with one of ``prefixes`` (a directory, or a name prefix such as
-    /run/netns/cni-), deepest first."""
-    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    hits = [m for m in mounts if any(m.startswith(p) for p in prefixes)]
-    for m in sorted(set(hits), key=len, reverse=True):
-        _sh("umount", "-l", m, check=False)
-    return len(set(hits))
+    /run/netns/cni-), deepest first; again while any is left (a point can carry stacked mounts, e.g. a
+    network namespace seen through a shared /run/netns)."""
+    released = 0
+    for _ in range(10):
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        hits = sorted({m for m in mounts if any(m.startswith(p) for p in prefixes)}, key=len, reverse=True)
+        if not hits:
+            break
+        for m in hits:
+            _sh("umount", "-l", m, check=False)
+        released += len(hits)
+    return released
 
 
 def _clean_iptables() -> None:
@@ -382,17 +388,32 @@ def _clean_iptables() -> None:
                 _sh(tool, "-t", table, "-X", chain, check=False)
 
 
-def _remove_cgroups() -> None:
-    for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
-        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
+    """rmdir the pods' cgroups, deepest first. A killed container process can linger a moment (its shim
+    was stopped before reaping it, and init reaps it later), keeping its cgroup busy: kill and retry until
+    ``timeout_s``; return what is still there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = []
+        for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
+            for procs in d.rglob("cgroup.procs"):
+                for pid in procs.read_text().split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except ProcessLookupError:
+                        pass
+            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                try:
+                    sub.rmdir()
+                except OSError:
+                    pass
             try:
-                sub.rmdir()
+                d.rmdir()
             except OSError:
-                pass
-        try:
-            d.rmdir()
-        except OSError:
-            pass
+                left.append(str(d))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def down(lay: Layout, log: Callable[[str], None]) -> None:
@@ -412,7 +433,10 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
                                                                           "bridge_existed": True}
     n = _unmount_under([str(lay.root) + "/", "/run/netns/cni-", "/var/lib/kubelet/"])
     for ns in Path("/run/netns").glob("cni-*"):
-        ns.unlink(missing_ok=True)
+        try:
+            ns.unlink(missing_ok=True)
+        except OSError as e:  # still mounted somewhere: said at the end, the rest is cleaned anyway
+            log(f"could not remove {ns}: {e}")
     _clean_iptables()
     if not host.get("bridge_existed") and Path("/sys/class/net", BRIDGE).exists():
         _sh("ip", "link", "delete", BRIDGE, check=False)
@@ -421,9 +445,12 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
     for d in HOST_DIRS:
         if d not in host.get("existed", HOST_DIRS) and Path(d).exists():
             shutil.rmtree(d, ignore_errors=True)
-    _remove_cgroups()
+    stuck = _remove_cgroups()
     if lay.root.exists():
         shutil.rmtree(lay.root, ignore_errors=True)
+    if stuck:
+        raise HarnessError(f"cluster down: cgroups still busy after 20 s: {', '.join(stuck)} (processes that "
+                           "ignore SIGKILL: D state?); run `make cluster-down` again")
     log(f"cluster down: {len(recs)} processes stopped, {n} mounts released, host restored")
 
 
