@@ -453,7 +453,7 @@ def _cluster(args: argparse.Namespace) -> int:
         node.up(lay, log)
         console.print(f"export KUBECONFIG={lay.admin_kubeconfig}")
     elif args.action == "down":
-        node.down(lay, log)
+        node.down(node.owner() or lay, log)
     elif args.action == "images":
         from harness.backends.local import jars
         from harness.cluster import images

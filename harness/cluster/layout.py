@@ -29,6 +29,9 @@ PAUSE_IMAGE = "localhost/rmq-harness/pause:1"
 # on the way down only if they did not exist before the way up.
 HOST_DIRS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/netns")
 SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables")
+# Which state directory owns the host's cluster, and what its way up changed: outside that directory, so
+# a cluster whose starter was killed (and whose directory may since have gone) can still be taken down.
+OWNER_MARKER = Path("/run/rmq-harness-cluster.json")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from harness.cluster.layout import (
     HOST_DIRS,
     NODE_IP,
     NODE_NAME,
+    OWNER_MARKER,
     POD_CIDR,
     SERVICE_CIDR,
     SYSCTLS,
@@ -121,6 +122,29 @@ def _record_host(lay: Layout) -> None:
              "existed": [d for d in HOST_DIRS if Path(d).exists()],
              "bridge_existed": Path("/sys/class/net", BRIDGE).exists()}
     lay.host.write_text(json.dumps(state, indent=1))
+    tmp = OWNER_MARKER.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"root": str(lay.root), "host": state}, indent=1))
+    tmp.replace(OWNER_MARKER)
+
+
+def owner() -> Layout | None:
+    """The state directory of the cluster this host carries (running or left by a killed starter), if any."""
+    if not OWNER_MARKER.is_file():
+        return None
+    return Layout(Path(json.loads(OWNER_MARKER.read_text())["root"]))
+
+
+def take_down_stale(log: Callable[[str], None]) -> bool:
+    """Take down a cluster whose processes are all gone (its starter was killed: a CI runner's restart, a
+    kill -9) but whose traces are still on the host. A running cluster is left alone; True if one was."""
+    lay = owner()
+    if lay is None:
+        return False
+    if running(lay):
+        return True
+    log(f"a cluster left by a killed run ({lay.root}) still had traces on this host: taking them down")
+    down(lay, log)
+    return False
 
 
 def _prepare_host() -> None:
@@ -261,6 +285,12 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
     if alive:
         raise HarnessError(f"a partial cluster is running ({', '.join(sorted(alive))}): "
                            "run `make cluster-down` first")
+    other = owner()
+    if other is not None and other != lay:
+        if running(other):
+            raise HarnessError(f"another cluster is up on this host ({other.root}); take it down first "
+                               "(`make cluster-down`)")
+        take_down_stale(log)
     t0 = time.monotonic()
     lay.root.mkdir(parents=True, exist_ok=True)
     _record_host(lay)
@@ -419,6 +449,7 @@ def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
 def down(lay: Layout, log: Callable[[str], None]) -> None:
     """Everything up() started or changed, undone; safe to repeat, and after a crash half-way up."""
     recs = _read_pids(lay)
+    alive = running(lay)
     by_name = {n: (r["pid"], r["started"]) for n, r in recs.items()}
     for name in ("kubelet", "kube-proxy", "coredns", "kube-scheduler", "kube-controller-manager"):
         if name in by_name:
@@ -429,8 +460,13 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
     for name in ("kube-apiserver", "etcd"):
         if name in by_name:
             process.stop_started([by_name[name]], timeout_s=15)
-    host = json.loads(lay.host.read_text()) if lay.host.is_file() else {"sysctls": {}, "existed": list(HOST_DIRS),
-                                                                          "bridge_existed": True}
+    marker = json.loads(OWNER_MARKER.read_text()) if OWNER_MARKER.is_file() else {}
+    if lay.host.is_file():
+        host = json.loads(lay.host.read_text())
+    elif marker.get("root") == str(lay.root):
+        host = marker["host"]
+    else:  # nothing recorded what the way up changed: change nothing back that may not be ours
+        host = {"sysctls": {}, "existed": list(HOST_DIRS), "bridge_existed": True}
     n = _unmount_under([str(lay.root) + "/", "/run/netns/cni-", "/var/lib/kubelet/"])
     for ns in Path("/run/netns").glob("cni-*"):
         try:
@@ -448,10 +484,12 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
     stuck = _remove_cgroups()
     if lay.root.exists():
         shutil.rmtree(lay.root, ignore_errors=True)
+    if marker.get("root") == str(lay.root) and not stuck:
+        OWNER_MARKER.unlink(missing_ok=True)
     if stuck:
         raise HarnessError(f"cluster down: cgroups still busy after 20 s: {', '.join(stuck)} (processes that "
                            "ignore SIGKILL: D state?); run `make cluster-down` again")
-    log(f"cluster down: {len(recs)} processes stopped, {n} mounts released, host restored")
+    log(f"cluster down: {len(alive)} processes stopped, {n} mounts released, host restored")
 
 
 def status(lay: Layout) -> dict[str, object]:

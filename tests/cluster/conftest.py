@@ -32,7 +32,7 @@ def cluster(tmp_path_factory):
         pytest.fail("the local cluster tests need root (bridge, iptables, mounts): run `make test` as root")
     if binaries.missing():
         pytest.fail(f"cluster programs not built ({', '.join(binaries.missing())}): run `make cluster-tools`")
-    if Path("/sys/class/net", BRIDGE).exists():
+    if node.take_down_stale(print) or Path("/sys/class/net", BRIDGE).exists():
         pytest.fail(f"a cluster is already up on this machine (bridge {BRIDGE}): `make cluster-down` first")
     before = host_traces()
     lay = Layout(tmp_path_factory.mktemp("cluster"))
