@@ -161,6 +161,18 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--min-effect", type=float, default=0.10, help="the rule's margin (default 0.10)")
     cal.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (default 2000)")
 
+    mx = sub.add_parser("matrix", help="every scenario on every variant (side by side), then one Spark report: "
+                        "expectations, ledger and verdicts against the first variant")
+    mx.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME", required=True,
+                    help="a variant (repeat; the first is the baseline)")
+    mx.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
+                    help="a scenario file or built-in name (repeat), or 'all' (the default)")
+    mx.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
+    mx.add_argument("--archives", type=Path, nargs="+", default=None,
+                    help="analyse these archives instead of running (e.g. to re-render a matrix)")
+    mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
+    mx.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every variant")
+
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     from spark.jobs.compare import parser as compare_parser
 
@@ -232,14 +244,14 @@ def print_summary(summary: Sequence[dict]) -> None:
     t = Table(title="retry wakeup (receive - retry copy's store time, for a poll already waiting), pickup (the same, "
                     "for a poll that started later) and redelivery (receive - nack due)")
     for col in ("scenario", "variant", "cycles", "sent", "retries", "wakeup n", "p50", "p90", "max", "pickup n",
-                "p50 ", "redelivery p50", "never redelivered", "never received", "errors"):
+                "p50 ", "redelivery p50", "never redelivered", "lost", "dup", "cross", "errors"):
         t.add_column(col, justify="left" if col in ("scenario", "variant") else "right")
     for s in summary:
         w, p, r, ledger = s["wakeup_ms"], s["pickup_ms"], s["redelivery_ms"], s["ledger"]
         t.add_row(s["scenario"], s["variant"], str(s["cycles"]), str(s["sent"]), str(s["retry_deliveries"]),
                   str(w["n"]), _fmt_ms(w["p50"]), _fmt_ms(w["p90"]), _fmt_ms(w["max"]), str(p["n"]), _fmt_ms(p["p50"]),
                   _fmt_ms(r["p50"]), f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
-                  str(ledger["never_received"]), str(s["errors"]))
+                  str(ledger["lost"]), str(ledger["duplicated"]), str(ledger["cross_topic"]), str(s["errors"]))
     console.print(t)
 
 
@@ -386,6 +398,52 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_REGRESSION if args.fail_on_regression and summary["verdict"] == "regression" else 0
 
 
+def _matrix(args: argparse.Namespace) -> int:
+    from harness import matrix
+    from spark.jobs.matrix import parser as matrix_parser
+    from spark.jobs.matrix import run as run_matrix
+
+    variants = select(load_variants(args.variants), args.variants_wanted)
+    if args.out and args.out.exists():
+        raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
+    if args.archives:
+        outcome = matrix.Outcome(archives=list(args.archives))
+    else:
+        plan = matrix.scenarios(args.scenarios or [matrix.ALL])
+        matrix.check(plan, variants)
+        total = sum(matrix.estimate_s(sc) for sc in plan)
+        console.print(f"matrix: {len(plan)} scenario(s) x {len(variants)} variant(s), about {total / 60:.0f} min: "
+                      f"{', '.join(sc.name for sc in plan)}")
+        outcome = matrix.run_all(plan, variants, args.runs_dir, args.probe,
+                                 log=lambda line: console.print(f"[dim]{line}[/]"), on_result=print_summary)
+        if not outcome.archives:
+            raise HarnessError("every scenario's run failed; see the lines above")
+    argv = [*map(str, outcome.archives), *[x for v in variants for x in ("--variant", v.name)],
+            *[x for s, why in outcome.failed.items() for x in ("--failed", f"{s}={why}")]]
+    if args.out:
+        argv += ["--out", str(args.out)]
+    with console.status("the matrix on Spark ..."):
+        summary = run_matrix(matrix_parser().parse_args(argv))
+    print_matrix(summary)
+    return 0
+
+
+def print_matrix(summary: dict) -> None:
+    t = Table(title=f"scenario x variant (verdicts against {summary['baseline']})")
+    for col in ("scenario", "variant", "expectations", "wakeup p50", "lost", "dup", "cross", "dlq", "verdict",
+                "not met"):
+        t.add_column(col, justify="left" if col in ("scenario", "variant", "verdict", "not met") else "right")
+    for r in summary["overview"]:
+        colour = "red" if r["failing"] else "green"
+        t.add_row(r["scenario"], r["variant"], f"[{colour}]{r['expectations']}[/]", _fmt_ms(r["wakeup_p50_ms"]),
+                  str(r["lost"]), str(r["duplicated"]), str(r["cross_topic"]), str(r["dead_lettered"]), r["verdict"],
+                  "; ".join(r["failing"]) or "-")
+    console.print(t)
+    for s, why in summary["failed_runs"].items():
+        console.print(f"[red]scenario {s}: run failed:[/] {why}")
+    console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     import datetime as dt
 
@@ -499,6 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _calibrate(args)
         if args.command == "cluster":
             return _cluster(args)
+        if args.command == "matrix":
+            return _matrix(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(f"[red]error:[/] {e}", soft_wrap=True)

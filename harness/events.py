@@ -17,8 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# 2: the cycle column, cycle_start / cycle_end events, pickup_ms. Readers take version 1 archives too.
-EVENT_SCHEMA_VERSION = 2
+# 2: the cycle column, cycle_start / cycle_end events, pickup_ms. 3: the tag column. Readers take every
+# earlier version too.
+EVENT_SCHEMA_VERSION = 3
 KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end")
 
 SCHEMA = pa.schema(
@@ -42,8 +43,9 @@ SCHEMA = pa.schema(
         ("invisible_ms", pa.int64()),  # nacked: the invisible duration requested; received: at receive
         ("origin_topic", pa.string()),  # from the message body: the topic it was first sent to
         ("intended_group", pa.string()),  # from the message body
-        ("detail", pa.string()),  # error text; cycle_end: drained | timeout | spacing | run_end
+        ("detail", pa.string()),  # error text; cycle_end: drained | timeout
         ("cycle", pa.int32()),  # the produce-and-nack cycle the message belongs to (from its body)
+        ("tag", pa.string()),  # sent: the tag given; received / dlq_seen: the tag the message arrived with
         # Derived (filled by the archive writer; see harness.latency):
         ("wakeup_ms", pa.float64()),
         ("redelivery_ms", pa.float64()),
@@ -53,7 +55,8 @@ SCHEMA = pa.schema(
 COLUMNS = tuple(SCHEMA.names)
 DERIVED = ("wakeup_ms", "redelivery_ms", "pickup_ms")
 # What each version's files hold; a reader adds the missing ones as nulls.
-COLUMNS_BY_VERSION = {1: tuple(c for c in COLUMNS if c not in ("cycle", "pickup_ms")), 2: COLUMNS}
+COLUMNS_BY_VERSION = {1: tuple(c for c in COLUMNS if c not in ("cycle", "pickup_ms", "tag")),
+                      2: tuple(c for c in COLUMNS if c != "tag"), 3: COLUMNS}
 
 
 @dataclass
@@ -66,6 +69,7 @@ class MessageBody:
     send_ns: int
     run_id: str
     cycle: int | None = None
+    tag: str | None = None  # the tag it was sent with (the broker's own tag property may not survive)
 
     def encode(self) -> bytes:
         return json.dumps(self.__dict__, separators=(",", ":")).encode()
@@ -74,9 +78,10 @@ class MessageBody:
     def decode(cls, raw: bytes) -> MessageBody | None:
         try:
             d = json.loads(raw)
-            cycle = d.get("cycle")
+            cycle, tag = d.get("cycle"), d.get("tag")
             return cls(str(d["ledger_id"]), str(d["origin_topic"]), str(d["group"]), int(d["send_ns"]),
-                       str(d["run_id"]), int(cycle) if cycle is not None else None)
+                       str(d["run_id"]), int(cycle) if cycle is not None else None,
+                       str(tag) if tag is not None else None)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 

@@ -15,10 +15,13 @@ workers' live metrics), pandas Series (the archive writer, below) and Spark Colu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
+
+from harness import ledger
 
 NS_PER_MS = 1_000_000
 QUANTILES = (0.5, 0.9, 0.99)
@@ -90,14 +93,17 @@ def _dist(values: pd.Series) -> dict[str, float | int | None]:
     return out
 
 
-def retry_outcomes(events: pd.DataFrame) -> pd.DataFrame:
+def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int]) -> pd.DataFrame:
     """One row per retry the consumers asked for (a nack), with its cycle and whether it came back.
 
-    A nack of attempt n expects a delivery of attempt n + 1 to the same group; one that never comes is
-    a retry lost (or still pending when the run ended): the verdict counts it as an endless wait.
+    A nack of attempt n expects a delivery of attempt n + 1 to the same group, unless n is the last
+    delivery the group allows (``allowed_deliveries``: group -> retryMaxTimes + 1; the message is then
+    dead-lettered, not retried). One that never comes is a retry lost (or still pending when the run
+    ended): the verdict counts it as an endless wait.
     """
     keys = [k for k in NACK_KEYS if k in events.columns]
     nacks = events.loc[events["kind"] == "nacked", [*keys, "delivery_attempt", "cycle"]].copy()
+    nacks = nacks[nacks["delivery_attempt"] < nacks["group"].map(dict(allowed_deliveries)).fillna(float("inf"))]
     nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1
     nacks = nacks.drop_duplicates([*keys, "delivery_attempt"])
     retries = events.loc[is_retry_delivery(events["kind"], events["delivery_attempt"]), [*keys, "delivery_attempt"]]
@@ -115,17 +121,20 @@ def _ledger_ids(ev: pd.DataFrame, kind: str) -> set[tuple[str, str]]:
     return set(zip(rows["run_id"], rows["ledger_id"], strict=True))
 
 
-def summarize(events: pd.DataFrame) -> list[dict]:
-    """Per (scenario, variant): counts, the ledger, and wakeup / redelivery distributions (ms).
+def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]],
+              allowed_deliveries: Mapping[str, int]) -> list[dict]:
+    """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
+    ``allowed_deliveries`` group -> retryMaxTimes + 1), and wakeup / redelivery distributions (ms).
 
     Quantiles are numpy's default (linear interpolation); ``events`` must already be derived.
     """
     out = []
     for (scenario, variant), ev in events.groupby(["scenario", "variant"], sort=True):
+        classes = ledger.counts(ledger.classify(ev, subscriptions, allowed_deliveries))
         kinds = ev["kind"].value_counts()
         sent_ids, received_ids, acked_ids = (_ledger_ids(ev, k) for k in ("sent", "received", "acked"))
         recv = ev[ev["kind"] == "received"]
-        outcomes = retry_outcomes(ev)
+        outcomes = retry_outcomes(ev, allowed_deliveries)
         out.append({
             "scenario": scenario,
             "variant": variant,
@@ -145,6 +154,7 @@ def summarize(events: pd.DataFrame) -> list[dict]:
                 "duplicate_deliveries": int(recv.duplicated(DUPLICATE_KEYS).sum()),
                 "retries_expected": len(outcomes),
                 "retries_never_redelivered": int((~outcomes["redelivered"]).sum()),
+                **classes,
             },
             "cycles": len(ev.loc[ev["kind"] == "sent", ["run_id", "cycle"]].drop_duplicates()),
             "wakeup_ms": _dist(ev["wakeup_ms"]),

@@ -61,6 +61,11 @@ def create_resources(ep: Endpoints, scenario: Scenario) -> None:
             d.create_topic(t.name, queues=t.queues)
         for g in scenario.groups:
             d.create_group(g.name, retry_max_times=g.retry_max_times)
+            if g.read_dlq:
+                # The broker creates the DLQ (1 queue, read + write) on its first dead letter; made here so
+                # the reader can subscribe before that.
+                d.create_topic(g.dlq_topic, queues=1)
+                d.create_group(g.dlq_reader, retry_max_times=g.dlq_reader_retry_max_times)
     finally:
         d.close()
 
@@ -153,7 +158,8 @@ class Run:
             except Exception as e:  # noqa: BLE001 - reported, and the archive is still written
                 self.log(f"warning: {what} failed: {e}")
         merged = staging.merge_events(fleet.shard_dirs)
-        summary = summarize(merged) if not merged.empty else []
+        summary = summarize(merged, self.scenario.subscriptions(),
+                                                        self.scenario.allowed_deliveries()) if not merged.empty else []
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
             broker_configs=configs, agent_reports=agents, clock_offsets=clocks,

@@ -7,17 +7,48 @@ long. It says nothing about brokers: the same scenario runs against every varian
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
+from harness import expectations
 from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 2  # 2: cycles
+SCHEMA_VERSION = 3  # 2: cycles; 3: reference, expect
+
+
+def _rule(text: str) -> str:
+    expectations.parse(text)
+    return text
+
+
+Rule = Annotated[str, AfterValidator(_rule)]
+
+ALL_TAGS = "*"
+TagName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+# A consumer's tag filter: '*' (everything) or tags joined by '||' (RocketMQ's TAG expression).
+TagFilter = Annotated[str, StringConstraints(pattern=r"^(\*|[A-Za-z0-9_-]{1,64}(\|\|[A-Za-z0-9_-]{1,64})*)$")]
+
+
+def tag_matches(expression: str, tag: str | None) -> bool:
+    """Whether a consumer filtering on ``expression`` is meant to get a message tagged ``tag``."""
+    if expression == ALL_TAGS:
+        return True
+    return tag is not None and tag in expression.split("||")
 
 # The proxy's limits for gRPC consumers (ProxyConfig, rocketmq-facts.md): a receive's invisible duration
 # must be at least 10 s; its long-polling timeout is clamped to 5..20 s.
@@ -43,6 +74,35 @@ class Group(_Strict):
     topic: ResourceName = Field(description="the topic this group subscribes to")
     consumers: int = Field(2, ge=1, le=256, description="pop consumers in this group (Locust users)")
     retry_max_times: int = Field(16, ge=0, le=64, description="the group's retryMaxTimes on the broker")
+    read_dlq: bool = Field(False, description="read the group's dead-letter queue (%DLQ%<group>) with a reader "
+                           "of its own, so the ledger tells dead-lettered from lost")
+    tags: TagFilter = Field(ALL_TAGS, description="the group's tag filter: '*' or 'TagA||TagB'")
+    consumer_tags: list[TagFilter] = Field(
+        default_factory=list, description="per consumer (round robin), a filter of its own instead of tags: "
+        "consumers of one group that disagree on their subscription")
+
+    def consumer_filter(self, index: int) -> str:
+        """The tag filter of this group's ``index``-th consumer."""
+        return self.consumer_tags[index % len(self.consumer_tags)] if self.consumer_tags else self.tags
+
+    def wants(self, tag: str | None) -> bool:
+        """Whether a message tagged ``tag`` is owed to this group: some consumer of it filters for it."""
+        filters = self.consumer_tags or [self.tags]
+        return any(tag_matches(f, tag) for f in filters)
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"%DLQ%{self.name}"
+
+    @property
+    def dlq_reader(self) -> str:
+        """The reader's own consumer group. Its retryMaxTimes must exceed the dead-lettered messages'
+        reconsume times (the group's retryMaxTimes + 2), or the proxy forwards them on to the reader's DLQ."""
+        return f"{self.name}_dlq_reader"
+
+    @property
+    def dlq_reader_retry_max_times(self) -> int:
+        return self.retry_max_times + 16
 
 
 class Produce(_Strict):
@@ -54,6 +114,11 @@ class Produce(_Strict):
         3.0, ge=0, le=600, description="seconds to wait before producing, so consumers are already polling"
     )
     producers: int = Field(1, ge=1, le=64)
+    tags: list[TagName] = Field(default_factory=list, description="tags given to the messages in turn "
+                                "(message i gets tags[i % n]); none: untagged")
+
+    def tag(self, index: int) -> str | None:
+        return self.tags[index % len(self.tags)] if self.tags else None
 
 
 # Durations the client sends travel as whole seconds (rocketmq-python-client sets Duration.seconds only).
@@ -62,6 +127,8 @@ class Consume(_Strict):
     long_poll_s: int = Field(20, gt=0, le=300, description="long-polling timeout of each receive, s")
     batch: int = Field(16, ge=1, le=32, description="max messages per receive")
     processing_s: float = Field(0.0, ge=0, le=3_600, description="time spent on each delivery before ack/nack")
+    extend_s: int | None = Field(None, ge=1, le=43_200, description="before each ack, ask for more time first "
+                                 "(ChangeInvisibleDuration to extend_s) and ack with the handle that returns")
 
 
 class Nack(_Strict):
@@ -74,6 +141,16 @@ class Nack(_Strict):
         "so the message reappears when its invisible time runs out",
     )
     delay_s: int = Field(1, ge=0, le=43_200, description="change_invisible: the new invisible duration, s")
+    fraction: float = Field(1.0, gt=0, le=1, description="the share of messages nacked, chosen by ledger id "
+                            "(a hash), so every variant and every run nacks the same share")
+
+    def applies(self, attempt: int, ledger_id: str | None) -> bool:
+        """Whether this delivery attempt of this message is nacked."""
+        if attempt not in self.attempts:
+            return False
+        if self.fraction >= 1:
+            return True
+        return ledger_id is not None and zlib.crc32(ledger_id.encode()) % 10_000 < self.fraction * 10_000
 
 
 class Cycles(_Strict):
@@ -89,13 +166,19 @@ class Cycles(_Strict):
     settle_s: float = Field(1.0, ge=0, le=600, description="drained: pause before the next burst, so the "
                             "consumers are back in a long poll when it comes")
     drain_timeout_s: float = Field(60.0, gt=0, le=3_600, description="drained: a cycle not drained by then "
-                                   "is closed as timed out; its missing messages count as never redelivered")
+                                   "is closed as timed out; every scenario: how long the run's drain phase (no "
+                                   "new sends) waits for the open cycles before what is not acked counts as lost")
+    linger_s: float = Field(0.0, ge=0, le=3_600, description="after the drain phase, how long consumers go on "
+                            "before the run ends, so a late redelivery of something acked shows as a duplicate")
 
 
 class Scenario(_Strict):
-    schema_version: Literal[1, 2] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
     name: ResourceName
     description: str = ""
+    reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
+    expect: list[Rule] = Field(default_factory=list, description="what a CORRECT broker shows: rules such as "
+                               "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.expectations)")
     protocol: Literal["grpc"] = Field("grpc", description="grpc (remoting comes with its own issue)")
     retry_topic: Literal["v1", "v2"] = Field("v1", description="retry topic naming: sets enableRetryTopicV2")
     topics: list[Topic] = Field(min_length=1)
@@ -149,12 +232,32 @@ class Scenario(_Strict):
         return self
 
     @property
+    def expectations(self) -> list[expectations.Expectation]:
+        return [expectations.parse(r) for r in self.expect]
+
+    def owed_groups(self, topic: str, tag: str | None) -> list[str]:
+        """The groups a message sent to ``topic`` with ``tag`` is owed to."""
+        return [g.name for g in self.groups if g.topic == topic and g.wants(tag)]
+
+    def subscriptions(self) -> dict[str, dict[str, list[str]]]:
+        """Each topic -> its groups -> their consumers' tag filters (whom a message sent to it is owed)."""
+        out: dict[str, dict[str, list[str]]] = {t.name: {} for t in self.topics}
+        for g in self.groups:
+            out[g.topic][g.name] = list(g.consumer_tags or [g.tags])
+        return out
+
+    def allowed_deliveries(self) -> dict[str, int]:
+        """Each group -> how many deliveries a message may get before it is dead-lettered."""
+        return {g.name: g.retry_max_times + 1 for g in self.groups}
+
+    @property
     def produce_topic(self) -> str:
         return self.produce.topic or self.topics[0].name
 
     @property
     def consumer_count(self) -> int:
-        return sum(g.consumers for g in self.groups)
+        """Every consuming Locust user: the groups' consumers and one DLQ reader per group that reads it."""
+        return sum(g.consumers + int(g.read_dlq) for g in self.groups)
 
     @property
     def source(self) -> str:
@@ -172,11 +275,15 @@ class Scenario(_Strict):
         drains or times out. A run whose cycles are all done ends before."""
         c = self.cycles
         if self.produce.pattern == "steady":
-            return self.duration_s
-        per_cycle = c.drain_timeout_s + c.settle_s if self.drains else float(c.spacing)
-        if c.count == 0:
-            return self.produce.delay_s + self.duration_s + per_cycle
-        return self.produce.delay_s + c.count * per_cycle
+            return self.produce.delay_s + self.duration_s + c.drain_timeout_s + c.linger_s
+        if self.drains:
+            per_cycle = c.drain_timeout_s + c.settle_s
+            if c.count == 0:
+                return self.produce.delay_s + self.duration_s + per_cycle + c.linger_s
+            return self.produce.delay_s + c.count * per_cycle + c.linger_s
+        # Spaced bursts: the last starts by duration_s (or after count spacings), then the drain phase.
+        sending = self.duration_s + float(c.spacing) if c.count == 0 else c.count * float(c.spacing)
+        return self.produce.delay_s + sending + c.drain_timeout_s + c.linger_s
 
     def broker_overrides(self) -> dict[str, bool]:
         """Broker settings the scenario decides: the retry topic naming it is about, and whether scrapes

@@ -6,9 +6,13 @@ writer derived) with harness.latency's own functions: one definition for workers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from harness import ledger as message_ledger
 from harness.latency import (
     DUPLICATE_KEYS,
     LATEST_NACK_ORDER,
@@ -58,11 +62,18 @@ def retry_deliveries(events: DataFrame) -> DataFrame:
     )
 
 
-def retry_outcomes(events: DataFrame) -> DataFrame:
-    """One row per retry asked for (a nack of attempt n expects attempt n + 1 in the same group), with its
-    cycle and whether it came back; the same rule as harness.latency.retry_outcomes."""
+def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[str, int]]) -> DataFrame:
+    """One row per retry asked for (a nack of attempt n expects attempt n + 1 in the same group, unless n is
+    the last delivery the group allows), with its cycle and whether it came back; the same rule as
+    harness.latency.retry_outcomes. ``allowed_deliveries``: run id -> group -> retryMaxTimes + 1."""
+    spark = events.sparkSession
+    allowed = spark.createDataFrame(
+        [(run, g, int(n)) for run, groups in allowed_deliveries.items() for g, n in groups.items()],
+        "run_id string, group string, allowed int")
     nacks = (
         events.filter(F.col("kind") == "nacked")
+        .join(F.broadcast(allowed), on=["run_id", "group"], how="left")
+        .filter(F.col("allowed").isNull() | (F.col("delivery_attempt") < F.col("allowed")))
         .select(*KEYS, (F.col("delivery_attempt") + 1).alias("delivery_attempt"), CYCLE.alias("cycle"))
         .dropDuplicates([*KEYS, "delivery_attempt"])
     )
@@ -74,10 +85,32 @@ def retry_outcomes(events: DataFrame) -> DataFrame:
             .withColumn("redelivered", F.coalesce(F.col("redelivered"), F.lit(False))))
 
 
-def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame,
+_ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean"}
+LEDGER_DDL = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in message_ledger.SCHEMA)
+
+
+def ledger(events: DataFrame,
+           routing: Mapping[str, tuple[message_ledger.Subscriptions, Mapping[str, int]]]) -> DataFrame:
+    """harness.ledger's classification, one run at a time (a run is one scenario): one row per (message,
+    group). ``routing``: run id -> (topic -> groups -> tag filters, group -> deliveries allowed)."""
+    plain = {run: ({t: {g: list(f) for g, f in gs.items()} for t, gs in subs.items()}, dict(allowed))
+             for run, (subs, allowed) in routing.items()}
+
+    def one_run(pdf: pd.DataFrame) -> pd.DataFrame:
+        out = message_ledger.classify(pdf, *plain[pdf["run_id"].iloc[0]])
+        for f in message_ledger.SCHEMA:
+            if str(f.type).startswith("int"):
+                out[f.name] = out[f.name].astype("Int64")
+        return out
+
+    wanted = events.filter(F.col("kind").isin(list(message_ledger.KINDS)))
+    return wanted.groupBy("run_id").applyInPandas(one_run, LEDGER_DDL)
+
+
+def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledger_rows: DataFrame,
                 by: tuple[str, ...] = ("scenario", "variant")) -> DataFrame:
-    """Per (scenario, variant), or per ``by``: counts by kind, the ledger, and exact quantiles of each
-    distribution."""
+    """Per (scenario, variant), or per ``by``: counts by kind, the ledger (its classes from ``ledger_rows``),
+    and exact quantiles of each distribution."""
     by = list(by)
     ledger = F.concat_ws("/", "run_id", "ledger_id")
     counts = events.groupBy(*by).agg(
@@ -112,6 +145,14 @@ def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame,
         .groupBy(*dict.fromkeys([*by, *DUPLICATE_KEYS])).count()
         .groupBy(*by).agg(F.sum(F.col("count") - 1).alias("ledger_duplicate_deliveries"))
     )
+    classes = ledger_rows.groupBy(*by).agg(
+        F.sum(F.col("class").isin(list(message_ledger.OWED_CLASSES)).cast("long")).alias("ledger_owed"),
+        *[F.sum((F.col("class") == c).cast("long")).alias(f"ledger_{c}") for c in message_ledger.CLASSES],
+        *[F.sum(((F.col("class") == "dead_lettered") & cmp(F.col("deliveries"), F.col("allowed_deliveries")))
+                .cast("long")).alias(f"ledger_{name}")
+          for name, cmp in (("dlq_early", lambda a, b: a < b), ("dlq_late", lambda a, b: a > b))],
+        F.sum((F.col("class").isin(list(message_ledger.OWED_CLASSES)) & F.col("tag_changed")).cast("long"))
+        .alias("ledger_tag_changed"))
     retried = outcomes.groupBy(*by).agg(
         F.count(F.lit(1)).alias("ledger_retries_expected"),
         F.sum((~F.col("redelivered")).cast("long")).alias("ledger_retries_never_redelivered"),
@@ -127,7 +168,7 @@ def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame,
             lat = lat.withColumn(f"{m}_p{round(q * 100)}", F.col(f"{m}_q")[i])
         lat = lat.drop(f"{m}_q")
     out = counts
-    for part in (ledger_counts, dups, retried, lat):
+    for part in (ledger_counts, dups, classes, retried, lat):
         out = out.join(part, on=by, how="left")
     return out.na.fill(0, [c for c in out.columns if c.startswith("ledger_") or c.endswith("_n")]).orderBy(*by)
 

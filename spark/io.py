@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from harness.errors import ConfigError
 from harness.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
+from harness.scenario import Scenario, parse_scenario
 
 KNOWN_MANIFEST_VERSIONS = set(range(1, MANIFEST_SCHEMA_VERSION + 1))
 KNOWN_EVENT_VERSIONS = set(range(1, EVENT_SCHEMA_VERSION + 1))
@@ -136,7 +137,13 @@ def load_archives(
 
 def _comparable(scenario: dict) -> dict:
     """A scenario as far as pooling is concerned: how long it ran may differ, what it did may not."""
-    return {k: v for k, v in scenario.items() if k not in ("duration_s", "description", "schema_version")}
+    return {k: v for k, v in scenario.items()
+            if k not in ("duration_s", "description", "schema_version", "reference", "expect")}
+
+
+def scenario_of(archive: Archive) -> Scenario:
+    """The scenario an archive ran, as its manifest recorded it (older schema versions included)."""
+    return parse_scenario(archive.manifest.get("scenario"), f"{archive.path}: manifest scenario")
 
 
 def read_events(spark: object, archives: Sequence[Archive]) -> object:

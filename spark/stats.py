@@ -170,12 +170,16 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
 
 # Completeness: what a faster candidate must not pay for it. Rates per message sent.
 COMPLETENESS = {
+    "lost": "messages lost (neither acked nor dead-lettered)",
     "never_received": "messages never received",
     "retries_never_redelivered": "retries never redelivered",
+    "duplicated": "messages duplicated",
+    "cross_topic": "messages delivered to another topic's group",
     "duplicate_deliveries": "duplicate deliveries",
     "errors": "client errors",
 }
-LOSSES = ("never_received", "retries_never_redelivered")
+# Defects a candidate must not bring where the baseline had none: each is a regression whatever the speed.
+LOSSES = ("lost", "never_received", "retries_never_redelivered", "duplicated", "cross_topic")
 
 
 def completeness(base: dict, cand: dict) -> tuple[str | None, list[str]]:

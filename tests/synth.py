@@ -63,13 +63,23 @@ def archive(
                  for k in range(empty_polls)]
         write_parquet(rows, staging.dir("events") / f"{variant}.parquet")
     manifest = Manifest(
-        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_doc or {"name": scenario},
+        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of(scenario, scenario_doc),
         variants=[VariantInfo(name=v, version="5.3.3") for v in wakeups], harness_version="test",
         harness_git_sha=None,
         host=HostInfo(hostname="synth", cpus=2, memory_gib=24, python="3.11", java="17", platform="synth"),
         started_at="2026-11-22T00:00:00+00:00", ended_at="2026-11-22T00:01:00+00:00", duration_s=60.0,
     )
     return staging.commit(manifest)
+
+
+def scenario_of(name: str, override: dict | None = None) -> dict:
+    """A valid scenario document for the manifest (the analysis reads its topics and groups), with
+    ``override``'s top-level fields (one level of dicts merged)."""
+    doc = {"name": name, "topics": [{"name": "T"}], "groups": [{"name": "G", "topic": "T"}],
+           "produce": {"pattern": "burst", "count": 32}, "expect": ["wakeup_ms.p50 < 1000"]}
+    for k, v in (override or {}).items():
+        doc[k] = {**doc[k], **v} if isinstance(v, dict) and isinstance(doc.get(k), dict) else v
+    return doc
 
 
 def slow(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -47,6 +47,7 @@ class Delivery:
     store_ts_ms: int  # the broker's store time of this copy (the retry copy, on a retry), ms since the epoch
     born_ts_ms: int | None
     handle: object  # what ack and change_invisible need; opaque to the workload
+    tag: str | None = None  # the tag the message arrived with
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ class Received:
 
 
 class Producer(Protocol):
-    def send(self, body: bytes) -> str:
-        """Send one message to the producer's topic; return its message id."""
+    def send(self, body: bytes, tag: str | None = None) -> str:
+        """Send one message (with ``tag``, if any) to the producer's topic; return its message id."""
         ...
 
 
@@ -86,8 +87,9 @@ class Driver(Protocol):
         """A started producer; the driver closes it in ``close``."""
         ...
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int) -> PopConsumer:
-        """A started pop consumer of ``group`` subscribed to every message of ``topic``."""
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> PopConsumer:
+        """A started pop consumer of ``group`` subscribed to the messages of ``topic`` its tag filter
+        (``*``, or tags joined by ``||``) selects."""
         ...
 
     def close(self) -> None:

@@ -57,7 +57,7 @@ def to_delivery(m: object) -> Delivery:
         raise DriverError(f"rocketmq-python-client {version} gave a message without its store timestamp "
                           "(Message._Message__store_timestamp); pin rocketmq-python-client==5.1.2")
     return Delivery(body=m.body, message_id=m.message_id, delivery_attempt=int(m.delivery_attempt or 1),
-                    store_ts_ms=int(store), born_ts_ms=m.born_timestamp, handle=m)
+                    store_ts_ms=int(store), born_ts_ms=m.born_timestamp, handle=m, tag=m.tag or None)
 
 
 class GrpcProducer:
@@ -67,10 +67,12 @@ class GrpcProducer:
         self._offload = offload
         self.topic = topic
 
-    def send(self, body: bytes) -> str:
+    def send(self, body: bytes, tag: str | None = None) -> str:
         msg = self._rmq.Message()
         msg.topic = self.topic
         msg.body = body
+        if tag:
+            msg.tag = tag
         return self._offload(lambda: self._client.send(msg)).message_id
 
 
@@ -122,8 +124,8 @@ class GrpcDriver:
         client = self._started(self._rmq.Producer(self._config(), (topic,)))
         return GrpcProducer(client, topic, self._rmq, self._offload)
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int) -> GrpcPopConsumer:
-        client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression()},
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> GrpcPopConsumer:
+        client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression(tags)},
                                           await_duration=long_poll_s)
         self._started(client)
         # The client waits for the proxy's settings only for push consumers; a SimpleConsumer's first

@@ -7,13 +7,13 @@ a cycle drains the same way whether its consumers share the producer's worker or
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
 
-SENT = "rmq_cycle_sent"  # worker -> master: {"cycle": k, "ids": [ledger ids sent]}
+SENT = "rmq_cycle_sent"  # worker -> master: {"cycle": k, "owed": {group: [ledger ids sent that it is owed]}}
 FINAL = "rmq_cycle_final"  # worker -> master: {"cycle": k, "group": g, "ids": [ledger ids acked for good]}
 DRAINED = "rmq_cycle_drained"  # master -> workers: {"cycle": k}
 DONE = "rmq_cycles_done"  # worker -> master: a producer ran its last cycle
@@ -22,19 +22,20 @@ DONE = "rmq_cycles_done"  # worker -> master: a producer ran its last cycle
 @dataclass
 class CycleBook:
     """The master's ledger of cycles. A cycle has drained when every producer reported its sends and every
-    group subscribed to the produce topic acked every message sent in it."""
+    group acked (or saw dead-lettered) every message of it that it is owed (by topic and tag)."""
 
     groups: Sequence[str]
     producers: int
-    _sent: dict[int, set[str]] = field(default_factory=dict)
+    _sent: dict[int, dict[str, set[str]]] = field(default_factory=dict)
     _reports: dict[int, int] = field(default_factory=dict)
     _final: dict[int, dict[str, set[str]]] = field(default_factory=dict)
     _announced: set[int] = field(default_factory=set)
     _done: int = 0
 
-    def sent(self, cycle: int, ids: Iterable[str]) -> list[int]:
-        """Record one producer's sends; return the cycles that drained by it (to announce)."""
-        self._sent.setdefault(cycle, set()).update(ids)
+    def sent(self, cycle: int, owed: Mapping[str, Iterable[str]]) -> list[int]:
+        """Record one producer's sends (group -> the ids it is owed); return the cycles that drained by it."""
+        for group, ids in owed.items():
+            self._sent.setdefault(cycle, {}).setdefault(group, set()).update(ids)
         self._reports[cycle] = self._reports.get(cycle, 0) + 1
         return self._check(cycle)
 
@@ -50,9 +51,9 @@ class CycleBook:
     def _check(self, cycle: int) -> list[int]:
         if cycle in self._announced or self._reports.get(cycle, 0) < self.producers:
             return []
-        sent = self._sent.get(cycle, set())
+        sent = self._sent.get(cycle, {})
         acked = self._final.get(cycle, {})
-        if all(sent <= acked.get(g, set()) for g in self.groups):
+        if all(sent.get(g, set()) <= acked.get(g, set()) for g in self.groups):
             self._announced.add(cycle)
             return [cycle]
         return []
@@ -65,7 +66,7 @@ def attach_master(runner: object, book: CycleBook) -> None:
             runner.send_message(DRAINED, {"cycle": c})
 
     def on_sent(environment: object, msg: object, **_kw: object) -> None:
-        announce(book.sent(msg.data["cycle"], msg.data["ids"]))
+        announce(book.sent(msg.data["cycle"], msg.data["owed"]))
 
     def on_final(environment: object, msg: object, **_kw: object) -> None:
         announce(book.final(msg.data["cycle"], msg.data["group"], msg.data["ids"]))

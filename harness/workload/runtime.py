@@ -50,6 +50,7 @@ class WorkerRuntime:
         self.acked: set[tuple[str, str | None]] = set()  # (group, ledger_id) acked by this worker
         self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms
         self._seq = itertools.count()
+        self._indexes: dict[str, int] = {}
         self.drains = DrainSignals()  # attached to the worker's runner when Locust fires init
         self._closed = False
 
@@ -59,6 +60,11 @@ class WorkerRuntime:
 
     def next_id(self, prefix: str) -> str:
         return f"{self.spec.worker}-{prefix}{next(self._seq)}"
+
+    def next_index(self, key: str) -> int:
+        """0, 1, 2, ... per key within this worker (e.g. the consumers of one group)."""
+        self._indexes[key] = self._indexes.get(key, -1) + 1
+        return self._indexes[key]
 
     def close(self) -> None:
         """Shut the clients down and write the remaining events (test_stop and quitting both call it)."""

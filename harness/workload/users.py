@@ -19,12 +19,11 @@ from locust import User, constant, events
 from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError
 from harness.events import MessageBody
 from harness.latency import due_ms, redelivery_ms, waited, wakeup_ms
+from harness.ledger import ANY_GROUP
 from harness.scenario import Group
 from harness.workload import cycles
 from harness.workload.runtime import BURST_CONCURRENCY, WorkerRuntime
 from harness.workload.spec import WorkloadSpec
-
-ANY_GROUP = "*"
 
 
 def _fire(runtime: WorkerRuntime, name: str, started_ns: int, ended_ns: int, exc: BaseException | None = None,
@@ -47,46 +46,62 @@ class ProducerUser(User):
         rt = self.runtime
         sc = self.spec.scenario
         self.topic = sc.produce_topic
-        # The group each message is meant for; "*" when several groups subscribe to the topic.
-        subscribed = [g.name for g in sc.groups if g.topic == self.topic]
-        self.intended = subscribed[0] if len(subscribed) == 1 else ANY_GROUP
+        self.sent_count = 0  # which tag the next message gets
         self.client_id = rt.next_id("producer")
         self.producer = rt.driver.producer(self.topic)
         self.started = time.monotonic()
         self.cycle = 0
+        self.open_cycles: list[int] = []  # reported to the master, not yet drained or timed out
+        self.window_ids: dict[int, dict[str, list[str]]] = {}  # steady: per window, group -> ids it is owed
         self.finished = False
         gevent.sleep(sc.produce.delay_s)
         self.first_send = self.next_send = time.monotonic()
 
-    def send_one(self, cycle: int) -> str | None:
-        """Send one message of ``cycle``; its ledger id, or None when the send failed (an error event)."""
+    def send_one(self, cycle: int) -> tuple[str, list[str]] | None:
+        """Send one message of ``cycle``: its ledger id and the groups it is owed to, or None when the send
+        failed (an error event)."""
         rt = self.runtime
         ledger_id = rt.next_id("m")
+        tag = self.spec.scenario.produce.tag(self.sent_count)
+        self.sent_count += 1
+        owed = self.spec.scenario.owed_groups(self.topic, tag)
+        # The group the message is meant for; "*" when several are (or none: it is nobody's).
+        intended = owed[0] if len(owed) == 1 else ANY_GROUP
         started = time.time_ns()
-        body = MessageBody(ledger_id, self.topic, self.intended, started, self.spec.run_id, cycle).encode()
-        labels = rt.labels(self.intended)
+        body = MessageBody(ledger_id, self.topic, intended, started, self.spec.run_id, cycle, tag).encode()
+        labels = rt.labels(intended)
         try:
-            message_id = self.producer.send(body)
+            message_id = self.producer.send(body, tag)
         except Exception as e:  # noqa: BLE001 - every client failure is data
-            rt.log.record("error", consumer=self.client_id, topic=self.topic, group=self.intended,
-                          ledger_id=ledger_id, cycle=cycle, detail=f"send: {e}"[:500])
+            rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
+                          ledger_id=ledger_id, cycle=cycle, tag=tag, detail=f"send: {e}"[:500])
             rt.metrics.errors.labels(**labels, operation="send").inc()
             _fire(rt, "send", started, time.time_ns(), exc=e)
             return None
         ended = time.time_ns()
-        rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=self.intended,
+        rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=intended,
                       ledger_id=ledger_id, message_id=message_id, origin_topic=self.topic,
-                      intended_group=self.intended, cycle=cycle)
+                      intended_group=intended, cycle=cycle, tag=tag)
         rt.metrics.sent.labels(**labels).inc()
         _fire(rt, "send", started, ended, length=len(body))
-        return ledger_id
+        return ledger_id, owed
 
-    def burst(self, cycle: int) -> list[str]:
+    @staticmethod
+    def _owed(sent: list[tuple[str, list[str]] | None], into: dict[str, list[str]] | None = None) -> dict:
+        """Sends -> group -> the ledger ids it is owed."""
+        out = into if into is not None else {}
+        for item in sent:
+            if item:
+                for g in item[1]:
+                    out.setdefault(g, []).append(item[0])
+        return out
+
+    def burst(self, cycle: int) -> dict[str, list[str]]:
         # All at once, as far as the pool of real threads allows.
         pool = gevent.pool.Pool(BURST_CONCURRENCY)
         jobs = [pool.spawn(self.send_one, cycle) for _ in range(self.spec.scenario.produce.count)]
         pool.join()
-        return [j.value for j in jobs if j.value]
+        return self._owed([j.value for j in jobs])
 
     def more_cycles(self) -> bool:
         c = self.spec.scenario.cycles
@@ -94,24 +109,41 @@ class ProducerUser(User):
             return self.cycle < c.count
         return time.monotonic() - self.started < self.spec.scenario.duration_s
 
+    def report(self, cycle: int, owed: dict[str, list[str]]) -> None:
+        """Tell the master what ``cycle`` sent, so it can say when every group has acked all of it owes."""
+        self.environment.runner.send_message(cycles.SENT, {"cycle": cycle, "owed": owed})
+        self.open_cycles.append(cycle)
+
+    def close_cycle(self, cycle: int, timeout_s: float) -> None:
+        end = "drained" if self.runtime.drains.wait(cycle, timeout_s) else "timeout"
+        self.runtime.log.record("cycle_end", consumer=self.client_id, topic=self.topic, cycle=cycle, detail=end)
+        self.open_cycles.remove(cycle)
+
     def run_cycle(self) -> None:
-        """One burst and its end: drained (the master says every group acked it), timed out, or spaced."""
-        rt = self.runtime
+        """One burst; with spacing 'drained' also its end (the master says every group acked it, or it timed
+        out), else the next one starts after the spacing and the drain phase closes them all."""
         sc = self.spec.scenario
         k = self.cycle
         begun = time.monotonic()
-        rt.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=k)
-        ids = self.burst(k)
+        self.runtime.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=k)
+        self.report(k, self.burst(k))
         if sc.drains:
-            self.environment.runner.send_message(cycles.SENT, {"cycle": k, "ids": ids})
-            end = "drained" if rt.drains.wait(k, sc.cycles.drain_timeout_s) else "timeout"
+            self.close_cycle(k, sc.cycles.drain_timeout_s)
         else:
             gevent.sleep(max(0.0, begun + float(sc.cycles.spacing) - time.monotonic()))
-            end = "spacing"
-        rt.log.record("cycle_end", consumer=self.client_id, topic=self.topic, cycle=k, detail=end)
         self.cycle += 1
         if sc.drains and self.more_cycles():
             gevent.sleep(sc.cycles.settle_s)
+
+    def drain(self) -> None:
+        """The run's drain phase: nothing new is sent; every cycle still open gets until drain_timeout_s from
+        now to be acked by every group, so that a message not acked by then is lost, not just late."""
+        deadline = time.monotonic() + self.spec.scenario.cycles.drain_timeout_s
+        for k in list(self.open_cycles):
+            self.close_cycle(k, max(0.0, deadline - time.monotonic()))
+        gevent.sleep(self.spec.scenario.cycles.linger_s)
+        self.finished = True
+        self.environment.runner.send_message(cycles.DONE, {})
 
     def produce(self) -> None:
         sc = self.spec.scenario
@@ -121,20 +153,24 @@ class ProducerUser(User):
         if sc.produce.pattern == "burst":
             self.run_cycle()
             if not self.more_cycles():
-                self.finished = True
-                self.environment.runner.send_message(cycles.DONE, {})
+                self.drain()
             return
         # Steady: keep a fixed schedule (not fixed gaps), so slow sends do not lower the rate; a cycle is
-        # a window of cycles.spacing seconds.
-        self.next_send += 1.0 / sc.produce.rate
-        delay = self.next_send - time.monotonic()
-        if delay > 0:
-            gevent.sleep(delay)
+        # a window of cycles.spacing seconds, reported to the master (empty or not) once it is over.
         window = int((time.monotonic() - self.first_send) // float(sc.cycles.spacing))
-        if window >= self.cycle:
+        while self.cycle < window:
+            self.report(self.cycle, self.window_ids.pop(self.cycle, {}))
+            self.cycle += 1
+        if not self.more_cycles():
+            self.report(self.cycle, self.window_ids.pop(self.cycle, {}))
+            self.drain()
+            return
+        if window not in self.window_ids:
             self.runtime.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=window)
-            self.cycle = window + 1
-        self.send_one(window)
+            self.window_ids[window] = {}
+        self._owed([self.send_one(window)], into=self.window_ids[window])
+        self.next_send += 1.0 / sc.produce.rate
+        gevent.sleep(max(0.0, self.next_send - time.monotonic()))
 
     tasks = [produce]
 
@@ -152,7 +188,9 @@ class PopConsumerUser(User):
         rt = self.runtime
         self.client_id = rt.next_id(f"{self.group.name}-consumer")
         long_poll_s = self.spec.scenario.consume.long_poll_s
-        self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s)
+        # Round robin over the group's consumer filters, among this worker's consumers of the group.
+        self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
+        self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags)
 
     def poll(self) -> None:
         rt = self.runtime
@@ -192,6 +230,7 @@ class PopConsumerUser(User):
                   "message_id": d.message_id, "delivery_attempt": attempt, "cycle": body.cycle if body else None}
         rt.log.record("received", t_client_ns=received, store_ts_ms=d.store_ts_ms, born_ts_ms=d.born_ts_ms,
                       poll_started_ns=poll_started, invisible_ms=self.spec.scenario.consume.invisible_s * 1000,
+                      tag=d.tag,
                       origin_topic=body.origin_topic if body else None,
                       intended_group=body.group if body else None, **common)
         rt.metrics.deliveries.labels(**labels).inc()
@@ -212,7 +251,7 @@ class PopConsumerUser(User):
 
         if self.spec.scenario.consume.processing_s:
             gevent.sleep(self.spec.scenario.consume.processing_s)
-        if attempt in self.spec.scenario.nack.attempts:
+        if self.spec.scenario.nack.applies(attempt, ledger_id):
             self.nack(d, common, received)
         else:
             self.ack(d, common)
@@ -236,12 +275,15 @@ class PopConsumerUser(User):
 
     def ack(self, d: Delivery, common: dict) -> None:
         rt = self.runtime
+        extend = self.spec.scenario.consume.extend_s
+        if extend and not self._operation("extend", common, lambda: self.consumer.change_invisible(d, extend)):
+            return
         if not self._operation("ack", common, lambda: self.consumer.ack(d)):
             return
         rt.log.record("acked", t_client_ns=time.time_ns(), **common)
         rt.acked.add((self.group.name, common["ledger_id"]))
         rt.metrics.acks.labels(**rt.labels(self.group.name)).inc()
-        if self.spec.scenario.drains and common["cycle"] is not None:
+        if common["cycle"] is not None:
             self.environment.runner.send_message(cycles.FINAL, {"cycle": common["cycle"], "group": self.group.name,
                                                                 "ids": [common["ledger_id"]]})
 
@@ -262,6 +304,54 @@ class PopConsumerUser(User):
     tasks = [poll]
 
 
+class DlqReaderUser(User):
+    """Reads one group's dead-letter queue: each message found there is a ``dlq_seen`` event of that group
+    (the ledger's dead_lettered), acked, and counted as final for the drain."""
+
+    abstract = True
+    wait_time = constant(0)
+    spec: WorkloadSpec
+    runtime: WorkerRuntime
+    group: Group
+
+    def on_start(self) -> None:
+        rt = self.runtime
+        self.client_id = rt.next_id(f"{self.group.dlq_reader}-consumer")
+        self.consumer = rt.driver.pop_consumer(self.group.dlq_reader, self.group.dlq_topic,
+                                               self.spec.scenario.consume.long_poll_s)
+
+    def poll(self) -> None:
+        rt = self.runtime
+        g = self.group
+        c = self.spec.scenario.consume
+        started = time.time_ns()
+        try:
+            received = self.consumer.receive(c.batch, c.invisible_s)
+        except Exception as e:  # noqa: BLE001
+            what = CLIENT_UNFIT if isinstance(e, DriverError) else "dlq receive"
+            rt.log.record("error", consumer=self.client_id, topic=g.dlq_topic, group=g.name,
+                          poll_started_ns=started, detail=f"{what}: {e}"[:500])
+            gevent.sleep(0.5)
+            return
+        for d in received.deliveries:
+            body = MessageBody.decode(d.body)
+            common = {"consumer": self.client_id, "topic": g.dlq_topic, "group": g.name,
+                      "ledger_id": body.ledger_id if body else None, "message_id": d.message_id,
+                      "delivery_attempt": d.delivery_attempt, "cycle": body.cycle if body else None}
+            rt.log.record("dlq_seen", t_client_ns=received.at_ns, store_ts_ms=d.store_ts_ms, tag=d.tag,
+                          poll_started_ns=started, origin_topic=body.origin_topic if body else None,
+                          intended_group=body.group if body else None, **common)
+            try:
+                self.consumer.ack(d)
+            except Exception as e:  # noqa: BLE001 - seen is seen; a failed ack may show it again
+                rt.log.record("error", detail=f"dlq ack: {e}"[:500], **common)
+            if common["cycle"] is not None:
+                self.environment.runner.send_message(cycles.FINAL, {"cycle": common["cycle"], "group": g.name,
+                                                                    "ids": [common["ledger_id"]]})
+
+    tasks = [poll]
+
+
 def user_classes(spec: WorkloadSpec, runtime: WorkerRuntime | None, module: str = __name__) -> list[type[User]]:
     """One concrete producer class and one consumer class per group, with the scenario's counts.
 
@@ -275,4 +365,6 @@ def user_classes(spec: WorkloadSpec, runtime: WorkerRuntime | None, module: str 
     for g in scenario.groups:
         classes.append(type(f"Consumer_{g.name}", (PopConsumerUser,),
                             {**common, "fixed_count": g.consumers, "group": g}))
+        if g.read_dlq:
+            classes.append(type(f"DlqReader_{g.name}", (DlqReaderUser,), {**common, "fixed_count": 1, "group": g}))
     return classes

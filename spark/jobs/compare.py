@@ -34,7 +34,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.errors import ConfigError, HarnessError  # noqa: E402
-from spark.io import Archive, ArchiveError, load_archives, read_events  # noqa: E402
+from harness.expectations import evaluate, probe_counts  # noqa: E402
+from harness.scenario import Scenario  # noqa: E402
+from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
 from spark.stats import (  # noqa: E402
     IMPROVEMENT,
     NO_CHANGE,
@@ -49,7 +51,8 @@ from spark.stats import (  # noqa: E402
 
 # 2: the cycle as the unit (n counts cycles), Holm-adjusted p, the interval's level follows alpha,
 #    completeness, "not enough data", pickup_ms.
-SUMMARY_SCHEMA_VERSION = 2
+# 3: the message ledger's classes in each ledger, expectations, ledger.parquet.
+SUMMARY_SCHEMA_VERSION = 3
 EXIT_REGRESSION = 3
 PRIMARY_METRIC = "wakeup_ms"
 METRICS = ("wakeup_ms", "redelivery_ms")
@@ -75,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _under_spark_submit() -> bool:
+def under_spark_submit() -> bool:
     return "SPARK_SUBMIT_OPTS" in os.environ or os.environ.get("SPARK_ENV_LOADED") == "1"
 
 
@@ -106,12 +109,14 @@ class Collected:
     """What Spark computed; everything after it is plain Python."""
 
     archives: list[Archive]
+    scenarios: dict[str, Scenario]  # by name, as the newest archive of it ran it
     per_variant: list[dict]  # nested, per (scenario, variant)
     per_run: list[dict]  # nested, per (run_id, scenario, variant)
     samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered)
     plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
-    retries: object  # Spark DataFrames written to the report: retry deliveries, the per-variant table
-    per_variant_table: object
+    retries: object  # Spark DataFrames written to the report: retry deliveries, the per-variant table,
+    per_variant_table: object  # the message ledger
+    ledger: object
 
 
 def _capped(df: object, cap: int, seed: int) -> pd.DataFrame:
@@ -125,21 +130,46 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
             per_run: bool = False) -> Collected:
     from pyspark.sql import functions as F
 
-    from spark.analysis import cycle_samples, per_variant, retry_deliveries, retry_outcomes
+    from spark.analysis import cycle_samples, ledger, per_variant, retry_deliveries, retry_outcomes
 
     events = read_events(spark, archives).filter(F.col("variant").isin(list(variants))).cache()
     retries = retry_deliveries(events).cache()
-    outcomes = retry_outcomes(events).cache()
-    table = per_variant(events, retries, outcomes).cache()
+    scenario_by_run = {a.run_id: scenario_of(a) for a in archives}
+    outcomes = retry_outcomes(events, {run: sc.allowed_deliveries() for run, sc in scenario_by_run.items()}).cache()
+    led = ledger(events, {run: (sc.subscriptions(), sc.allowed_deliveries())
+                          for run, sc in scenario_by_run.items()}).cache()
+    table = per_variant(events, retries, outcomes, led).cache()
     rows = [r.asDict(recursive=True) for r in table.collect()]
-    runs = [r.asDict(recursive=True) for r in
-            per_variant(events, retries, outcomes, by=("run_id", "scenario", "variant")).collect()] if per_run else []
+    runs = [r.asDict(recursive=True) for r in per_variant(events, retries, outcomes, led,
+                                                          by=("run_id", "scenario", "variant")).collect()
+            ] if per_run else []
     samples = _capped(cycle_samples(retries, outcomes), SAMPLE_CAP * max(1, len(rows)), seed)
     plot = _capped(retries.select("scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"),
                    PLOT_CAP * max(1, len(rows)), seed)
     events.unpersist()
     outcomes.unpersist()
-    return Collected(archives, [_nest(r) for r in rows], [_nest(r) for r in runs], samples, plot, retries, table)
+    newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
+    scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
+    nested = [_nest(r) for r in rows]
+    add_probes(archives, nested)
+    return Collected(archives, scenarios, nested, [_nest(r) for r in runs], samples, plot,
+                     retries, table, led)
+
+
+def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
+    """Sum the wakeup probe's counters per (scenario, variant) into the rows' ``probe`` (when every archive
+    of that pair ran with the probe; otherwise the rows have none, and probe rules say "no data")."""
+    per: dict[tuple[str, str], list[dict | None]] = {}
+    for a in archives:
+        sc = scenario_of(a)
+        groups = [g.name for g in sc.groups]
+        for v in a.variants:
+            samples = (a.manifest.get("probe") or {}).get(v)
+            per.setdefault((sc.name, v), []).append(probe_counts(samples, groups) if samples else None)
+    for r in rows:
+        got = per.get((r["scenario"], r["variant"]), [])
+        if got and all(g is not None for g in got):
+            r["probe"] = {k: sum(g[k] for g in got) for k in got[0]}
 
 
 def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:
@@ -147,6 +177,17 @@ def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str)
     sub = samples[(samples["scenario"] == scenario) & (samples["variant"] == variant) & (samples["metric"] == metric)]
     return [[g["value"].to_numpy(dtype=float) for _, g in run.groupby("cycle", sort=True)]
             for _, run in sub.groupby("run_id", sort=True)]
+
+
+def expectations(c: Collected, rows: Sequence[dict]) -> list[dict]:
+    """Each (scenario, variant) row checked against its scenario's expect: rules."""
+    out = []
+    for r in rows:
+        sc = c.scenarios.get(r["scenario"])
+        rules = sc.expect if sc else []
+        out.append({"scenario": r["scenario"], "variant": r["variant"], "reference": sc.reference if sc else "",
+                    **evaluate(rules, r)})
+    return out
 
 
 def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_id: str | None = None) -> dict:
@@ -186,6 +227,7 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
         "family": family,
         "completeness": {s: {"verdict": v, "why": w} for s, (v, w) in blocked.items()},
         "comparisons": comparisons,
+        "expectations": expectations(c, [r for r in table if r["variant"] in (baseline, candidate)]),
     }
 
 
@@ -213,12 +255,18 @@ def write(c: Collected, result: dict, out: Path) -> dict:
         "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants} for a in c.archives],
         "per_variant": [r for r in c.per_variant if r["variant"] in (result["baseline"], result["candidate"])],
     })
+    return stage(c, summary, out, render)
+
+
+def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object]) -> dict:
+    """Write a report directory: staged next to ``out``, renamed into place when complete, never over one."""
     if out.exists():
         raise ConfigError(f"{out} already exists; reports are never overwritten (choose another --out)")
     staging = out.with_name(f".{out.name}.partial")
     staging.mkdir(parents=True)
     c.per_variant_table.coalesce(1).write.parquet(str(staging / "per_variant.parquet"))
     c.retries.coalesce(1).write.parquet(str(staging / "retries.parquet"))
+    c.ledger.coalesce(1).write.parquet(str(staging / "ledger.parquet"))
     (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     render(summary, c.plot, c.samples, staging)
     staging.rename(out)
@@ -237,7 +285,7 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
         check_variants(load_archives(args.archives, skip_bad=args.skip_bad, warn=warn), wanted, roles)
     if spark is None:
         # Under spark-submit the submit's master rules; run from Python, local[*].
-        spark = local_session(args.master or (None if _under_spark_submit() else "local[*]"))
+        spark = local_session(args.master or (None if under_spark_submit() else "local[*]"))
     archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
     check_variants(archives, wanted, roles)
     rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
@@ -248,6 +296,7 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
     summary = write(collected, result, out)
     collected.retries.unpersist()
     collected.per_variant_table.unpersist()
+    collected.ledger.unpersist()
     return summary
 
 

@@ -73,6 +73,24 @@ def _cycles(medians: dict[str, tuple[np.ndarray, np.ndarray]], metric: str, path
     _save(fig, ax, f"{metric}: median of each cycle (the unit the verdict compares)", path)
 
 
+def _cycle_medians(samples: pd.DataFrame, scenario: str, variants: list[str]) -> dict[str, tuple]:
+    """Per variant: (index, the wakeup median of each cycle), the unit the verdict compares."""
+    cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
+    out = {}
+    for v in variants:
+        m = cyc[cyc["variant"] == v].groupby(["run_id", "cycle"], sort=True)["value"].median()
+        out[v] = (np.arange(m.size, dtype=float), m.to_numpy(dtype=float))
+    return out
+
+
+def _page(template: str, out: Path, **context: object) -> Path:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    path = out / "report.html"
+    path.write_text(env.get_template(template).render(fmt=_fmt, **context))
+    return path
+
+
 def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) -> Path:
     """``plot``: a sample of retry deliveries (scenario, variant, t_client_ns, wakeup_ms, redelivery_ms);
     ``samples``: the per-cycle values the verdict compared. Writes plots/ and report.html into ``out``."""
@@ -86,11 +104,7 @@ def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) 
         t0 = {v: df["t_client_ns"].min() for v, df in per.items()}
         wake = {v: ((df["t_client_ns"] - t0[v]).to_numpy(dtype=float) / 1e9, df["wakeup_ms"].to_numpy(dtype=float))
                 for v, df in per.items()}
-        cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
-        medians = {}
-        for v in variants:
-            m = cyc[cyc["variant"] == v].groupby(["run_id", "cycle"], sort=True)["value"].median()
-            medians[v] = (np.arange(m.size, dtype=float), m.to_numpy(dtype=float))
+        medians = _cycle_medians(samples, scenario, variants)
         items = []
         for name, fn, arg in (
             ("wakeup-cycles", _cycles, medians),
@@ -104,12 +118,29 @@ def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) 
             fn(arg, metric, path)
             items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
         plots[scenario] = items
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
-    html = env.get_template("report.html.j2").render(summary=summary, plots=plots, fmt=_fmt)
-    path = out / "report.html"
-    path.write_text(html)
-    return path
+    return _page("report.html.j2", out, summary=summary, plots=plots)
+
+
+def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) -> Path:
+    """The matrix report: overview, expectations, ledger, then per scenario its comparisons against the
+    baseline and two plots over every variant (cycle levels, wakeup CDF)."""
+    plots_dir = out / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    variants = summary["variants"]
+    plots: dict[str, list[dict]] = {}
+    for scenario in sorted({r["scenario"] for r in summary["per_variant"]}):
+        sub = plot[plot["scenario"] == scenario]
+        medians = _cycle_medians(samples, scenario, variants)
+        items = []
+        for name, fn, arg in (
+            ("wakeup-cycles", _cycles, medians),
+            ("wakeup-cdf", _cdf, {v: sub[sub["variant"] == v]["wakeup_ms"].to_numpy(dtype=float) for v in variants}),
+        ):
+            path = plots_dir / f"{scenario}-{name}.png"
+            fn(arg, "wakeup_ms", path)
+            items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
+        plots[scenario] = items
+    return _page("matrix.html.j2", out, summary=summary, plots=plots)
 
 
 def _fmt(v: object, unit: str = "ms") -> str:
@@ -120,6 +151,8 @@ def _fmt(v: object, unit: str = "ms") -> str:
     if isinstance(v, float):
         if unit == "ms":
             return f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v:.1f} ms"
+        if unit == "n":
+            return f"{v:g}"
         if unit == "p":
             return f"{v:.2e}" if v < 1e-3 else f"{v:.3f}"
         return f"{v:.3g}"

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.events import EVENT_SCHEMA_VERSION, SCHEMA
+from tests.synth import scenario_of
 
 OUT = Path("bench-results") / "spark.json"
 MS = 1_000_000
@@ -61,7 +62,7 @@ def make_archive(runs: Path, events: int) -> Path:
         pq.write_table(_variant_table(run_id, variant, per_variant, rng, slow),
                        staging.dir("events") / f"{variant}.parquet")
     return staging.commit(Manifest(
-        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario={"name": "burst"},
+        event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of("burst"),
         variants=[VariantInfo(name="unpatched", version="5.3.3"), VariantInfo(name="patched", version="5.3.3")],
         harness_version="bench", harness_git_sha=None,
         host=HostInfo(hostname="bench", cpus=2, memory_gib=24, python="", java="", platform=""),

@@ -13,15 +13,6 @@ from tests import synth
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from spark.session import local_session
-
-    s = local_session("local[2]")
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def archives(tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     a = synth.archive(runs, "run-a", {"unpatched": synth.slow, "patched": synth.fast}, messages=40, seed=1)
@@ -37,7 +28,7 @@ def _args(paths, out, *extra):
 def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archives, tmp_path):
     summary = run(_args(archives, tmp_path / "out"), spark=spark)
     raw = pd.concat([pd.read_parquet(f) for a in archives for f in sorted((a / "events").glob("*.parquet"))])
-    expected = {(s["scenario"], s["variant"]): s for s in summarize(derive(raw))}
+    expected = {(s["scenario"], s["variant"]): s for s in summarize(derive(raw), {"T": {"G": ["*"]}}, {"G": 17})}
     assert len(summary["per_variant"]) == 2
     for got in summary["per_variant"]:
         want = expected[(got["scenario"], got["variant"])]
@@ -59,11 +50,19 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
     assert summary["verdict"] == "improvement" and summary["family"] == 2
     out = tmp_path / "out"
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk["schema_version"] == 2 and on_disk["verdict"] == "improvement"
+    assert on_disk["schema_version"] == 3 and on_disk["verdict"] == "improvement"
+    ledger = pd.read_parquet(out / "ledger.parquet")
+    assert len(ledger) == sum(v["ledger"]["owed"] + v["ledger"]["cross_topic"] + v["ledger"]["unknown"]
+                              for v in summary["per_variant"])
+    assert ledger.groupby("variant")["class"].apply(lambda c: (c == "lost").sum()).to_dict() == {
+        v["variant"]: v["ledger"]["lost"] for v in summary["per_variant"]}
+    assert {e["variant"]: (e["met"], e["failed"]) for e in summary["expectations"]} == {
+        "unpatched": (0, 1), "patched": (1, 0)}  # the synthetic scenario expects wakeup_ms.p50 < 1000
     assert len(pd.read_parquet(out / "retries.parquet")) == 2 * 65
     assert len(pd.read_parquet(out / "per_variant.parquet")) == 2
     html = (out / "report.html").read_text()
     assert "Verdict: improvement" in html and "unit: the cycle" in html
+    assert "wakeup_ms.p50 &lt; 1000 (failed" in html and "messages owed" in html
     for name in ("wakeup-cycles", "wakeup-cdf", "wakeup-box", "wakeup-over-time", "redelivery-cdf"):
         assert (out / "plots" / f"burst-{name}.png").stat().st_size > 1000
         assert f"plots/burst-{name}.png" in html

@@ -5,12 +5,15 @@ import pytest
 from harness.latency import derive, retry_outcomes, summarize
 
 MS = 1_000_000  # ns
+SUBS = {"T": {"G": ["*"]}}
+ALLOWED = {"G": 17}
 
 
 def _ev(kind, ledger, attempt=1, t_ms=0, store_ms=None, invisible_ms=None, variant="v", group="G", poll_ms=0,
         cycle=0):
     # poll_ms: when the receive that returned it started (by default long before the store: it waited)
     return {"run_id": "r", "variant": variant, "scenario": "s", "kind": kind, "group": group, "ledger_id": ledger,
+            "topic": "T",
             "delivery_attempt": attempt, "t_client_ns": t_ms * MS, "store_ts_ms": store_ms,
             "invisible_ms": invisible_ms, "poll_started_ns": poll_ms * MS, "cycle": cycle}
 
@@ -69,11 +72,15 @@ def test_summary_counts_ledger_and_quantiles():
                  _ev("received", x, 2, t_ms=1000 + w, store_ms=1000), _ev("acked", x, 2, t_ms=2000 + i)]
     rows += [_ev("received", "c", 2, t_ms=5000, store_ms=4000)]  # duplicate delivery of c's attempt 2
     rows += [_ev("empty_poll", None), _ev("error", None)]
-    [s] = summarize(derive(pd.DataFrame(rows)))
+    [s] = summarize(derive(pd.DataFrame(rows)), SUBS, ALLOWED)
     assert (s["sent"], s["deliveries"], s["retry_deliveries"], s["acks"], s["nacks"]) == (4, 7, 4, 3, 3)
     assert (s["empty_polls"], s["errors"]) == (1, 1)
     assert s["ledger"] == {"sent": 4, "received": 3, "acked": 3, "never_received": 1, "unknown_received": 0,
-                           "duplicate_deliveries": 1, "retries_expected": 3, "retries_never_redelivered": 0}
+                           "duplicate_deliveries": 1, "retries_expected": 3, "retries_never_redelivered": 0,
+                           # the message ledger: b and a retried and acked, c's retry came twice, d never came
+                           "owed": 4, "acked_first": 0, "acked_after_retry": 2, "duplicated": 1, "lost": 1,
+                           "dead_lettered": 0, "cross_topic": 0, "unknown": 0, "dlq_early": 0, "dlq_late": 0,
+                           "tag_changed": 0}
     all_wakeups = [100, 200, 300, 1000]
     assert s["wakeup_ms"]["n"] == 4
     assert s["wakeup_ms"]["p50"] == pytest.approx(np.quantile(all_wakeups, 0.5))
@@ -82,7 +89,8 @@ def test_summary_counts_ledger_and_quantiles():
 
 
 def test_summary_of_no_retries_has_empty_distributions():
-    [s] = summarize(derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)])))
+    ev = derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)]))
+    [s] = summarize(ev, SUBS, ALLOWED)
     assert s["wakeup_ms"] == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
 
 
@@ -94,7 +102,7 @@ def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeu
     ]))
     assert list(d.wakeup_ms.fillna(-1)) == [1000, 1000, -1]
     assert list(d.pickup_ms.fillna(-1)) == [-1, -1, 1000]
-    [s] = summarize(d)
+    [s] = summarize(d, SUBS, ALLOWED)
     assert (s["wakeup_ms"]["n"], s["pickup_ms"]["n"]) == (2, 1)
 
 
@@ -105,8 +113,15 @@ def test_retry_outcomes_find_the_nacks_that_never_came_back_per_group():
         _ev("nacked", "a", 1, group="H", cycle=0),  # another group's retry of the same message: not seen
         _ev("nacked", "a", 1, t_ms=5, cycle=0),  # the same attempt nacked twice expects one retry
     ]))
-    out = retry_outcomes(ev).sort_values(["group", "ledger_id"]).reset_index(drop=True)
+    out = retry_outcomes(ev, ALLOWED).sort_values(["group", "ledger_id"]).reset_index(drop=True)
     assert out[["group", "ledger_id", "delivery_attempt", "cycle", "redelivered"]].values.tolist() == [
         ["G", "a", 2, 0, True], ["G", "b", 2, 1, False], ["H", "a", 2, 0, False]]
-    [s] = summarize(ev)
+    [s] = summarize(ev, SUBS, ALLOWED)
     assert (s["ledger"]["retries_expected"], s["ledger"]["retries_never_redelivered"]) == (3, 2)
+
+
+def test_a_nack_of_the_last_allowed_delivery_expects_the_dlq_not_a_retry():
+    ev = derive(pd.DataFrame([_ev("nacked", "a", 1), _ev("received", "a", 2, t_ms=10, store_ms=5),
+                              _ev("nacked", "a", 2)]))
+    assert retry_outcomes(ev, {"G": 2})["delivery_attempt"].tolist() == [2]  # attempt 2 was the last allowed
+    assert retry_outcomes(ev, {"G": 3})["delivery_attempt"].tolist() == [2, 3]

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.scenario import load_scenario, parse_scenario
+from harness.scenario import SCENARIO_DIR, load_scenario, parse_scenario
 
 BASE = {
     "name": "s",
@@ -72,7 +72,7 @@ def test_v2_retry_topics_set_the_broker():
 
 
 def test_missing_file_lists_builtins(tmp_path: Path):
-    with pytest.raises(ConfigError, match="built-in scenarios: burst, burst-observed, fourgroups-v2, steady"):
+    with pytest.raises(ConfigError, match=r"no such scenario file \(built-in scenarios: .*burst, .*steady"):
         load_scenario(str(tmp_path / "none.yaml"))
 
 
@@ -102,7 +102,8 @@ def test_steady_traffic_cannot_drain():
     doc = _with(produce__pattern="steady", produce__rate=5, cycles={"spacing": "drained"})
     with pytest.raises(ConfigError, match="cycles.spacing: steady traffic never drains"):
         parse_scenario(doc, "s.yaml")
-    assert parse_scenario(_with(produce__pattern="steady", cycles={"spacing": 10})).run_time_s == 60
+    # the sending window, then the drain phase (defaults: 3 s delay, 60 s of sends, 60 s drain timeout)
+    assert parse_scenario(_with(produce__pattern="steady", cycles={"spacing": 10})).run_time_s == 3 + 60 + 60
 
 
 def test_a_variant_setting_against_the_scenario_is_named():
@@ -110,3 +111,84 @@ def test_a_variant_setting_against_the_scenario_is_named():
     assert s.conflicts({"enableRetryTopicV2": True}) == ["enableRetryTopicV2=true (the scenario needs false)"]
     assert s.conflicts({"enableRetryTopicV2": "false", "other": 1}) == []
     assert s.source.endswith("workloads/scenarios/burst.yaml")
+
+
+def test_expectations_are_parsed_and_bad_ones_named_by_file_and_field(tmp_path):
+    s = parse_scenario({**BASE, "expect": ["wakeup_ms.p50 < 1000", "ledger.lost == 0"]}, "x.yaml")
+    assert [str(e) for e in s.expectations] == ["wakeup_ms.p50 < 1000", "ledger.lost == 0"]
+    with pytest.raises(ConfigError, match=r"^x.yaml: expect.1: unknown metric 'ledger.lostt'"):
+        parse_scenario({**BASE, "expect": ["ledger.lost == 0", "ledger.lostt == 0"]}, "x.yaml")
+    with pytest.raises(ConfigError, match=r"^x.yaml: expect.0: 'wakeup fast' is not '<metric> <op> <number>'"):
+        parse_scenario({**BASE, "expect": ["wakeup fast"]}, "x.yaml")
+
+
+def test_every_built_in_scenario_says_where_it_comes_from_and_what_a_correct_broker_shows():
+    for path in sorted(SCENARIO_DIR.glob("*.yaml")):
+        s = load_scenario(str(path))
+        assert s.reference and s.expect, f"{path.name}: needs reference: and expect:"
+
+
+def test_a_fraction_of_messages_is_nacked_the_same_everywhere():
+    nack = parse_scenario(_with(nack={"attempts": [1], "fraction": 0.1})).nack
+    picked = [nack.applies(1, f"worker-1-m{i}") for i in range(5000)]
+    assert 0.08 < sum(picked) / len(picked) < 0.12
+    assert picked == [nack.applies(1, f"worker-1-m{i}") for i in range(5000)]  # a hash, not a draw
+    assert not any(nack.applies(2, f"worker-1-m{i}") for i in range(100))  # only the listed attempts
+
+
+def test_expectations_are_checked_against_a_summary_row():
+    from harness.expectations import evaluate
+
+    row = {"ledger": {"lost": 0, "cross_topic": 3}, "wakeup_ms": {"n": 0, "p50": None}, "redelivery_ms": {"p90": "inf"}}
+    out = evaluate(["ledger.lost == 0", "ledger.cross_topic == 0", "wakeup_ms.p50 < 1000",
+                    "redelivery_ms.p90 < 5000"], row)
+    assert [c["status"] for c in out["checks"]] == ["met", "failed", "no data", "failed"]
+    assert (out["met"], out["failed"], out["no_data"]) == (1, 2, 1)
+    assert out["checks"][1]["value"] == 3
+
+
+def test_a_check_reads_as_one_short_line():
+    from harness.expectations import describe
+
+    assert describe({"rule": "wakeup_ms.p50 < 1000", "status": "failed", "value": 14454.82}) == \
+        "wakeup_ms.p50 < 1000 (failed: 14455)"
+    assert describe({"rule": "ledger.lost == 0", "status": "failed", "value": 3.0}) == "ledger.lost == 0 (failed: 3)"
+    assert describe({"rule": "pickup_ms.p50 < 5", "status": "no data", "value": None}) == "pickup_ms.p50 < 5 (no data)"
+    assert describe({"rule": "redelivery_ms.p90 < 5", "status": "failed", "value": float("inf")}).endswith("inf)")
+
+
+def test_probe_counters_become_metrics_of_the_scenario_groups_only():
+    from harness.expectations import parse, probe_counts
+
+    samples = [
+        {"name": "rmq_probe_pop_wakeups_total", "topic": "T", "group": "A", "cause": "retry_other", "value": 3.0},
+        {"name": "rmq_probe_pop_empty_wakeups_total", "topic": "T", "group": "A", "cause": "retry_other", "value": 2.0},
+        {"name": "rmq_probe_pop_wakeups_total", "topic": "T", "group": "B", "cause": "retry_owner", "value": 5.0},
+        {"name": "rmq_probe_pop_wakeups_total", "topic": "x", "group": "readiness", "cause": "message", "value": 9.0},
+    ]
+    p = probe_counts(samples, ["A", "B"])
+    assert (p["retry_other"], p["empty_retry_other"], p["retry_owner"], p["message"]) == (3, 2, 5, 0)
+    assert (p["wakeups"], p["empty_wakeups"]) == (8, 2)
+    assert parse("probe.retry_other == 0").metric == "probe.retry_other"
+
+
+def test_tag_filters_decide_whom_a_message_is_owed_to():
+    doc = {**BASE, "groups": [{"name": "A", "topic": "T", "tags": "TagA"},
+                              {"name": "B", "topic": "T", "tags": "TagB||TagC"},
+                              {"name": "M", "topic": "T", "consumers": 2, "consumer_tags": ["TagA", "TagC"]}],
+           "produce": {"pattern": "burst", "tags": ["TagA", "TagB", "TagC"]}}
+    s = parse_scenario(doc)
+    assert [s.produce.tag(i) for i in range(4)] == ["TagA", "TagB", "TagC", "TagA"]
+    assert s.owed_groups("T", "TagA") == ["A", "M"] and s.owed_groups("T", "TagB") == ["B"]
+    assert s.owed_groups("T", None) == []  # an untagged message matches no tag filter
+    assert [s.groups[2].consumer_filter(i) for i in range(3)] == ["TagA", "TagC", "TagA"]
+    with pytest.raises(ConfigError, match=r"groups.0.tags: String should match pattern"):
+        parse_scenario({**doc, "groups": [{"name": "A", "topic": "T", "tags": "TagA|TagB"}]})
+
+
+def test_a_group_that_reads_its_dlq_adds_a_reader():
+    s = parse_scenario({**BASE, "groups": [{"name": "G", "topic": "T", "consumers": 2, "retry_max_times": 2,
+                                            "read_dlq": True}]})
+    g = s.groups[0]
+    assert (g.dlq_topic, g.dlq_reader, s.consumer_count) == ("%DLQ%G", "G_dlq_reader", 3)
+    assert g.dlq_reader_retry_max_times >= g.retry_max_times + 2 and s.allowed_deliveries() == {"G": 3}

@@ -115,6 +115,8 @@ def test_completeness_blocks_an_improvement_and_flags_losses():
     assert completeness(base, {**base, "errors": 2})[0] == NO_CHANGE
     verdict, why = completeness(base, {**base, "retries_never_redelivered": 3})
     assert verdict == REGRESSION and why == ["retries never redelivered 3 vs 0"]
+    for defect in ("lost", "duplicated", "cross_topic"):  # the ledger's defects are regressions as well
+        assert completeness(base, {**base, defect: 1})[0] == REGRESSION
     # Fewer sends, same count: a higher rate is still worse.
     assert completeness({**base, "errors": 1}, {**base, "sent": 50, "errors": 1})[0] == NO_CHANGE
 

@@ -1,0 +1,107 @@
+"""Expectations: what a CORRECT broker shows in a scenario, written in the scenario as `expect:` rules
+such as ``wakeup_ms.p50 < 1000`` or ``ledger.lost == 0``, and checked against each variant's summary.
+
+A rule is ``<metric> <op> <number>``. Metrics are the summary's numbers (docs/summary.md): the
+distributions' ``n``, ``p50``, ``p90``, ``p99``, ``max``; the ledger's classes and counts; the run's
+counts; the wakeup probe's counters. A rule whose metric has no value (a quantile of no retries, a probe
+counter of a run without the probe) is ``no data``: shown, never met.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms")
+STATISTICS = ("n", "p50", "p90", "p99", "max")
+LEDGER = ("sent", "received", "acked", "never_received", "unknown_received", "duplicate_deliveries",
+          "retries_expected", "retries_never_redelivered", "owed", "dead_lettered", "duplicated", "acked_first",
+          "acked_after_retry", "lost", "cross_topic", "unknown", "dlq_early", "dlq_late", "tag_changed")
+COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls", "errors")
+# The pop-wakeup-probe's counters (runs with --probe), summed over the scenario's groups: wakeups of
+# suspended pops by cause, and (empty_<cause>) those that found nothing and suspended again.
+PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeout", "other")
+PROBE = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups")
+METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(f"ledger.{k}" for k in LEDGER)
+           + tuple(f"probe.{k}" for k in PROBE) + COUNTS)
+OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
+_RULE = re.compile(r"^\s*([a-z_]+(?:\.[a-z0-9_]+)?)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
+
+MET, FAILED, NO_DATA = "met", "failed", "no data"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    metric: str
+    op: str
+    bound: float
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.bound:g}"
+
+
+def parse(rule: str) -> Expectation:
+    """One rule; ValueError naming what is wrong (the scenario's validator adds the file and field)."""
+    m = _RULE.match(rule)
+    if not m:
+        raise ValueError(f"{rule!r} is not '<metric> <op> <number>' (op one of {' '.join(OPS)})")
+    metric, op, bound = m.groups()
+    if metric not in METRICS:
+        close = [k for k in METRICS if k.split(".")[0] == metric.split(".")[0]][:8]
+        hint = f"; {metric.split('.')[0]} has {', '.join(close)}" if close else ""
+        raise ValueError(f"unknown metric {metric!r}{hint} (docs/summary.md lists them all)")
+    return Expectation(metric, op, float(bound))
+
+
+def value(summary: Mapping[str, object], metric: str) -> float | None:
+    """The metric's value in one variant's summary row (as summary.json nests it), None when absent."""
+    node: object = summary
+    for part in metric.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    if node is None or node == "inf":
+        return math.inf if node == "inf" else None
+    return float(node)
+
+
+def check(rule: Expectation, summary: Mapping[str, object]) -> dict[str, object]:
+    v = value(summary, rule.metric)
+    status = NO_DATA if v is None else (MET if OPS[rule.op](v, rule.bound) else FAILED)
+    return {"rule": str(rule), "metric": rule.metric, "value": v, "status": status}
+
+
+def evaluate(rules: Sequence[str], summary: Mapping[str, object]) -> dict[str, object]:
+    """Every rule of a scenario checked against one variant's summary row: the checks and their tally."""
+    checks = [check(parse(r), summary) for r in rules]
+    return {"met": sum(c["status"] == MET for c in checks), "failed": sum(c["status"] == FAILED for c in checks),
+            "no_data": sum(c["status"] == NO_DATA for c in checks), "checks": checks}
+
+
+def describe(checked: Mapping[str, object]) -> str:
+    """One check as a line for tables: the rule, its status and the value it saw."""
+    v = checked["value"]
+    if v is None:
+        return f"{checked['rule']} ({checked['status']})"
+    x = float(v)
+    shown = "inf" if not math.isfinite(x) else (f"{x:.0f}" if x.is_integer() or abs(x) >= 100 else f"{x:.3g}")
+    return f"{checked['rule']} ({checked['status']}: {shown})"
+
+
+def probe_counts(samples: Sequence[Mapping[str, object]], groups: Sequence[str]) -> dict[str, float]:
+    """The probe's samples of one variant (as the manifest keeps them) -> the ``probe.*`` metrics."""
+    out = dict.fromkeys(PROBE, 0.0)
+    for s in samples:
+        if s.get("group") not in groups or s.get("cause") not in PROBE_CAUSES:
+            continue
+        if s["name"] == "rmq_probe_pop_wakeups_total":
+            out[str(s["cause"])] += float(s["value"])
+            out["wakeups"] += float(s["value"])
+        elif s["name"] == "rmq_probe_pop_empty_wakeups_total":
+            out[f"empty_{s['cause']}"] += float(s["value"])
+            out["empty_wakeups"] += float(s["value"])
+    return out

@@ -1,0 +1,176 @@
+"""The per-message ledger: every message a run sent and every delivery it saw, classified exactly once.
+
+A row is a (message, group) pair. A message is owed to each group that subscribes to the topic it was
+sent to (the one group its body names, or every subscriber when it names '*'). Owed pairs are classified
+by the first class that applies:
+
+  dead_lettered      the harness saw it in the group's dead-letter queue
+  duplicated         delivered more often than the consumer's nacks explain: an attempt delivered twice,
+                     a delivery after the ack, or an attempt k > 1 with no nack of attempt k - 1 (e.g. the
+                     processing outlived the invisible time)
+  acked_first        acked, never retried
+  acked_after_retry  acked after one or more retries (``retries`` says how many)
+  lost               neither acked nor dead-lettered when the run, drain phase included, ended
+
+A message with a tag is owed only to the groups whose consumers filter for it; ``tag_changed`` counts
+owed pairs delivered with another tag than they were sent with (a retry must keep its tag).
+
+and every delivery to a pair nobody owed is one of:
+
+  cross_topic        a message of this run delivered to a group it was not meant for (its body names
+                     another topic or group), e.g. through a retry topic two (topic, group) pairs share
+  unknown            a message this run never sent (an id it did not send, or a body it cannot read)
+
+A dead-lettered pair is also checked against the number of deliveries its group allows (retryMaxTimes +
+1): ``dlq_early`` counts those dead-lettered after fewer, ``dlq_late`` after more.
+
+One definition: the run's own summary (harness.latency) and the Spark analysis (per run, through
+applyInPandas) both call ``classify``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import pyarrow as pa
+
+from harness.scenario import tag_matches
+
+OWED_CLASSES = ("dead_lettered", "duplicated", "acked_first", "acked_after_retry", "lost")
+STRAY_CLASSES = ("cross_topic", "unknown")
+CLASSES = OWED_CLASSES + STRAY_CLASSES
+ANY_GROUP = "*"  # a message's body names this when every subscriber of its topic should get it
+KINDS = ("sent", "received", "acked", "nacked", "error", "dlq_seen")
+KEYS = ["run_id", "scenario", "variant", "ledger_id"]
+PAIR = [*KEYS, "group"]
+# A failed nack still gives the message back (when its invisible time runs out): it explains the next
+# attempt as a nack would. A failed ack does not: what comes back after it is a duplicate.
+NACK_FAILURE_PREFIX = "nack:"
+
+SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()), ("ledger_id", pa.string()),
+    ("group", pa.string()), ("cycle", pa.int32()), ("origin_topic", pa.string()), ("class", pa.string()),
+    ("deliveries", pa.int64()), ("max_attempt", pa.int32()), ("retries", pa.int32()), ("sent_ns", pa.int64()),
+    ("first_received_ns", pa.int64()), ("acked_ns", pa.int64()), ("dead_lettered_ns", pa.int64()),
+    ("allowed_deliveries", pa.int32()), ("tag", pa.string()), ("tag_changed", pa.bool_()), ("why", pa.string()),
+])
+# A topic -> its groups -> the tag filters of their consumers.
+Subscriptions = Mapping[str, Mapping[str, Sequence[str]]]
+COLUMNS = SCHEMA.names
+
+
+def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
+    def groups(row: pd.Series) -> list[str]:
+        if isinstance(row["intended_group"], str) and row["intended_group"] != ANY_GROUP:
+            return [row["intended_group"]]
+        tag = row["tag"] if isinstance(row["tag"], str) else None
+        return [g for g, filters in subscriptions.get(row["origin_topic"], {}).items()
+                if any(tag_matches(f, tag) for f in filters)]
+
+    if sent.empty:
+        return sent.assign(group=pd.Series(dtype=object))
+    out = sent.assign(group=sent.apply(groups, axis=1)).explode("group")
+    return out[out["group"].notna()]
+
+
+def classify(events: pd.DataFrame, subscriptions: Subscriptions,
+             allowed_deliveries: Mapping[str, int]) -> pd.DataFrame:
+    """The ledger of one scenario's events (any number of runs and variants of it); ``subscriptions`` maps
+    each topic to its groups and their consumers' tag filters (harness.scenario.Scenario.subscriptions),
+    ``allowed_deliveries`` each group to its retryMaxTimes + 1. Returns one row per pair, ``COLUMNS``."""
+    ev = events[events["kind"].isin(KINDS)].copy()
+    for c in ("topic", "origin_topic", "intended_group", "detail", "message_id", "cycle", "tag"):
+        if c not in ev.columns:  # absent from old or hand-made event tables
+            ev[c] = None
+    sent = (ev[ev["kind"] == "sent"].sort_values("t_client_ns")
+            .drop_duplicates(KEYS)[[*KEYS, "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
+            .rename(columns={"t_client_ns": "sent_ns"}))
+    sent["origin_topic"] = sent["origin_topic"].fillna(sent["topic"])  # the producer's topic is the origin
+    sent = sent.drop(columns="topic")
+    owed = _owed(sent, subscriptions).drop(columns="intended_group")
+
+    recv = ev[ev["kind"] == "received"][[*PAIR, "message_id", "delivery_attempt", "t_client_ns", "tag"]].copy()
+    recv = recv.rename(columns={"tag": "received_tag"})
+    # A body the harness cannot read has no ledger id: the delivery is still counted, by message id.
+    unreadable = recv["ledger_id"].isna()
+    recv.loc[unreadable, "ledger_id"] = "message:" + recv.loc[unreadable, "message_id"].astype(str)
+    acked = (ev[ev["kind"] == "acked"].groupby(PAIR, dropna=False)["t_client_ns"].min()
+             .rename("acked_ns").reset_index())
+    dead = (ev[ev["kind"] == "dlq_seen"].groupby(PAIR, dropna=False)["t_client_ns"].min()
+            .rename("dead_lettered_ns").reset_index())
+    failed_nack = (ev["kind"] == "error") & ev["detail"].fillna("").str.startswith(NACK_FAILURE_PREFIX)
+    nacks = ev[(ev["kind"] == "nacked") | failed_nack][[*PAIR, "delivery_attempt"]].dropna()
+    explained = (nacks.assign(delivery_attempt=nacks["delivery_attempt"] + 1).drop_duplicates()
+                 .assign(explained=True))
+    retries = (ev[ev["kind"] == "nacked"].drop_duplicates([*PAIR, "delivery_attempt"])
+               .groupby(PAIR, dropna=False).size().rename("retries").reset_index())
+
+    r = (recv.merge(explained, on=[*PAIR, "delivery_attempt"], how="left").merge(acked, on=PAIR, how="left")
+         .merge(sent[[*KEYS, "tag"]], on=KEYS, how="left"))
+    r["tag_changed"] = r["received_tag"].fillna("") != r["tag"].fillna("")
+    r["unexplained"] = (r["delivery_attempt"] > 1) & r["explained"].isna()
+    r["repeat"] = r.duplicated([*PAIR, "delivery_attempt"])
+    r["after_ack"] = r["acked_ns"].notna() & (r["t_client_ns"] > r["acked_ns"])
+    per_pair = r.groupby(PAIR, dropna=False).agg(
+        deliveries=("t_client_ns", "size"), max_attempt=("delivery_attempt", "max"),
+        first_received_ns=("t_client_ns", "min"), unexplained=("unexplained", "sum"), repeat=("repeat", "sum"),
+        after_ack=("after_ack", "sum"), tag_changed=("tag_changed", "any")).reset_index()
+
+    rows = (owed.merge(per_pair, on=PAIR, how="left").merge(acked, on=PAIR, how="left")
+            .merge(dead, on=PAIR, how="left").merge(retries, on=PAIR, how="left"))
+    rows["allowed_deliveries"] = rows["group"].map(dict(allowed_deliveries))
+    rows["class"] = _owed_class(rows)
+    rows["why"] = _why(rows)
+
+    stray = per_pair.merge(owed[PAIR].assign(owed=True), on=PAIR, how="left")
+    stray = stray[stray["owed"].isna()].drop(columns="owed")
+    known = stray.merge(sent[[*KEYS, "origin_topic", "cycle", "sent_ns", "tag"]], on=KEYS, how="left")
+    known["class"] = known["sent_ns"].notna().map({True: "cross_topic", False: "unknown"})
+    known["why"] = known["class"].map({"cross_topic": "delivered to a group it was not sent for",
+                                       "unknown": "not sent by this run"})
+    out = pd.concat([rows, known], ignore_index=True)
+    for c in COLUMNS:
+        if c not in out.columns:
+            out[c] = None
+    out = out[COLUMNS]
+    for c in ("deliveries", "retries"):
+        out[c] = out[c].fillna(0).astype("int64")
+    out["tag_changed"] = out["tag_changed"].astype("boolean").fillna(False).astype(bool)
+    return out.sort_values(["run_id", "variant", "group", "ledger_id"], ignore_index=True)
+
+
+def _owed_class(rows: pd.DataFrame) -> pd.Series:
+    dup = (rows["repeat"].fillna(0) + rows["after_ack"].fillna(0) + rows["unexplained"].fillna(0)) > 0
+    acked = rows["acked_ns"].notna()
+    cls = pd.Series("lost", index=rows.index, dtype=object)
+    cls[acked & (rows["retries"].fillna(0) == 0)] = "acked_first"
+    cls[acked & (rows["retries"].fillna(0) > 0)] = "acked_after_retry"
+    cls[dup] = "duplicated"
+    cls[rows["dead_lettered_ns"].notna()] = "dead_lettered"
+    return cls
+
+
+def _why(rows: pd.DataFrame) -> pd.Series:
+    why = pd.Series(None, index=rows.index, dtype=object)
+    lost = rows["class"] == "lost"
+    why[lost & rows["deliveries"].isna()] = "never delivered"
+    why[lost & rows["deliveries"].notna()] = "delivered, never acked"
+    dup = rows["class"] == "duplicated"
+    for col, text in (("unexplained", "an attempt came back without a nack"),
+                      ("after_ack", "delivered again after its ack"), ("repeat", "an attempt delivered twice")):
+        hit = dup & (rows[col].fillna(0) > 0)
+        why[hit] = why[hit].fillna("").map(lambda s, t=text: f"{s}; {t}" if s else t)
+    return why
+
+
+def counts(ledger: pd.DataFrame) -> dict[str, int]:
+    """Pairs per class, every class present (zero included), ``owed`` pairs, and the dead-lettered ones that
+    got fewer (``dlq_early``) or more (``dlq_late``) deliveries than their group allows."""
+    by = ledger["class"].value_counts()
+    dead = ledger[ledger["class"] == "dead_lettered"]
+    got, allowed = dead["deliveries"].astype(float), dead["allowed_deliveries"].astype(float)
+    owed = ledger["class"].isin(OWED_CLASSES)
+    return {"owed": int(owed.sum()), **{c: int(by.get(c, 0)) for c in CLASSES},
+            "dlq_early": int((got < allowed).sum()), "dlq_late": int((got > allowed).sum()),
+            "tag_changed": int((owed & ledger["tag_changed"]).sum())}

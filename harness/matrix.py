@@ -1,0 +1,88 @@
+"""`rmq-harness matrix`: every scenario on every variant (variants side by side, scenarios one after
+another), then one Spark job over all the archives and one report (spark/jobs/matrix.py).
+
+Everything is checked before the first broker starts: each scenario file, its expectations, and whether
+any variant sets a broker setting the scenario decides. A scenario whose run fails is reported in the
+matrix as failed, and the others still run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import ConfigError, HarnessError
+from harness.run import Run
+from harness.scenario import SCENARIO_DIR, Scenario, load_scenario
+from harness.variants import Variant
+
+ALL = "all"
+# Brokers starting and stopping, Prometheus, the archive: measured ~40-50 s per run with three variants here.
+OVERHEAD_S = 50.0
+
+
+@dataclass
+class Outcome:
+    archives: list[Path] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # scenario -> why
+
+
+def scenarios(names: Sequence[str]) -> list[Scenario]:
+    """The scenarios named (or every built-in one for 'all'), each loaded and validated."""
+    if not names or list(names) == [ALL]:
+        names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+    elif ALL in names:
+        raise ConfigError("--scenario all cannot be combined with named scenarios")
+    out = [load_scenario(n) for n in dict.fromkeys(names)]
+    seen: dict[str, str] = {}
+    for sc in out:
+        if sc.name in seen:
+            raise ConfigError(f"{sc.source}: scenario name {sc.name!r} is also the name of {seen[sc.name]}")
+        seen[sc.name] = sc.source
+    return out
+
+
+def check(plan: Sequence[Scenario], variants: Sequence[Variant]) -> None:
+    if len(variants) < 2:
+        raise ConfigError("matrix needs at least two variants (the first is the baseline): --variant A --variant B")
+    for sc in plan:
+        for v in variants:
+            clash = sc.conflicts(v.broker)
+            if clash:
+                raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
+                                  f"{sc.name} ({sc.source}); remove it from the variant or leave the scenario out")
+
+
+def estimate_s(sc: Scenario) -> float:
+    """About how long one scenario takes: its sending time, one cycle's drain, the overhead of a run."""
+    c = sc.cycles
+    if sc.produce.pattern == "burst" and c.count:
+        sending = c.count * (20.0 if sc.drains else float(c.spacing))
+    else:
+        sending = sc.duration_s
+    return sc.produce.delay_s + sending + 20.0 + OVERHEAD_S
+
+
+def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], runs_dir: Path, probe: bool,
+            log: Callable[[str], None], make_run: Callable[..., Run] = Run,
+            on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
+    """Each scenario in turn; ``on_result`` gets each run's own summary as it lands."""
+    out = Outcome()
+    t0 = time.monotonic()
+    for i, sc in enumerate(plan):
+        left = sum(estimate_s(s) for s in plan[i:])
+        log(f"scenario {i + 1}/{len(plan)}: {sc.name} on {', '.join(v.name for v in variants)} "
+            f"(elapsed {(time.monotonic() - t0) / 60:.1f} min, about {left / 60:.0f} min left)")
+        try:
+            result = make_run(variants, sc, runs_dir, log=log, probe=probe).execute()
+        except HarnessError as e:  # a broker that would not start, a run refused: the others still run
+            out.failed[sc.name] = str(e).splitlines()[0][:300]
+            log(f"scenario {sc.name}: run failed: {out.failed[sc.name]}")
+            continue
+        out.archives.append(result.archive)
+        on_result(result.summary)
+    log(f"matrix runs done in {(time.monotonic() - t0) / 60:.1f} min: {len(out.archives)} archived, "
+        f"{len(out.failed)} failed")
+    return out

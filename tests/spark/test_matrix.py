@@ -1,0 +1,62 @@
+"""The matrix job for real (local Spark) on generated archives: two scenarios, three variants."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from spark.jobs.matrix import parser, run
+from tests import synth
+
+VARIANTS = {"unpatched": synth.slow, "patched": synth.fast, "upstream-5.4.0": synth.fast}
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    burst = synth.archive(runs, "run-burst", VARIANTS, messages=40, seed=1, lost=1)
+    lapse = synth.archive(runs, "run-lapse", VARIANTS, messages=40, seed=2, lost=0, scenario="lapse",
+                          scenario_doc={"expect": ["wakeup_ms.p50 < 1000", "ledger.lost == 0", "pickup_ms.p50 < 5"],
+                                        "reference": "a test"})
+    return [burst, lapse]
+
+
+def test_every_scenario_and_variant_is_checked_and_compared_to_the_first(spark, archives, tmp_path):
+    argv = [*map(str, archives), "--variant", "unpatched", "--variant", "patched", "--variant", "upstream-5.4.0",
+            "--bootstrap", "300", "--out", str(tmp_path / "m"), "--failed", "fifo=brokers did not start"]
+    s = run(parser().parse_args(argv), spark=spark)
+    rows = {(r["scenario"], r["variant"]): r for r in s["overview"]}
+    assert len(rows) == 6 and s["baseline"] == "unpatched"
+    # The baseline is slow: it fails the wakeup expectation, the fixed ones meet it; burst lost one message
+    # per variant (its synthetic scenario has no ledger rule, so nothing fails for it).
+    slow_p50 = rows[("burst", "unpatched")]["wakeup_p50_ms"]
+    assert slow_p50 > 10_000 and rows[("burst", "unpatched")]["failing"] == [
+        f"wakeup_ms.p50 < 1000 (failed: {slow_p50:.0f})"]
+    assert rows[("burst", "patched")]["expectations"] == "1/1" and rows[("burst", "patched")]["lost"] == 1
+    assert rows[("lapse", "patched")]["expectations"] == "2/3"  # no pickups: that rule has no data
+    assert rows[("lapse", "patched")]["failing"] == ["pickup_ms.p50 < 5 (no data)"]
+    assert {rows[(sc, v)]["verdict"] for sc in ("burst", "lapse") for v in ("patched", "upstream-5.4.0")} == {
+        "improvement"}
+    assert rows[("burst", "unpatched")]["verdict"] == "baseline"
+    assert set(s["against_baseline"]) == {"patched", "upstream-5.4.0"}
+    assert s["variant_facts"][0]["name"] == "unpatched"
+    assert s["variant_facts"][0]["pop_implementation"] == "file-based (default)"
+    assert s["scenarios"]["lapse"]["reference"] == "a test" and s["failed_runs"] == {"fifo": "brokers did not start"}
+    out = tmp_path / "m"
+    assert json.loads((out / "summary.json").read_text())["kind"] == "matrix"
+    ledger = pd.read_parquet(out / "ledger.parquet")
+    assert set(ledger["variant"]) == set(VARIANTS) and set(ledger["scenario"]) == {"burst", "lapse"}
+    html = (out / "report.html").read_text()
+    assert "fifo" in html and "brokers did not start" in html and "From: a test" in html
+    for sc in ("burst", "lapse"):
+        assert (out / "plots" / f"{sc}-wakeup-cdf.png").stat().st_size > 1000
+
+
+def test_the_cli_renders_a_matrix_from_archives_and_refuses_an_existing_report(archives, tmp_path, capsys):
+    argv = ["matrix", "--variant", "unpatched", "--variant", "patched", "--archives", *map(str, archives),
+            "--out", str(tmp_path / "m")]
+    assert main(argv) == 0
+    assert "report:" in capsys.readouterr().out
+    assert main(argv) == 2
+    assert "already exists" in capsys.readouterr().err

@@ -1,0 +1,121 @@
+import pandas as pd
+import pytest
+
+from harness.ledger import CLASSES, classify, counts
+
+MS = 1_000_000
+SUBS = {"T": {"G": ["*"]}, "U": {"H": ["*"]}, "F": {"A": ["*"], "B": ["*"]}, "X": {"A": ["TagA"], "B": ["TagB||TagC"]}}
+
+
+def _ev(kind, lid, attempt=None, t_ms=0, group="G", topic="T", intended="G", detail=None, message_id=None,
+        tag=None):
+    return {"run_id": "r", "scenario": "s", "variant": "v", "kind": kind, "ledger_id": lid, "group": group,
+            "topic": topic, "origin_topic": topic, "intended_group": intended, "delivery_attempt": attempt,
+            "t_client_ns": t_ms * MS, "cycle": 0, "detail": detail, "message_id": message_id or f"id-{lid}",
+            "tag": tag}
+
+
+def _sent(lid, topic="T", intended="G", tag=None):
+    return _ev("sent", lid, topic=topic, intended=intended, group=intended, tag=tag)
+
+
+def _ledger(rows):
+    led = classify(pd.DataFrame(rows), SUBS, {"G": 3, "H": 3, "A": 3, "B": 3})
+    return led, {(r.ledger_id, r.group): r["class"] for _, r in led.iterrows()}
+
+
+def test_every_pair_gets_exactly_one_class():
+    rows = [
+        _sent("first"), _ev("received", "first", 1, 10), _ev("acked", "first", 1, 11),
+        _sent("retried"), _ev("received", "retried", 1, 10), _ev("nacked", "retried", 1, 11),
+        _ev("received", "retried", 2, 2000), _ev("acked", "retried", 2, 2001),
+        _sent("never"),
+        _sent("unacked"), _ev("received", "unacked", 1, 10),
+        _sent("dlq"), _ev("received", "dlq", 1, 10), _ev("nacked", "dlq", 1, 11), _ev("dlq_seen", "dlq", None, 50),
+    ]
+    led, cls = _ledger(rows)
+    assert cls == {("first", "G"): "acked_first", ("retried", "G"): "acked_after_retry", ("never", "G"): "lost",
+                   ("unacked", "G"): "lost", ("dlq", "G"): "dead_lettered"}
+    assert led.set_index("ledger_id").loc["retried", "retries"] == 1
+    assert led.set_index("ledger_id").loc["never", "why"] == "never delivered"
+    assert led.set_index("ledger_id").loc["unacked", "why"] == "delivered, never acked"
+    c = counts(led)
+    assert set(c) == {"owed", *CLASSES, "dlq_early", "dlq_late", "tag_changed"}
+    assert c["owed"] == 5 and c["lost"] == 2 and c["cross_topic"] == 0
+    assert (c["dlq_early"], c["dlq_late"]) == (1, 0)  # dead-lettered after 1 of the 3 deliveries allowed
+
+
+def test_dead_letters_are_checked_against_the_deliveries_the_group_allows():
+    def dead_after(n, lid):
+        rows = [_sent(lid)]
+        for a in range(1, n + 1):
+            rows += [_ev("received", lid, a, a * 1000), _ev("nacked", lid, a, a * 1000 + 1)]
+        return [*rows, _ev("dlq_seen", lid, None, 99_000)]
+
+    led, _ = _ledger(dead_after(3, "ok") + dead_after(4, "late") + dead_after(2, "early"))
+    c = counts(led)
+    assert (c["dead_lettered"], c["dlq_early"], c["dlq_late"]) == (3, 1, 1)
+
+
+@pytest.mark.parametrize("extra, why", [
+    ([_ev("received", "x", 2, 20_000)], "an attempt came back without a nack"),  # processing outlived it
+    ([_ev("received", "x", 1, 12)], "an attempt delivered twice"),
+    ([_ev("nacked", "x", 1, 11), _ev("received", "x", 2, 3000), _ev("acked", "x", 2, 3001),
+      _ev("received", "x", 3, 9000)], "delivered again after its ack"),
+])
+def test_duplicates_are_deliveries_the_nacks_do_not_explain(extra, why):
+    led, cls = _ledger([_sent("x"), _ev("received", "x", 1, 10), *extra, _ev("acked", "x", 1, 30_000)])
+    assert cls == {("x", "G"): "duplicated"}
+    assert why in led.iloc[0]["why"]
+
+
+def test_a_failed_nack_explains_the_next_attempt_a_failed_ack_does_not():
+    nack_failed = [_sent("x"), _ev("received", "x", 1, 10), _ev("error", "x", 1, 11, detail="nack: timeout"),
+                   _ev("received", "x", 2, 15_000), _ev("acked", "x", 2, 15_001)]
+    assert _ledger(nack_failed)[1] == {("x", "G"): "acked_first"}
+    ack_failed = [_sent("x"), _ev("received", "x", 1, 10), _ev("error", "x", 1, 11, detail="ack: expired"),
+                  _ev("received", "x", 2, 15_000), _ev("acked", "x", 2, 15_001)]
+    assert _ledger(ack_failed)[1] == {("x", "G"): "duplicated"}
+
+
+def test_deliveries_nobody_owed_are_cross_topic_or_unknown():
+    rows = [
+        _sent("a"), _ev("received", "a", 1, 10), _ev("nacked", "a", 1, 11),
+        # the retry reaches the group of another topic (a shared V1 retry topic)
+        _ev("received", "a", 2, 2000, group="H", topic="U"), _ev("acked", "a", 2, 2001, group="H", topic="U"),
+        _ev("received", "ghost", 1, 50),
+        _ev("received", None, 1, 60, message_id="0A0B"),
+    ]
+    led, cls = _ledger(rows)
+    assert cls[("a", "G")] == "lost" and cls[("a", "H")] == "cross_topic"
+    assert cls[("ghost", "G")] == "unknown" and cls[("message:0A0B", "G")] == "unknown"
+    assert counts(led)["cross_topic"] == 1 and counts(led)["unknown"] == 2
+
+
+def test_a_message_for_every_subscriber_is_owed_to_each():
+    rows = [_sent("m", topic="F", intended="*"), _ev("received", "m", 1, 10, group="A", topic="F", intended="*"),
+            _ev("acked", "m", 1, 11, group="A", topic="F", intended="*")]
+    assert _ledger(rows)[1] == {("m", "A"): "acked_first", ("m", "B"): "lost"}
+
+
+def test_variants_and_runs_do_not_mix():
+    a = [_sent("m"), _ev("received", "m", 1, 10), _ev("acked", "m", 1, 11)]
+    b = [{**r, "variant": "w"} for r in a[:1]]  # the same ledger id in another variant, never received there
+    led, _ = _ledger(a + b)
+    assert dict(zip(led.variant, led["class"], strict=True)) == {"v": "acked_first", "w": "lost"}
+
+
+def test_a_tagged_message_is_owed_to_the_groups_filtering_for_it_and_must_keep_its_tag():
+    def got(lid, group, tag, t):
+        return [_ev("received", lid, 1, t, group=group, topic="X", intended="*", tag=tag),
+                _ev("acked", lid, 1, t + 1, group=group, topic="X", intended="*", tag=tag)]
+
+    rows = [_sent("a", topic="X", intended="*", tag="TagA"), *got("a", "A", "TagA", 10),
+            _sent("c", topic="X", intended="*", tag="TagC"), *got("c", "B", "TagC", 10),
+            *got("c", "A", "TagC", 20),  # A filters TagA only: a TagC message there is nobody's business
+            _sent("z", topic="X", intended="*", tag="TagZ"),  # no group filters for it: owed to none
+            _sent("k", topic="X", intended="*", tag="TagB"), *got("k", "B", None, 30)]  # the tag was lost
+    led, cls = _ledger(rows)
+    assert cls == {("a", "A"): "acked_first", ("c", "B"): "acked_first", ("c", "A"): "cross_topic",
+                   ("k", "B"): "acked_first"}
+    assert counts(led)["tag_changed"] == 1 and led.set_index("ledger_id").loc["k", "tag_changed"]

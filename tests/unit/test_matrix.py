@@ -1,0 +1,51 @@
+from pathlib import Path
+
+import pytest
+
+from harness import matrix
+from harness.errors import ConfigError, HarnessError
+from harness.scenario import SCENARIO_DIR
+from harness.variants import load_variants, select
+
+
+def test_all_is_every_built_in_scenario_and_cannot_be_mixed():
+    names = [sc.name for sc in matrix.scenarios(["all"])]
+    assert names == sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")) and "v1-collision" in names
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        matrix.scenarios(["all", "burst"])
+
+
+def test_a_variant_against_a_scenario_is_refused_before_anything_starts():
+    unpatched, patched = select(load_variants(), ["unpatched", "patched"])
+    v2 = unpatched.model_copy(update={"broker": {"enableRetryTopicV2": True}})
+    plan = matrix.scenarios(["burst", "fourgroups-v2"])
+    matrix.check(plan, [unpatched, patched])
+    with pytest.raises(ConfigError, match="enableRetryTopicV2=true .* against scenario burst"):
+        matrix.check(plan, [v2, patched])
+    with pytest.raises(ConfigError, match="at least two variants"):
+        matrix.check(plan, [patched])
+
+
+def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
+    class Result:
+        def __init__(self, archive: Path) -> None:
+            self.archive = archive
+            self.summary = [{"scenario": archive.name}]
+
+    class FakeRun:  # the orchestration only: which scenarios ran, what failed
+        def __init__(self, variants, scenario, runs_dir, log, probe):
+            self.scenario = scenario
+
+        def execute(self):
+            if self.scenario.name == "lapse":
+                raise HarnessError("variant patched: broker did not start\nlong detail")
+            return Result(tmp_path / self.scenario.name)
+
+    plan = matrix.scenarios(["burst", "lapse", "steady"])
+    lines = []
+    shown = []
+    out = matrix.run_all(plan, [], tmp_path, False, lines.append, make_run=FakeRun, on_result=shown.extend)
+    assert out.archives == [tmp_path / "burst", tmp_path / "steady"]
+    assert [s["scenario"] for s in shown] == ["burst", "steady"]
+    assert out.failed == {"lapse": "variant patched: broker did not start"}
+    assert any("scenario 2/3: lapse" in ln for ln in lines)
