@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# 2: the cycle column, cycle_start / cycle_end events, pickup_ms. 3: the tag column. Readers take every
-# earlier version too.
-EVENT_SCHEMA_VERSION = 3
+# 2: the cycle column, cycle_start / cycle_end events, pickup_ms. 3: the tag column. 4: message_group.
+# Readers take every earlier version too.
+EVENT_SCHEMA_VERSION = 4
 KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end")
 
 SCHEMA = pa.schema(
@@ -46,6 +46,7 @@ SCHEMA = pa.schema(
         ("detail", pa.string()),  # error text; cycle_end: drained | timeout
         ("cycle", pa.int32()),  # the produce-and-nack cycle the message belongs to (from its body)
         ("tag", pa.string()),  # sent: the tag given; received / dlq_seen: the tag the message arrived with
+        ("message_group", pa.string()),  # FIFO: the message group it was sent in (from its body)
         # Derived (filled by the archive writer; see harness.latency):
         ("wakeup_ms", pa.float64()),
         ("redelivery_ms", pa.float64()),
@@ -55,8 +56,9 @@ SCHEMA = pa.schema(
 COLUMNS = tuple(SCHEMA.names)
 DERIVED = ("wakeup_ms", "redelivery_ms", "pickup_ms")
 # What each version's files hold; a reader adds the missing ones as nulls.
-COLUMNS_BY_VERSION = {1: tuple(c for c in COLUMNS if c not in ("cycle", "pickup_ms", "tag")),
-                      2: tuple(c for c in COLUMNS if c != "tag"), 3: COLUMNS}
+COLUMNS_BY_VERSION = {1: tuple(c for c in COLUMNS if c not in ("cycle", "pickup_ms", "tag", "message_group")),
+                      2: tuple(c for c in COLUMNS if c not in ("tag", "message_group")),
+                      3: tuple(c for c in COLUMNS if c != "message_group"), 4: COLUMNS}
 
 
 @dataclass
@@ -70,6 +72,7 @@ class MessageBody:
     run_id: str
     cycle: int | None = None
     tag: str | None = None  # the tag it was sent with (the broker's own tag property may not survive)
+    message_group: str | None = None
 
     def encode(self) -> bytes:
         return json.dumps(self.__dict__, separators=(",", ":")).encode()
@@ -78,10 +81,10 @@ class MessageBody:
     def decode(cls, raw: bytes) -> MessageBody | None:
         try:
             d = json.loads(raw)
-            cycle, tag = d.get("cycle"), d.get("tag")
+            cycle, tag, mg = d.get("cycle"), d.get("tag"), d.get("message_group")
             return cls(str(d["ledger_id"]), str(d["origin_topic"]), str(d["group"]), int(d["send_ns"]),
                        str(d["run_id"]), int(cycle) if cycle is not None else None,
-                       str(tag) if tag is not None else None)
+                       str(tag) if tag is not None else None, str(mg) if mg is not None else None)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 

@@ -25,8 +25,11 @@ COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "
 # suspended pops by cause, and (empty_<cause>) those that found nothing and suspended again.
 PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeout", "other")
 PROBE = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups")
+# FIFO runs (harness.ordering): messages, those out of send order or delivered while the one before was in
+# flight, and how long a nack blocked its message group (ms).
+FIFO = ("messages", "out_of_order", "overtaken", "block_n", "block_p50", "block_p90", "block_max")
 METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(f"ledger.{k}" for k in LEDGER)
-           + tuple(f"probe.{k}" for k in PROBE) + COUNTS)
+           + tuple(f"probe.{k}" for k in PROBE) + tuple(f"fifo.{k}" for k in FIFO) + COUNTS)
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
 _RULE = re.compile(r"^\s*([a-z_]+(?:\.[a-z0-9_]+)?)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
@@ -39,9 +42,10 @@ class Expectation:
     metric: str
     op: str
     bound: float
+    text: str  # as written (numbers keep their digits)
 
     def __str__(self) -> str:
-        return f"{self.metric} {self.op} {self.bound:g}"
+        return self.text
 
 
 def parse(rule: str) -> Expectation:
@@ -54,7 +58,7 @@ def parse(rule: str) -> Expectation:
         close = [k for k in METRICS if k.split(".")[0] == metric.split(".")[0]][:8]
         hint = f"; {metric.split('.')[0]} has {', '.join(close)}" if close else ""
         raise ValueError(f"unknown metric {metric!r}{hint} (docs/summary.md lists them all)")
-    return Expectation(metric, op, float(bound))
+    return Expectation(metric, op, float(bound), f"{metric} {op} {bound}")
 
 
 def value(summary: Mapping[str, object], metric: str) -> float | None:
@@ -88,7 +92,10 @@ def describe(checked: Mapping[str, object]) -> str:
     if v is None:
         return f"{checked['rule']} ({checked['status']})"
     x = float(v)
-    shown = "inf" if not math.isfinite(x) else (f"{x:.0f}" if x.is_integer() or abs(x) >= 100 else f"{x:.3g}")
+    if not math.isfinite(x):
+        shown = "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    else:
+        shown = f"{x:.0f}" if x.is_integer() or abs(x) >= 100 else f"{x:.3g}"
     return f"{checked['rule']} ({checked['status']}: {shown})"
 
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
-from harness import ledger
+from harness import ledger, ordering
 
 NS_PER_MS = 1_000_000
 QUANTILES = (0.5, 0.9, 0.99)
@@ -121,7 +121,7 @@ def _ledger_ids(ev: pd.DataFrame, kind: str) -> set[tuple[str, str]]:
     return set(zip(rows["run_id"], rows["ledger_id"], strict=True))
 
 
-def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]],
+def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Mapping[str, Sequence[str]]],
               allowed_deliveries: Mapping[str, int]) -> list[dict]:
     """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
     ``allowed_deliveries`` group -> retryMaxTimes + 1), and wakeup / redelivery distributions (ms).
@@ -131,6 +131,7 @@ def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]],
     out = []
     for (scenario, variant), ev in events.groupby(["scenario", "variant"], sort=True):
         classes = ledger.counts(ledger.classify(ev, subscriptions, allowed_deliveries))
+        fifo = ordering.fifo_rows(ev)
         kinds = ev["kind"].value_counts()
         sent_ids, received_ids, acked_ids = (_ledger_ids(ev, k) for k in ("sent", "received", "acked"))
         recv = ev[ev["kind"] == "received"]
@@ -160,5 +161,6 @@ def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]],
             "wakeup_ms": _dist(ev["wakeup_ms"]),
             "pickup_ms": _dist(ev["pickup_ms"]),
             "redelivery_ms": _dist(ev["redelivery_ms"]),
+            **({"fifo": ordering.fifo_counts(fifo)} if not fifo.empty else {}),
         })
     return out

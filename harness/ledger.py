@@ -9,7 +9,8 @@ by the first class that applies:
                      a delivery after the ack, or an attempt k > 1 with no nack of attempt k - 1 (e.g. the
                      processing outlived the invisible time)
   acked_first        acked, never retried
-  acked_after_retry  acked after one or more retries (``retries`` says how many)
+  acked_after_retry  acked after one or more retries (``retries`` says how many; a failed nack counts, as the
+                     message comes back all the same)
   lost               neither acked nor dead-lettered when the run, drain phase included, ended
 
 A message with a tag is owed only to the groups whose consumers filter for it; ``tag_changed`` counts
@@ -87,7 +88,8 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions,
             .drop_duplicates(KEYS)[[*KEYS, "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
             .rename(columns={"t_client_ns": "sent_ns"}))
     sent["origin_topic"] = sent["origin_topic"].fillna(sent["topic"])  # the producer's topic is the origin
-    sent = sent.drop(columns="topic")
+    # Nullable integers: times stay exact (ns) through the outer merges below.
+    sent = sent.drop(columns="topic").astype({"sent_ns": "Int64"})
     owed = _owed(sent, subscriptions).drop(columns="intended_group")
 
     recv = ev[ev["kind"] == "received"][[*PAIR, "message_id", "delivery_attempt", "t_client_ns", "tag"]].copy()
@@ -96,15 +98,14 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions,
     unreadable = recv["ledger_id"].isna()
     recv.loc[unreadable, "ledger_id"] = "message:" + recv.loc[unreadable, "message_id"].astype(str)
     acked = (ev[ev["kind"] == "acked"].groupby(PAIR, dropna=False)["t_client_ns"].min()
-             .rename("acked_ns").reset_index())
+             .rename("acked_ns").astype("Int64").reset_index())
     dead = (ev[ev["kind"] == "dlq_seen"].groupby(PAIR, dropna=False)["t_client_ns"].min()
-            .rename("dead_lettered_ns").reset_index())
+            .rename("dead_lettered_ns").astype("Int64").reset_index())
     failed_nack = (ev["kind"] == "error") & ev["detail"].fillna("").str.startswith(NACK_FAILURE_PREFIX)
     nacks = ev[(ev["kind"] == "nacked") | failed_nack][[*PAIR, "delivery_attempt"]].dropna()
     explained = (nacks.assign(delivery_attempt=nacks["delivery_attempt"] + 1).drop_duplicates()
                  .assign(explained=True))
-    retries = (ev[ev["kind"] == "nacked"].drop_duplicates([*PAIR, "delivery_attempt"])
-               .groupby(PAIR, dropna=False).size().rename("retries").reset_index())
+    retries = explained.groupby(PAIR, dropna=False).size().rename("retries").reset_index()
 
     r = (recv.merge(explained, on=[*PAIR, "delivery_attempt"], how="left").merge(acked, on=PAIR, how="left")
          .merge(sent[[*KEYS, "tag"]], on=KEYS, how="left"))
@@ -116,6 +117,7 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions,
         deliveries=("t_client_ns", "size"), max_attempt=("delivery_attempt", "max"),
         first_received_ns=("t_client_ns", "min"), unexplained=("unexplained", "sum"), repeat=("repeat", "sum"),
         after_ack=("after_ack", "sum"), tag_changed=("tag_changed", "any")).reset_index()
+    per_pair["first_received_ns"] = per_pair["first_received_ns"].astype("Int64")
 
     rows = (owed.merge(per_pair, on=PAIR, how="left").merge(acked, on=PAIR, how="left")
             .merge(dead, on=PAIR, how="left").merge(retries, on=PAIR, how="left"))
@@ -123,7 +125,9 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions,
     rows["class"] = _owed_class(rows)
     rows["why"] = _why(rows)
 
-    stray = per_pair.merge(owed[PAIR].assign(owed=True), on=PAIR, how="left")
+    # Seen somewhere nobody was owed: delivered, or found in a DLQ without a delivery the harness saw.
+    seen = per_pair.merge(dead, on=PAIR, how="outer")
+    stray = seen.merge(owed[PAIR].assign(owed=True), on=PAIR, how="left")
     stray = stray[stray["owed"].isna()].drop(columns="owed")
     known = stray.merge(sent[[*KEYS, "origin_topic", "cycle", "sent_ns", "tag"]], on=KEYS, how="left")
     known["class"] = known["sent_ns"].notna().map({True: "cross_topic", False: "unknown"})
@@ -169,7 +173,8 @@ def counts(ledger: pd.DataFrame) -> dict[str, int]:
     got fewer (``dlq_early``) or more (``dlq_late``) deliveries than their group allows."""
     by = ledger["class"].value_counts()
     dead = ledger[ledger["class"] == "dead_lettered"]
-    got, allowed = dead["deliveries"].astype(float), dead["allowed_deliveries"].astype(float)
+    # By attempt number, as the broker counts (an attempt delivered twice is a duplicate, not a late DLQ).
+    got, allowed = dead["max_attempt"].astype(float).fillna(0), dead["allowed_deliveries"].astype(float)
     owed = ledger["class"].isin(OWED_CLASSES)
     return {"owed": int(owed.sum()), **{c: int(by.get(c, 0)) for c in CLASSES},
             "dlq_early": int((got < allowed).sum()), "dlq_late": int((got > allowed).sum()),

@@ -62,7 +62,7 @@ def estimate_s(sc: Scenario) -> float:
         sending = c.count * (20.0 if sc.drains else float(c.spacing))
     else:
         sending = sc.duration_s
-    return sc.produce.delay_s + sending + 20.0 + OVERHEAD_S
+    return sc.produce.delay_s + sending + 20.0 + c.linger_s + OVERHEAD_S
 
 
 def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], runs_dir: Path, probe: bool,

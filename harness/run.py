@@ -58,9 +58,9 @@ def create_resources(ep: Endpoints, scenario: Scenario) -> None:
     d = driver(scenario.protocol, ep)
     try:
         for t in scenario.topics:
-            d.create_topic(t.name, queues=t.queues)
+            d.create_topic(t.name, queues=t.queues, message_type=t.message_type)
         for g in scenario.groups:
-            d.create_group(g.name, retry_max_times=g.retry_max_times)
+            d.create_group(g.name, retry_max_times=g.retry_max_times, orderly=g.fifo)
             if g.read_dlq:
                 # The broker creates the DLQ (1 queue, read + write) on its first dead letter; made here so
                 # the reader can subscribe before that.

@@ -67,6 +67,8 @@ class _Strict(BaseModel):
 class Topic(_Strict):
     name: ResourceName
     queues: int = Field(4, ge=1, le=64)
+    message_type: Literal["NORMAL", "FIFO"] = Field("NORMAL", description="FIFO: messages carry a message "
+                                                    "group and are delivered in order within it")
 
 
 class Group(_Strict):
@@ -77,6 +79,8 @@ class Group(_Strict):
     read_dlq: bool = Field(False, description="read the group's dead-letter queue (%DLQ%<group>) with a reader "
                            "of its own, so the ledger tells dead-lettered from lost")
     tags: TagFilter = Field(ALL_TAGS, description="the group's tag filter: '*' or 'TagA||TagB'")
+    fifo: bool = Field(False, description="a FIFO group (consumeMessageOrderly): a message group is blocked "
+                       "until its message in flight is acked")
     consumer_tags: list[TagFilter] = Field(
         default_factory=list, description="per consumer (round robin), a filter of its own instead of tags: "
         "consumers of one group that disagree on their subscription")
@@ -116,9 +120,14 @@ class Produce(_Strict):
     producers: int = Field(1, ge=1, le=64)
     tags: list[TagName] = Field(default_factory=list, description="tags given to the messages in turn "
                                 "(message i gets tags[i % n]); none: untagged")
+    message_groups: int = Field(0, ge=0, le=10_000, description="FIFO topics: messages spread over this many "
+                                "message groups in turn (message i in group i % n); 0: none")
 
     def tag(self, index: int) -> str | None:
         return self.tags[index % len(self.tags)] if self.tags else None
+
+    def message_group(self, index: int) -> str | None:
+        return f"mg{index % self.message_groups}" if self.message_groups else None
 
 
 # Durations the client sends travel as whole seconds (rocketmq-python-client sets Duration.seconds only).
@@ -219,6 +228,11 @@ class Scenario(_Strict):
                 raise ValueError(f"groups.{i}.topic: {g.topic!r} is not one of topics ({', '.join(sorted(topics))})")
         if self.produce.topic is not None and self.produce.topic not in topics:
             raise ValueError(f"produce.topic: {self.produce.topic!r} is not one of topics")
+        fifo_topic = next(t for t in self.topics if t.name == self.produce_topic).message_type == "FIFO"
+        if fifo_topic != bool(self.produce.message_groups):
+            kind = "FIFO" if fifo_topic else "NORMAL"
+            raise ValueError(f"produce.message_groups: {self.produce.message_groups} for the {kind} topic "
+                             f"{self.produce_topic} (a FIFO topic takes messages with a message group, and only it)")
         if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
             raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
         if self.protocol == "grpc":
@@ -275,7 +289,8 @@ class Scenario(_Strict):
         drains or times out. A run whose cycles are all done ends before."""
         c = self.cycles
         if self.produce.pattern == "steady":
-            return self.produce.delay_s + self.duration_s + c.drain_timeout_s + c.linger_s
+            sending = c.count * float(c.spacing) if c.count else self.duration_s
+            return self.produce.delay_s + sending + c.drain_timeout_s + c.linger_s
         if self.drains:
             per_cycle = c.drain_timeout_s + c.settle_s
             if c.count == 0:

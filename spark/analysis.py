@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from harness import ledger as message_ledger
+from harness import ordering
 from harness.latency import (
     DUPLICATE_KEYS,
     LATEST_NACK_ORDER,
@@ -85,7 +86,7 @@ def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[s
             .withColumn("redelivered", F.coalesce(F.col("redelivered"), F.lit(False))))
 
 
-_ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean"}
+_ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double"}
 LEDGER_DDL = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in message_ledger.SCHEMA)
 
 
@@ -105,6 +106,21 @@ def ledger(events: DataFrame,
 
     wanted = events.filter(F.col("kind").isin(list(message_ledger.KINDS)))
     return wanted.groupBy("run_id").applyInPandas(one_run, LEDGER_DDL)
+
+
+ORDERING_DDL = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in ordering.SCHEMA)
+
+
+def fifo(events: DataFrame) -> DataFrame:
+    """harness.ordering's rows of FIFO messages, one run at a time (runs without message groups give none)."""
+    def one_run(pdf: pd.DataFrame) -> pd.DataFrame:
+        out = ordering.fifo_rows(pdf)
+        for f in ordering.SCHEMA:
+            if str(f.type).startswith("int"):
+                out[f.name] = out[f.name].astype("Int64")
+        return out
+
+    return events.filter(F.col("message_group").isNotNull()).groupBy("run_id").applyInPandas(one_run, ORDERING_DDL)
 
 
 def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledger_rows: DataFrame,
@@ -148,7 +164,8 @@ def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledg
     classes = ledger_rows.groupBy(*by).agg(
         F.sum(F.col("class").isin(list(message_ledger.OWED_CLASSES)).cast("long")).alias("ledger_owed"),
         *[F.sum((F.col("class") == c).cast("long")).alias(f"ledger_{c}") for c in message_ledger.CLASSES],
-        *[F.sum(((F.col("class") == "dead_lettered") & cmp(F.col("deliveries"), F.col("allowed_deliveries")))
+        *[F.sum(((F.col("class") == "dead_lettered")
+                 & cmp(F.coalesce(F.col("max_attempt"), F.lit(0)), F.col("allowed_deliveries")))
                 .cast("long")).alias(f"ledger_{name}")
           for name, cmp in (("dlq_early", lambda a, b: a < b), ("dlq_late", lambda a, b: a > b))],
         F.sum((F.col("class").isin(list(message_ledger.OWED_CLASSES)) & F.col("tag_changed")).cast("long"))

@@ -59,8 +59,9 @@ class Received:
 
 
 class Producer(Protocol):
-    def send(self, body: bytes, tag: str | None = None) -> str:
-        """Send one message (with ``tag``, if any) to the producer's topic; return its message id."""
+    def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
+        """Send one message (with ``tag`` and, to a FIFO topic, ``message_group``) to the producer's topic;
+        return its message id."""
         ...
 
 
@@ -79,9 +80,9 @@ class PopConsumer(Protocol):
 class Driver(Protocol):
     protocol: str
 
-    def create_topic(self, name: str, queues: int) -> None: ...
+    def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None: ...
 
-    def create_group(self, name: str, retry_max_times: int) -> None: ...
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None: ...
 
     def producer(self, topic: str) -> Producer:
         """A started producer; the driver closes it in ``close``."""

@@ -67,12 +67,14 @@ class GrpcProducer:
         self._offload = offload
         self.topic = topic
 
-    def send(self, body: bytes, tag: str | None = None) -> str:
+    def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
         msg = self._rmq.Message()
         msg.topic = self.topic
         msg.body = body
         if tag:
             msg.tag = tag
+        if message_group:
+            msg.message_group = message_group
         return self._offload(lambda: self._client.send(msg)).message_id
 
 
@@ -114,11 +116,11 @@ class GrpcDriver:
         self._clients.append(client)
         return client
 
-    def create_topic(self, name: str, queues: int) -> None:
-        remoting.create_topic(self.endpoints.broker, name, queues=queues)
+    def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None:
+        remoting.create_topic(self.endpoints.broker, name, queues=queues, message_type=message_type)
 
-    def create_group(self, name: str, retry_max_times: int) -> None:
-        remoting.create_group(self.endpoints.broker, name, retry_max_times=retry_max_times)
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
+        remoting.create_group(self.endpoints.broker, name, retry_max_times=retry_max_times, orderly=orderly)
 
     def producer(self, topic: str) -> GrpcProducer:
         client = self._started(self._rmq.Producer(self._config(), (topic,)))

@@ -133,8 +133,9 @@ def create_topic(
     _check(invoke(broker, Command(UPDATE_AND_CREATE_TOPIC, fields)), f"create topic {topic}")
 
 
-def create_group(broker: str, group: str, retry_max_times: int = 16) -> None:
+def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
     config = {
+        "consumeMessageOrderly": orderly,
         "groupName": group,
         "consumeEnable": True,
         "consumeFromMinEnable": True,

@@ -16,7 +16,8 @@ import gevent.event
 SENT = "rmq_cycle_sent"  # worker -> master: {"cycle": k, "owed": {group: [ledger ids sent that it is owed]}}
 FINAL = "rmq_cycle_final"  # worker -> master: {"cycle": k, "group": g, "ids": [ledger ids acked for good]}
 DRAINED = "rmq_cycle_drained"  # master -> workers: {"cycle": k}
-DONE = "rmq_cycles_done"  # worker -> master: a producer ran its last cycle
+SENDS_OVER = "rmq_cycle_sends_over"  # worker -> master: {"last": k} a producer reported its last cycle, k
+DONE = "rmq_cycles_done"  # worker -> master: a producer ran its last cycle and its drain phase
 
 
 @dataclass
@@ -30,6 +31,7 @@ class CycleBook:
     _reports: dict[int, int] = field(default_factory=dict)
     _final: dict[int, dict[str, set[str]]] = field(default_factory=dict)
     _announced: set[int] = field(default_factory=set)
+    _lasts: list[int] = field(default_factory=list)  # the last cycle of each producer that stopped sending
     _done: int = 0
 
     def sent(self, cycle: int, owed: Mapping[str, Iterable[str]]) -> list[int]:
@@ -43,13 +45,22 @@ class CycleBook:
         self._final.setdefault(cycle, {}).setdefault(group, set()).update(ids)
         return self._check(cycle)
 
+    def sends_over(self, last: int) -> list[int]:
+        """One producer reported its last cycle: later cycles (other producers ran longer) no longer wait
+        for its report. Returns the cycles that drained by it."""
+        self._lasts.append(last)
+        return [c for k in sorted(self._reports) if k > last for c in self._check(k)]
+
+    def _needed(self, cycle: int) -> int:
+        return self.producers - sum(1 for last in self._lasts if last < cycle)
+
     def done(self) -> bool:
         """One producer finished; True when all have (the run can end)."""
         self._done += 1
         return self._done >= self.producers
 
     def _check(self, cycle: int) -> list[int]:
-        if cycle in self._announced or self._reports.get(cycle, 0) < self.producers:
+        if cycle in self._announced or self._reports.get(cycle, 0) < self._needed(cycle):
             return []
         sent = self._sent.get(cycle, {})
         acked = self._final.get(cycle, {})
@@ -71,6 +82,9 @@ def attach_master(runner: object, book: CycleBook) -> None:
     def on_final(environment: object, msg: object, **_kw: object) -> None:
         announce(book.final(msg.data["cycle"], msg.data["group"], msg.data["ids"]))
 
+    def on_sends_over(environment: object, msg: object, **_kw: object) -> None:
+        announce(book.sends_over(msg.data["last"]))
+
     def on_done(environment: object, msg: object, **_kw: object) -> None:
         if book.done():
             # Not from inside the handler: quit() kills the greenlet that runs it.
@@ -78,6 +92,7 @@ def attach_master(runner: object, book: CycleBook) -> None:
 
     runner.register_message(SENT, on_sent)
     runner.register_message(FINAL, on_final)
+    runner.register_message(SENDS_OVER, on_sends_over)
     runner.register_message(DONE, on_done)
 
 

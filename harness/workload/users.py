@@ -52,6 +52,7 @@ class ProducerUser(User):
         self.started = time.monotonic()
         self.cycle = 0
         self.open_cycles: list[int] = []  # reported to the master, not yet drained or timed out
+        self.last_reported = -1
         self.window_ids: dict[int, dict[str, list[str]]] = {}  # steady: per window, group -> ids it is owed
         self.finished = False
         gevent.sleep(sc.produce.delay_s)
@@ -63,15 +64,17 @@ class ProducerUser(User):
         rt = self.runtime
         ledger_id = rt.next_id("m")
         tag = self.spec.scenario.produce.tag(self.sent_count)
+        message_group = self.spec.scenario.produce.message_group(self.sent_count)
         self.sent_count += 1
         owed = self.spec.scenario.owed_groups(self.topic, tag)
         # The group the message is meant for; "*" when several are (or none: it is nobody's).
         intended = owed[0] if len(owed) == 1 else ANY_GROUP
         started = time.time_ns()
-        body = MessageBody(ledger_id, self.topic, intended, started, self.spec.run_id, cycle, tag).encode()
+        body = MessageBody(ledger_id, self.topic, intended, started, self.spec.run_id, cycle, tag,
+                           message_group).encode()
         labels = rt.labels(intended)
         try:
-            message_id = self.producer.send(body, tag)
+            message_id = self.producer.send(body, tag, message_group)
         except Exception as e:  # noqa: BLE001 - every client failure is data
             rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
                           ledger_id=ledger_id, cycle=cycle, tag=tag, detail=f"send: {e}"[:500])
@@ -81,7 +84,7 @@ class ProducerUser(User):
         ended = time.time_ns()
         rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=intended,
                       ledger_id=ledger_id, message_id=message_id, origin_topic=self.topic,
-                      intended_group=intended, cycle=cycle, tag=tag)
+                      intended_group=intended, cycle=cycle, tag=tag, message_group=message_group)
         rt.metrics.sent.labels(**labels).inc()
         _fire(rt, "send", started, ended, length=len(body))
         return ledger_id, owed
@@ -97,8 +100,9 @@ class ProducerUser(User):
         return out
 
     def burst(self, cycle: int) -> dict[str, list[str]]:
-        # All at once, as far as the pool of real threads allows.
-        pool = gevent.pool.Pool(BURST_CONCURRENCY)
+        # All at once, as far as the pool of real threads allows; one after another to a FIFO topic, so the
+        # order they were sent in is the order within each message group.
+        pool = gevent.pool.Pool(1 if self.spec.scenario.produce.message_groups else BURST_CONCURRENCY)
         jobs = [pool.spawn(self.send_one, cycle) for _ in range(self.spec.scenario.produce.count)]
         pool.join()
         return self._owed([j.value for j in jobs])
@@ -113,6 +117,7 @@ class ProducerUser(User):
         """Tell the master what ``cycle`` sent, so it can say when every group has acked all of it owes."""
         self.environment.runner.send_message(cycles.SENT, {"cycle": cycle, "owed": owed})
         self.open_cycles.append(cycle)
+        self.last_reported = cycle
 
     def close_cycle(self, cycle: int, timeout_s: float) -> None:
         end = "drained" if self.runtime.drains.wait(cycle, timeout_s) else "timeout"
@@ -138,6 +143,8 @@ class ProducerUser(User):
     def drain(self) -> None:
         """The run's drain phase: nothing new is sent; every cycle still open gets until drain_timeout_s from
         now to be acked by every group, so that a message not acked by then is lost, not just late."""
+        last = self.cycle - 1 if self.spec.scenario.produce.pattern == "burst" else self.last_reported
+        self.environment.runner.send_message(cycles.SENDS_OVER, {"last": last})
         deadline = time.monotonic() + self.spec.scenario.cycles.drain_timeout_s
         for k in list(self.open_cycles):
             self.close_cycle(k, max(0.0, deadline - time.monotonic()))
@@ -162,7 +169,8 @@ class ProducerUser(User):
             self.report(self.cycle, self.window_ids.pop(self.cycle, {}))
             self.cycle += 1
         if not self.more_cycles():
-            self.report(self.cycle, self.window_ids.pop(self.cycle, {}))
+            if self.cycle in self.window_ids:  # the window sending was in when time ran out
+                self.report(self.cycle, self.window_ids.pop(self.cycle))
             self.drain()
             return
         if window not in self.window_ids:
@@ -227,7 +235,8 @@ class PopConsumerUser(User):
         ledger_id = body.ledger_id if body else None
         attempt = d.delivery_attempt
         common = {"consumer": self.client_id, "topic": g.topic, "group": g.name, "ledger_id": ledger_id,
-                  "message_id": d.message_id, "delivery_attempt": attempt, "cycle": body.cycle if body else None}
+                  "message_id": d.message_id, "delivery_attempt": attempt, "cycle": body.cycle if body else None,
+                  "message_group": body.message_group if body else None}
         rt.log.record("received", t_client_ns=received, store_ts_ms=d.store_ts_ms, born_ts_ms=d.born_ts_ms,
                       poll_started_ns=poll_started, invisible_ms=self.spec.scenario.consume.invisible_s * 1000,
                       tag=d.tag,
@@ -337,7 +346,8 @@ class DlqReaderUser(User):
             body = MessageBody.decode(d.body)
             common = {"consumer": self.client_id, "topic": g.dlq_topic, "group": g.name,
                       "ledger_id": body.ledger_id if body else None, "message_id": d.message_id,
-                      "delivery_attempt": d.delivery_attempt, "cycle": body.cycle if body else None}
+                      "delivery_attempt": d.delivery_attempt, "cycle": body.cycle if body else None,
+                      "message_group": body.message_group if body else None}
             rt.log.record("dlq_seen", t_client_ns=received.at_ns, store_ts_ms=d.store_ts_ms, tag=d.tag,
                           poll_started_ns=started, origin_topic=body.origin_topic if body else None,
                           intended_group=body.group if body else None, **common)

@@ -35,6 +35,7 @@ import pandas as pd  # noqa: E402
 
 from harness.errors import ConfigError, HarnessError  # noqa: E402
 from harness.expectations import evaluate, probe_counts  # noqa: E402
+from harness.ordering import fifo_counts  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
 from spark.stats import (  # noqa: E402
@@ -130,7 +131,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
             per_run: bool = False) -> Collected:
     from pyspark.sql import functions as F
 
-    from spark.analysis import cycle_samples, ledger, per_variant, retry_deliveries, retry_outcomes
+    from spark.analysis import cycle_samples, fifo, ledger, per_variant, retry_deliveries, retry_outcomes
 
     events = read_events(spark, archives).filter(F.col("variant").isin(list(variants))).cache()
     retries = retry_deliveries(events).cache()
@@ -146,14 +147,24 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     samples = _capped(cycle_samples(retries, outcomes), SAMPLE_CAP * max(1, len(rows)), seed)
     plot = _capped(retries.select("scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"),
                    PLOT_CAP * max(1, len(rows)), seed)
+    fifo_rows = fifo(events).toPandas()
     events.unpersist()
     outcomes.unpersist()
     newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
     scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
     nested = [_nest(r) for r in rows]
     add_probes(archives, nested)
+    add_fifo(fifo_rows, nested)
     return Collected(archives, scenarios, nested, [_nest(r) for r in runs], samples, plot,
                      retries, table, led)
+
+
+def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:
+    """The ``fifo.*`` metrics (harness.ordering) into the rows of (scenario, variant)s that ran FIFO."""
+    for r in rows:
+        mine = rows_of_fifo[(rows_of_fifo["scenario"] == r["scenario"]) & (rows_of_fifo["variant"] == r["variant"])]
+        if not mine.empty:
+            r["fifo"] = fifo_counts(mine)
 
 
 def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:

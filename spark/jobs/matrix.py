@@ -70,7 +70,8 @@ def overview(c: Collected, variants: Sequence[str], checks: Sequence[dict], verd
             "failing": [describe(x) for x in e["checks"] if x["status"] != "met"],
             "wakeup_p50_ms": r["wakeup_ms"]["p50"], "wakeup_n": r["wakeup_ms"]["n"],
             **{k: r["ledger"][k] for k in OVERVIEW_LEDGER},
-            "verdict": verdicts.get((r["scenario"], r["variant"]), "baseline"),
+            "verdict": "baseline" if r["variant"] == variants[0]
+            else verdicts.get((r["scenario"], r["variant"]), "not compared"),
         })
     return rows
 

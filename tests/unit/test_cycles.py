@@ -25,6 +25,16 @@ def test_a_cycle_whose_sends_all_failed_drains_at_once():
     assert CycleBook(groups=["A"], producers=1).sent(0, {}) == [0]
 
 
+def test_a_cycle_only_some_producers_reached_drains_once_the_others_stopped_sending():
+    book = CycleBook(groups=["A"], producers=2)
+    assert book.sent(0, {"A": ["a0"]}) == [] and book.sent(0, {"A": ["b0"]}) == []
+    assert book.final(0, "A", ["a0", "b0"]) == [0]
+    assert book.sent(1, {"A": ["a1"]}) == []  # producer a ran one cycle longer than b
+    assert book.final(1, "A", ["a1"]) == []  # still waiting for b's report of cycle 1
+    assert book.sends_over(0) == [1]  # b's last was 0: cycle 1 needs a's report only
+    assert book.sends_over(1) == []
+
+
 def test_a_group_waits_only_for_the_messages_it_is_owed():
     book = CycleBook(groups=["A", "B"], producers=1)  # e.g. A filters TagA, B filters TagB
     assert book.sent(0, {"A": ["a1"], "B": ["b1"]}) == []

@@ -26,6 +26,7 @@ COMPONENTS = {
     "harness.events": "contracts",
     "harness.latency": "contracts",
     "harness.ledger": "contracts",
+    "harness.ordering": "contracts",
     "harness.metrics": "contracts",
     "harness.archive.schema": "contracts",
     "harness.process": "process",

@@ -72,7 +72,7 @@ def test_duplicates_are_deliveries_the_nacks_do_not_explain(extra, why):
 def test_a_failed_nack_explains_the_next_attempt_a_failed_ack_does_not():
     nack_failed = [_sent("x"), _ev("received", "x", 1, 10), _ev("error", "x", 1, 11, detail="nack: timeout"),
                    _ev("received", "x", 2, 15_000), _ev("acked", "x", 2, 15_001)]
-    assert _ledger(nack_failed)[1] == {("x", "G"): "acked_first"}
+    assert _ledger(nack_failed)[1] == {("x", "G"): "acked_after_retry"}
     ack_failed = [_sent("x"), _ev("received", "x", 1, 10), _ev("error", "x", 1, 11, detail="ack: expired"),
                   _ev("received", "x", 2, 15_000), _ev("acked", "x", 2, 15_001)]
     assert _ledger(ack_failed)[1] == {("x", "G"): "duplicated"}
@@ -119,3 +119,14 @@ def test_a_tagged_message_is_owed_to_the_groups_filtering_for_it_and_must_keep_i
     assert cls == {("a", "A"): "acked_first", ("c", "B"): "acked_first", ("c", "A"): "cross_topic",
                    ("k", "B"): "acked_first"}
     assert counts(led)["tag_changed"] == 1 and led.set_index("ledger_id").loc["k", "tag_changed"]
+
+
+def test_a_dead_letter_nobody_was_owed_is_not_dropped_and_times_stay_exact():
+    rows = [_sent("a"), _ev("received", "a", 1, 10), _ev("acked", "a", 1, 11),
+            _ev("dlq_seen", "a", None, 50, group="H", topic="U")]  # in another group's DLQ, never delivered there
+    led, cls = _ledger(rows)
+    assert cls == {("a", "G"): "acked_first", ("a", "H"): "cross_topic"}
+    t = 1_795_000_000_123_456_789  # beyond float64's exact integers
+    exact = [{**_sent("b"), "t_client_ns": t}, {**_ev("received", "b", 1), "t_client_ns": t + 1}]
+    led, _ = _ledger(exact)
+    assert int(led.iloc[0]["sent_ns"]) == t and int(led.iloc[0]["first_received_ns"]) == t + 1

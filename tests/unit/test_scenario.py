@@ -192,3 +192,14 @@ def test_a_group_that_reads_its_dlq_adds_a_reader():
     g = s.groups[0]
     assert (g.dlq_topic, g.dlq_reader, s.consumer_count) == ("%DLQ%G", "G_dlq_reader", 3)
     assert g.dlq_reader_retry_max_times >= g.retry_max_times + 2 and s.allowed_deliveries() == {"G": 3}
+
+
+def test_message_groups_go_with_fifo_topics_only():
+    fifo = {**BASE, "topics": [{"name": "T", "message_type": "FIFO"}],
+            "produce": {"pattern": "burst", "message_groups": 3}}
+    s = parse_scenario(fifo)
+    assert [s.produce.message_group(i) for i in range(4)] == ["mg0", "mg1", "mg2", "mg0"]
+    with pytest.raises(ConfigError, match="produce.message_groups: 0 for the FIFO topic T"):
+        parse_scenario({**fifo, "produce": {"pattern": "burst"}})
+    with pytest.raises(ConfigError, match="produce.message_groups: 3 for the NORMAL topic T"):
+        parse_scenario({**fifo, "topics": [{"name": "T"}]})
