@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -81,13 +82,24 @@ def spawn(
     return proc.pid
 
 
+# A process in the middle of exec (setpriv becoming java) shows an empty command line for a moment: looked at
+# again this often before it counts as not ours. Seen once: a broker declared dead 10 ms after its spawn.
+EXEC_RETRIES = 20
+EXEC_RETRY_S = 0.05
+
+
 def owned(pid: int, token: str) -> psutil.Process | None:
     """The live process ``pid`` if its command line carries our owner token, else None."""
     try:
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc if owner_flag(token) in proc.cmdline() else None
+        for _ in range(EXEC_RETRIES):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            cmdline = proc.cmdline()
+            if cmdline:
+                return proc if owner_flag(token) in cmdline else None
+            time.sleep(EXEC_RETRY_S)
+        return None
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 

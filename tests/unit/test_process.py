@@ -76,3 +76,30 @@ def test_attached_child_dies_with_the_harness(tmp_path: Path):
     finally:
         parent.kill()
         process.stop(process.find_owned("unit-test-prefix/d/"), timeout_s=2)
+
+
+def test_a_process_caught_mid_exec_is_looked_at_again(monkeypatch):
+    import psutil
+
+    from harness import process
+
+    token = "tok-exec"
+    calls = []
+
+    class Execing:  # setpriv becoming java: an empty command line for a moment, then java's
+        def __init__(self, pid):
+            self.pid = pid
+
+        def status(self):
+            return psutil.STATUS_RUNNING
+
+        def cmdline(self):
+            calls.append(1)
+            return [] if len(calls) < 3 else ["java", process.owner_flag(token)]
+
+    monkeypatch.setattr(process.psutil, "Process", Execing)
+    monkeypatch.setattr(process, "EXEC_RETRY_S", 0.0)
+    assert process.alive(4242, token) and len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(Execing, "cmdline", lambda self: [])  # never shows one: not ours
+    assert not process.alive(4242, token)
