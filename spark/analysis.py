@@ -6,9 +6,10 @@ writer derived) with harness.latency's own functions: one definition for workers
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -87,7 +88,18 @@ def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[s
 
 
 _ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double"}
-LEDGER_DDL = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in message_ledger.SCHEMA)
+
+
+def _per_run(events: DataFrame, rows: Callable[[pd.DataFrame], pd.DataFrame], schema: pa.Schema) -> DataFrame:
+    """A pandas function of one run's events, run on every run (applyInPandas), with ``schema``'s columns;
+    integer columns travel as nullable integers so a missing time stays missing, not NaN."""
+    ints = [f.name for f in schema if str(f.type).startswith("int")]
+
+    def one_run(pdf: pd.DataFrame) -> pd.DataFrame:
+        return rows(pdf).astype(dict.fromkeys(ints, "Int64"))
+
+    ddl = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in schema)
+    return events.groupBy("run_id").applyInPandas(one_run, ddl)
 
 
 def ledger(events: DataFrame,
@@ -96,31 +108,14 @@ def ledger(events: DataFrame,
     group). ``routing``: run id -> (topic -> groups -> tag filters, group -> deliveries allowed)."""
     plain = {run: ({t: {g: list(f) for g, f in gs.items()} for t, gs in subs.items()}, dict(allowed))
              for run, (subs, allowed) in routing.items()}
-
-    def one_run(pdf: pd.DataFrame) -> pd.DataFrame:
-        out = message_ledger.classify(pdf, *plain[pdf["run_id"].iloc[0]])
-        for f in message_ledger.SCHEMA:
-            if str(f.type).startswith("int"):
-                out[f.name] = out[f.name].astype("Int64")
-        return out
-
     wanted = events.filter(F.col("kind").isin(list(message_ledger.KINDS)))
-    return wanted.groupBy("run_id").applyInPandas(one_run, LEDGER_DDL)
-
-
-ORDERING_DDL = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in ordering.SCHEMA)
+    return _per_run(wanted, lambda pdf: message_ledger.classify(pdf, *plain[pdf["run_id"].iloc[0]]),
+                    message_ledger.SCHEMA)
 
 
 def fifo(events: DataFrame) -> DataFrame:
     """harness.ordering's rows of FIFO messages, one run at a time (runs without message groups give none)."""
-    def one_run(pdf: pd.DataFrame) -> pd.DataFrame:
-        out = ordering.fifo_rows(pdf)
-        for f in ordering.SCHEMA:
-            if str(f.type).startswith("int"):
-                out[f.name] = out[f.name].astype("Int64")
-        return out
-
-    return events.filter(F.col("message_group").isNotNull()).groupBy("run_id").applyInPandas(one_run, ORDERING_DDL)
+    return _per_run(events.filter(F.col("message_group").isNotNull()), ordering.fifo_rows, ordering.SCHEMA)
 
 
 def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledger_rows: DataFrame,
