@@ -24,7 +24,10 @@ COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "
 # The pop-wakeup-probe's counters (runs with --probe), summed over the scenario's groups: wakeups of
 # suspended pops by cause, and (empty_<cause>) those that found nothing and suspended again.
 PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeout", "other")
-PROBE = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups")
+# Per nack (each nack owes one retry): wakeups of groups that do not own the retry, and wakeups that found
+# nothing, whatever woke them: the cost of one retry in wasted work (the groups-scaling curve).
+PER_NACK = ("retry_other_per_nack", "empty_per_nack")
+PROBE = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups") + PER_NACK
 # FIFO runs (harness.ordering): messages, those out of send order or delivered while the one before was in
 # flight, and how long a nack blocked its message group (ms).
 FIFO = ("messages", "out_of_order", "overtaken", "block_n", "block_p50", "block_p90", "block_max")
@@ -100,8 +103,9 @@ def describe(checked: Mapping[str, object]) -> str:
 
 
 def probe_counts(samples: Sequence[Mapping[str, object]], groups: Sequence[str]) -> dict[str, float]:
-    """The probe's samples of one variant (as the manifest keeps them) -> the ``probe.*`` metrics."""
-    out = dict.fromkeys(PROBE, 0.0)
+    """The probe's samples of one variant (as the manifest keeps them) -> the ``probe.*`` counters (the
+    per-nack ratios come from ``per_nack`` once the counters of every run are summed)."""
+    out = dict.fromkeys(PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups"), 0.0)
     for s in samples:
         if s.get("group") not in groups or s.get("cause") not in PROBE_CAUSES:
             continue
@@ -112,3 +116,10 @@ def probe_counts(samples: Sequence[Mapping[str, object]], groups: Sequence[str])
             out[f"empty_{s['cause']}"] += float(s["value"])
             out["empty_wakeups"] += float(s["value"])
     return out
+
+
+def per_nack(probe: Mapping[str, float], nacks: float) -> dict[str, float | None]:
+    """The ``probe.*_per_nack`` ratios; None (no data) without nacks."""
+    if not nacks:
+        return dict.fromkeys(PER_NACK, None)
+    return {"retry_other_per_nack": probe["retry_other"] / nacks, "empty_per_nack": probe["empty_wakeups"] / nacks}

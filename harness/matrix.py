@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError
 from harness.run import Run
-from harness.scenario import SCENARIO_DIR, Scenario, load_scenario
+from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
 from harness.variants import Variant
 
 ALL = "all"
@@ -30,12 +30,13 @@ class Outcome:
 
 
 def scenarios(names: Sequence[str]) -> list[Scenario]:
-    """The scenarios named (or every built-in one for 'all'), each loaded and validated."""
+    """The scenarios named (or every built-in one for 'all'), each loaded and validated; a series gives
+    every point of it, NAME@N one point."""
     if not names or list(names) == [ALL]:
         names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
     elif ALL in names:
         raise ConfigError("--scenario all cannot be combined with named scenarios")
-    out = [load_scenario(n) for n in dict.fromkeys(names)]
+    out = [sc for n in dict.fromkeys(names) for sc in ([load_scenario(n)] if "@" in n else load_scenarios(n))]
     seen: dict[str, str] = {}
     for sc in out:
         if sc.name in seen:

@@ -28,7 +28,7 @@ from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 3  # 2: cycles; 3: reference, expect
+SCHEMA_VERSION = 4  # 2: cycles; 3: reference, expect; 4: series, groups that never nack
 
 
 def _rule(text: str) -> str:
@@ -84,6 +84,8 @@ class Group(_Strict):
     consumer_tags: list[TagFilter] = Field(
         default_factory=list, description="per consumer (round robin), a filter of its own instead of tags: "
         "consumers of one group that disagree on their subscription")
+    nacks: bool = Field(True, description="false: this group acks every delivery whatever nack: says (a "
+                        "bystander on the topic, e.g. to count the wakeups another group's retries cause)")
 
     def consumer_filter(self, index: int) -> str:
         """The tag filter of this group's ``index``-th consumer."""
@@ -181,8 +183,22 @@ class Cycles(_Strict):
                             "before the run ends, so a late redelivery of something acked shows as a duplicate")
 
 
+class Series(_Strict):
+    """One file, several scenarios: it runs once per number of groups on its topic, to draw a cost as a
+    curve. A point keeps the groups listed first and makes up the number with copies of the last one."""
+
+    groups: list[Annotated[int, Field(ge=1, le=256)]] = Field(min_length=1, description="the numbers of groups")
+    of: ResourceName | None = Field(None, description="set on each point by the loader: the series' name")
+
+    @model_validator(mode="after")
+    def _increasing(self) -> Series:
+        if self.groups != sorted(set(self.groups)):
+            raise ValueError(f"groups: {self.groups} must be increasing, each number once")
+        return self
+
+
 class Scenario(_Strict):
-    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = SCHEMA_VERSION
     name: ResourceName
     description: str = ""
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
@@ -204,6 +220,8 @@ class Scenario(_Strict):
     duration_s: float = Field(60.0, gt=0, le=86_400,
                               description="how long Locust runs; with cycles.count 0, how long new cycles start")
     workers: int = Field(2, ge=1, le=64, description="Locust worker processes")
+    series: Series | None = Field(None, description="run once per number of groups (see Series); a point of "
+                                  "it has one number and names the series in `of`")
     _source: str = PrivateAttr("scenario")
 
     @model_validator(mode="before")
@@ -233,6 +251,11 @@ class Scenario(_Strict):
             kind = "FIFO" if fifo_topic else "NORMAL"
             raise ValueError(f"produce.message_groups: {self.produce.message_groups} for the {kind} topic "
                              f"{self.produce_topic} (a FIFO topic takes messages with a message group, and only it)")
+        if self.series and self.series.of is None:
+            points = ", ".join(f"{self.name}@{n}" for n in self.series.groups)
+            raise ValueError(f"series: {self.name} is a series of scenarios ({points}): run one point "
+                             f"(--scenario {self.name}@{self.series.groups[-1]}), or all of them with "
+                             f"rmq-harness matrix --scenario {self.name}")
         if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
             raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
         if self.protocol == "grpc":
@@ -341,13 +364,54 @@ def resolve_path(name_or_path: str) -> Path:
     return SCENARIO_DIR / f"{name_or_path}.yaml"
 
 
-def load_scenario(name_or_path: str) -> Scenario:
-    path = resolve_path(name_or_path)
+def _read(path: Path) -> object:
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except FileNotFoundError:
         known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
         raise ConfigError(f"{path}: no such scenario file (built-in scenarios: {known})") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    return parse_scenario(data, str(path))
+
+
+def _points(data: dict, source: str) -> dict[int, dict]:
+    """A series file -> each number of groups -> the plain scenario (as data) of that point."""
+    try:
+        series = Series.model_validate(data["series"])
+    except ValidationError as e:
+        raise ConfigError(_describe(e, f"{source}: series")) from None
+    groups = data.get("groups")
+    if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) and "name" in g for g in groups):
+        raise ConfigError(f"{source}: groups: a series needs its groups listed, each with a name")
+    last = groups[-1]
+    out = {}
+    for n in series.groups:
+        made = groups[:n] + [{**last, "name": f"{last['name']}{i}"} for i in range(2, n - len(groups) + 2)]
+        out[n] = {**data, "name": f"{data.get('name')}-{n}", "groups": made,
+                  "series": {"groups": [n], "of": data.get("name")}}
+    return out
+
+
+def load_scenarios(name_or_path: str) -> list[Scenario]:
+    """The scenario, or every point of a series (one scenario per number of groups)."""
+    path = resolve_path(name_or_path)
+    data = _read(path)
+    if isinstance(data, dict) and data.get("series") is not None:
+        return [parse_scenario(d, f"{path} (series point {n})") for n, d in _points(data, str(path)).items()]
+    return [parse_scenario(data, str(path))]
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """One scenario; ``NAME@N`` is the point of the series NAME with N groups."""
+    base, at, point = name_or_path.rpartition("@") if "@" in name_or_path else (name_or_path, "", "")
+    path = resolve_path(base)
+    data = _read(path)
+    if not at:
+        return parse_scenario(data, str(path))
+    if not isinstance(data, dict) or data.get("series") is None:
+        raise ConfigError(f"{name_or_path}: {path} is not a series; name it without '@{point}'")
+    points = _points(data, str(path))
+    if not point.isdigit() or int(point) not in points:
+        raise ConfigError(f"{name_or_path}: {path} has no point {point!r} (its numbers of groups: "
+                          f"{', '.join(map(str, points))})")
+    return parse_scenario(points[int(point)], f"{path} (series point {point})")

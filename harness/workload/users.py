@@ -260,7 +260,7 @@ class PopConsumerUser(User):
 
         if self.spec.scenario.consume.processing_s:
             gevent.sleep(self.spec.scenario.consume.processing_s)
-        if self.spec.scenario.nack.applies(attempt, ledger_id):
+        if self.group.nacks and self.spec.scenario.nack.applies(attempt, ledger_id):
             self.nack(d, common, received)
         else:
             self.ack(d, common)

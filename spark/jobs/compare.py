@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.errors import ConfigError, HarnessError  # noqa: E402
-from harness.expectations import evaluate, probe_counts  # noqa: E402
+from harness.expectations import evaluate, per_nack, probe_counts  # noqa: E402
 from harness.ordering import fifo_counts  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
@@ -180,7 +180,8 @@ def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
     for r in rows:
         got = per.get((r["scenario"], r["variant"]), [])
         if got and all(g is not None for g in got):
-            r["probe"] = {k: sum(g[k] for g in got) for k in got[0]}
+            total = {k: sum(g[k] for g in got) for k in got[0]}
+            r["probe"] = {**total, **per_nack(total, r.get("nacks") or 0)}
 
 
 def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:

@@ -94,6 +94,32 @@ def variant_facts(c: Collected, variants: Sequence[str]) -> list[dict]:
     return out
 
 
+def series(c: Collected, variants: Sequence[str]) -> dict[str, list[dict]]:
+    """Scenarios that are points of a series (harness.scenario.Series) -> per series, one row per (number of
+    groups, variant): the probe's wasted wakeups per nack and the retry latencies, to draw as a curve. The
+    unit is the run (one per point): the ratios are totals over its nacks, not a spread."""
+    by = {(r["scenario"], r["variant"]): r for r in c.per_variant}
+    out: dict[str, list[dict]] = {}
+    for name, sc in c.scenarios.items():
+        if sc.series is None or sc.series.of is None:
+            continue
+        for v in variants:
+            r = by.get((name, v))
+            if r is None:
+                continue
+            probe = r.get("probe") or {}
+            out.setdefault(sc.series.of, []).append({
+                "groups": sc.series.groups[0], "scenario": name, "variant": v, "cycles": r["cycles"],
+                "nacks": r["nacks"], "retry_other_per_nack": probe.get("retry_other_per_nack"),
+                "empty_per_nack": probe.get("empty_per_nack"),
+                "wakeup_p50_ms": r["wakeup_ms"]["p50"], "wakeup_p90_ms": r["wakeup_ms"]["p90"],
+                "wakeup_n": r["wakeup_ms"]["n"], "pickup_p90_ms": r["pickup_ms"]["p90"],
+                "pickup_n": r["pickup_ms"]["n"],
+            })
+    order = list(variants)
+    return {k: sorted(rows, key=lambda x: (x["groups"], order.index(x["variant"]))) for k, rows in sorted(out.items())}
+
+
 def analyse_matrix(c: Collected, variants: Sequence[str], rule: VerdictRule, failed: dict[str, str]) -> dict:
     baseline, candidates = variants[0], list(variants[1:])
     against = {cand: analyse(c, baseline, cand, rule) for cand in candidates}
@@ -110,6 +136,7 @@ def analyse_matrix(c: Collected, variants: Sequence[str], rule: VerdictRule, fai
         "variant_facts": variant_facts(c, variants),
         "rule": rule.as_dict(),
         "overview": overview(c, variants, checks, verdicts),
+        "series": series(c, variants),
         "expectations": checks,
         "against_baseline": {cand: {k: res[k] for k in ("verdict", "family", "completeness", "comparisons")}
                              for cand, res in against.items()},

@@ -73,6 +73,33 @@ def _cycles(medians: dict[str, tuple[np.ndarray, np.ndarray]], metric: str, path
     _save(fig, ax, f"{metric}: median of each cycle (the unit the verdict compares)", path)
 
 
+def _series(rows: list[dict], name: str, variants: list[str], path: Path) -> None:
+    """A series as curves over its numbers of groups: wasted wakeups per nack, and the retry wakeup."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, v in enumerate(variants):
+        mine = [r for r in rows if r["variant"] == v]
+        x = np.array([r["groups"] for r in mine], dtype=float)
+        for key, style in (("retry_other_per_nack", "o-"), ("empty_per_nack", "x--")):
+            y = np.array([np.nan if r[key] is None else r[key] for r in mine], dtype=float)
+            if np.isfinite(y).any():
+                left.plot(x, y, style, color=f"C{i}", ms=5, label=f"{v}: {key.replace('_', ' ')}")
+        for key, style in (("wakeup_p50_ms", "o-"), ("wakeup_p90_ms", "x--")):
+            y = np.array([np.nan if r[key] in (None, "inf") else r[key] for r in mine], dtype=float)
+            if np.isfinite(y).any():
+                right.plot(x, np.clip(y, 0.1, None), style, color=f"C{i}", ms=5,
+                           label=f"{v}: {key.removesuffix('_ms')}")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("groups on the topic")
+    left.set_ylabel("per nack (probe, summed over groups)")
+    _ms_axis(right, "y")
+    right.set_title(f"{name}: retry wakeup")
+    right.grid(True, which="both", alpha=0.3)
+    if right.lines:
+        right.legend(fontsize=7)
+    _save(fig, left, f"{name}: wakeups per nack", path, legend=bool(left.lines))
+
+
 def _cycle_medians(samples: pd.DataFrame, scenario: str, variants: list[str]) -> dict[str, tuple]:
     """Per variant: (index, the wakeup median of each cycle), the unit the verdict compares."""
     cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
@@ -140,6 +167,10 @@ def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out:
             fn(arg, "wakeup_ms", path)
             items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
         plots[scenario] = items
+    for name, rows in summary.get("series", {}).items():
+        path = plots_dir / f"series-{name}.png"
+        _series(rows, name, variants, path)
+        plots[f"series:{name}"] = [{"file": f"plots/{path.name}", "title": f"{name} as a curve"}]
     return _page("matrix.html.j2", out, summary=summary, plots=plots)
 
 

@@ -19,7 +19,19 @@ def archives(tmp_path_factory):
     lapse = synth.archive(runs, "run-lapse", VARIANTS, messages=40, seed=2, lost=0, scenario="lapse",
                           scenario_doc={"expect": ["wakeup_ms.p50 < 1000", "ledger.lost == 0", "pickup_ms.p50 < 5"],
                                         "reference": "a test"})
-    return [burst, lapse]
+    # Two points of a series (4 and 16 groups): the probe saw each nack wake every other group on the
+    # baseline, nobody else on the fixed ones.
+    points = []
+    for n in (4, 16):
+        probe = {v: [{"name": "rmq_probe_pop_wakeups_total", "group": "G", "cause": "retry_other",
+                      "value": 40.0 * (n - 1) if v == "unpatched" else 0.0},
+                     {"name": "rmq_probe_pop_wakeups_total", "group": "NotOfThisScenario", "cause": "retry_other",
+                      "value": 999.0}] for v in VARIANTS}
+        points.append(synth.archive(runs, f"run-gs-{n}", VARIANTS, messages=40, seed=3 + n, lost=0,
+                                    scenario=f"gs-{n}", probe=probe,
+                                    scenario_doc={"series": {"groups": [n], "of": "gs"},
+                                                  "expect": ["probe.retry_other_per_nack < 0.5"]}))
+    return [burst, lapse, *points]
 
 
 def test_every_scenario_and_variant_is_checked_and_compared_to_the_first(spark, archives, tmp_path):
@@ -27,7 +39,7 @@ def test_every_scenario_and_variant_is_checked_and_compared_to_the_first(spark, 
             "--bootstrap", "300", "--out", str(tmp_path / "m"), "--failed", "fifo=brokers did not start"]
     s = run(parser().parse_args(argv), spark=spark)
     rows = {(r["scenario"], r["variant"]): r for r in s["overview"]}
-    assert len(rows) == 6 and s["baseline"] == "unpatched"
+    assert len(rows) == 12 and s["baseline"] == "unpatched"
     # The baseline is slow: it fails the wakeup expectation, the fixed ones meet it; burst lost one message
     # per variant (its synthetic scenario has no ledger rule, so nothing fails for it).
     slow_p50 = rows[("burst", "unpatched")]["wakeup_p50_ms"]
@@ -46,11 +58,28 @@ def test_every_scenario_and_variant_is_checked_and_compared_to_the_first(spark, 
     out = tmp_path / "m"
     assert json.loads((out / "summary.json").read_text())["kind"] == "matrix"
     ledger = pd.read_parquet(out / "ledger.parquet")
-    assert set(ledger["variant"]) == set(VARIANTS) and set(ledger["scenario"]) == {"burst", "lapse"}
+    assert set(ledger["variant"]) == set(VARIANTS) and set(ledger["scenario"]) == {"burst", "lapse", "gs-4", "gs-16"}
     html = (out / "report.html").read_text()
     assert "fifo" in html and "brokers did not start" in html and "From: a test" in html
     for sc in ("burst", "lapse"):
         assert (out / "plots" / f"{sc}-wakeup-cdf.png").stat().st_size > 1000
+
+
+def test_a_series_is_a_curve_of_wakeups_per_nack_over_its_points(spark, archives, tmp_path):
+    argv = [*map(str, archives), "--variant", "unpatched", "--variant", "patched", "--bootstrap", "200",
+            "--out", str(tmp_path / "m")]
+    s = run(parser().parse_args(argv), spark=spark)
+    curve = s["series"]["gs"]
+    assert [(r["groups"], r["variant"]) for r in curve] == [(4, "unpatched"), (4, "patched"), (16, "unpatched"),
+                                                            (16, "patched")]
+    # 40 nacks per point; only the scenario's own groups count (G), not the stray group's 999.
+    assert [r["retry_other_per_nack"] for r in curve] == [3.0, 0.0, 15.0, 0.0]
+    assert all(r["nacks"] == 40 for r in curve)
+    rows = {(r["scenario"], r["variant"]): r for r in s["overview"]}
+    assert rows[("gs-16", "unpatched")]["failing"] == ["probe.retry_other_per_nack < 0.5 (failed: 15)"]
+    assert rows[("gs-16", "patched")]["failing"] == []
+    assert (tmp_path / "m" / "plots" / "series-gs.png").stat().st_size > 1000
+    assert "Series: gs" in (tmp_path / "m" / "report.html").read_text()
 
 
 def test_the_cli_renders_a_matrix_from_archives_and_refuses_an_existing_report(archives, tmp_path, capsys):

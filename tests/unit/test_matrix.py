@@ -10,7 +10,11 @@ from harness.variants import load_variants, select
 
 def test_all_is_every_built_in_scenario_and_cannot_be_mixed():
     names = [sc.name for sc in matrix.scenarios(["all"])]
-    assert names == sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")) and "v1-collision" in names
+    files = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+    # A series file is every point of it, in its place.
+    at = files.index("groups-scaling")
+    assert names == [*files[:at], *(f"groups-scaling-{n}" for n in (1, 4, 16, 64)), *files[at + 1:]]
+    assert "v1-collision" in names
     with pytest.raises(ConfigError, match="cannot be combined"):
         matrix.scenarios(["all", "burst"])
 
@@ -24,6 +28,13 @@ def test_a_variant_against_a_scenario_is_refused_before_anything_starts():
         matrix.check(plan, [v2, patched])
     with pytest.raises(ConfigError, match="at least two variants"):
         matrix.check(plan, [patched])
+
+
+def test_a_series_point_can_be_named_alone():
+    (point,) = matrix.scenarios(["groups-scaling@16"])
+    assert point.name == "groups-scaling-16" and len(point.groups) == 16
+    assert [g.name for g in point.groups][:3] == ["ScaleOwner", "ScaleBystander", "ScaleBystander2"]
+    assert [g.nacks for g in point.groups].count(True) == 1
 
 
 def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):

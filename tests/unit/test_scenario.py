@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.errors import ConfigError
 from harness.scenario import SCENARIO_DIR, load_scenario, parse_scenario
@@ -123,9 +124,11 @@ def test_expectations_are_parsed_and_bad_ones_named_by_file_and_field(tmp_path):
 
 
 def test_every_built_in_scenario_says_where_it_comes_from_and_what_a_correct_broker_shows():
+    from harness.scenario import load_scenarios
+
     for path in sorted(SCENARIO_DIR.glob("*.yaml")):
-        s = load_scenario(str(path))
-        assert s.reference and s.expect, f"{path.name}: needs reference: and expect:"
+        for s in load_scenarios(str(path)):
+            assert s.reference and s.expect, f"{path.name}: needs reference: and expect:"
 
 
 def test_a_fraction_of_messages_is_nacked_the_same_everywhere():
@@ -203,3 +206,35 @@ def test_message_groups_go_with_fifo_topics_only():
         parse_scenario({**fifo, "produce": {"pattern": "burst"}})
     with pytest.raises(ConfigError, match="produce.message_groups: 3 for the NORMAL topic T"):
         parse_scenario({**fifo, "topics": [{"name": "T"}]})
+
+
+def test_a_series_expands_into_points_and_is_refused_as_one_scenario(tmp_path):
+    from harness.scenario import load_scenarios
+
+    doc = {**BASE, "name": "gs", "series": {"groups": [1, 3]},
+           "groups": [{"name": "Own", "topic": "T"}, {"name": "By", "topic": "T", "nacks": False}]}
+    path = tmp_path / "gs.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    one, three = load_scenarios(str(path))
+    assert (one.name, [g.name for g in one.groups]) == ("gs-1", ["Own"])
+    assert (three.name, [g.name for g in three.groups]) == ("gs-3", ["Own", "By", "By2"])
+    assert [g.nacks for g in three.groups] == [True, False, False]
+    assert three.series.of == "gs" and three.series.groups == [3]
+    # A point survives the manifest's round trip (the analysis re-reads it from there).
+    assert parse_scenario(three.model_dump()).groups == three.groups
+    assert load_scenario(f"{path}@3") == three
+    with pytest.raises(ConfigError, match=r"gs is a series of scenarios \(gs@1, gs@3\): run one point"):
+        load_scenario(str(path))
+    with pytest.raises(ConfigError, match=r"has no point '2' \(its numbers of groups: 1, 3\)"):
+        load_scenario(f"{path}@2")
+    path.write_text(yaml.safe_dump({**doc, "series": {"groups": [4, 2]}}))
+    with pytest.raises(ConfigError, match=r"gs.yaml: series: groups: \[4, 2\] must be increasing"):
+        load_scenarios(str(path))
+
+
+def test_per_nack_probe_ratios_have_no_data_without_nacks():
+    from harness.expectations import per_nack
+
+    probe = {"retry_other": 30.0, "empty_wakeups": 33.0}
+    assert per_nack(probe, 10) == {"retry_other_per_nack": 3.0, "empty_per_nack": 3.3}
+    assert per_nack(probe, 0) == {"retry_other_per_nack": None, "empty_per_nack": None}
