@@ -118,6 +118,15 @@ def fifo(events: DataFrame) -> DataFrame:
     return _per_run(events.filter(F.col("message_group").isNotNull()), ordering.fifo_rows, ordering.SCHEMA)
 
 
+def dlq_reader_errors(events: DataFrame) -> DataFrame:
+    """Per (scenario, variant, group), the errors of the harness's reader of that group's dead-letter queue
+    (a DLQ the broker would not let it read): while it fails, a dead-lettered message counts as lost."""
+    return (events.filter((F.col("kind") == "error") & F.col("topic").startswith("%DLQ%"))
+            .groupBy("scenario", "variant", "group")
+            .agg(F.count(F.lit(1)).alias("errors"), F.min("detail").alias("example"))
+            .orderBy("scenario", "variant", "group"))
+
+
 def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledger_rows: DataFrame,
                 by: tuple[str, ...] = ("scenario", "variant")) -> DataFrame:
     """Per (scenario, variant), or per ``by``: counts by kind, the ledger (its classes from ``ledger_rows``),

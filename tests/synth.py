@@ -27,11 +27,13 @@ def archive(
     never_redelivered: dict[str, int] | None = None,
     scenario_doc: dict | None = None,
     probe: dict[str, list[dict]] | None = None,
+    extra: dict[str, list[dict]] | None = None,
 ) -> Path:
     """Write ``runs/<run_id>`` with, per variant, ``messages`` sent in ``cycles`` cycles, each received, nacked
     (1 s), received again after the sampled wakeup by a poll already waiting, acked; ``lost`` messages are
     sent and never received; ``never_redelivered[variant]`` of the nacked ones never come back; ``probe``: the
-    wakeup probe's samples per variant, as a run with --probe keeps them in its manifest."""
+    wakeup probe's samples per variant, as a run with --probe keeps them in its manifest; ``extra``: more events
+    per variant (over the common columns)."""
     rng = np.random.default_rng(seed)
     staging = ArchiveStaging(runs, run_id)
     for variant, sampler in wakeups.items():
@@ -63,6 +65,7 @@ def archive(
             rows.append({**common, **body, "kind": "acked", "delivery_attempt": 2, "t_client_ns": recv_ns + MS})
         rows += [{**common, "kind": "empty_poll", "t_client_ns": (base_ms + 50_000 + k) * MS}
                  for k in range(empty_polls)]
+        rows += [{**common, "t_client_ns": (base_ms + 60_000) * MS, **e} for e in (extra or {}).get(variant, [])]
         write_parquet(rows, staging.dir("events") / f"{variant}.parquet")
     manifest = Manifest(
         event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of(scenario, scenario_doc),

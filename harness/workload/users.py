@@ -16,7 +16,7 @@ import gevent
 import gevent.pool
 from locust import User, constant, events
 
-from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError
+from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, PopConsumer
 from harness.events import MessageBody
 from harness.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.ledger import ANY_GROUP
@@ -324,10 +324,8 @@ class DlqReaderUser(User):
     group: Group
 
     def on_start(self) -> None:
-        rt = self.runtime
-        self.client_id = rt.next_id(f"{self.group.dlq_reader}-consumer")
-        self.consumer = rt.driver.pop_consumer(self.group.dlq_reader, self.group.dlq_topic,
-                                               self.spec.scenario.consume.long_poll_s)
+        self.client_id = self.runtime.next_id(f"{self.group.dlq_reader}-consumer")
+        self.consumer: PopConsumer | None = None
 
     def poll(self) -> None:
         rt = self.runtime
@@ -335,6 +333,10 @@ class DlqReaderUser(User):
         c = self.spec.scenario.consume
         started = time.time_ns()
         try:
+            # Started here, not in on_start: a reader the broker refuses is an error event (the report says
+            # the DLQ could not be read), and it tries again rather than dying unseen in Locust's log.
+            if self.consumer is None:
+                self.consumer = rt.driver.pop_consumer(g.dlq_reader, g.dlq_topic, c.long_poll_s)
             received = self.consumer.receive(c.batch, c.invisible_s)
         except Exception as e:  # noqa: BLE001
             what = CLIENT_UNFIT if isinstance(e, DriverError) else "dlq receive"

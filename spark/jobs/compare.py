@@ -131,7 +131,15 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
             per_run: bool = False) -> Collected:
     from pyspark.sql import functions as F
 
-    from spark.analysis import cycle_samples, fifo, ledger, per_variant, retry_deliveries, retry_outcomes
+    from spark.analysis import (
+        cycle_samples,
+        dlq_reader_errors,
+        fifo,
+        ledger,
+        per_variant,
+        retry_deliveries,
+        retry_outcomes,
+    )
 
     events = read_events(spark, archives).filter(F.col("variant").isin(list(variants))).cache()
     retries = retry_deliveries(events).cache()
@@ -148,6 +156,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     plot = _capped(retries.select("scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"),
                    PLOT_CAP * max(1, len(rows)), seed)
     fifo_rows = fifo(events).toPandas()
+    dlq_errors = [r.asDict() for r in dlq_reader_errors(events).collect()]
     events.unpersist()
     outcomes.unpersist()
     newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
@@ -155,6 +164,9 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     nested = [_nest(r) for r in rows]
     add_probes(archives, nested)
     add_fifo(fifo_rows, nested)
+    for r in nested:
+        r["dlq_reader_errors"] = [{k: e[k] for k in ("group", "errors", "example")} for e in dlq_errors
+                                  if (e["scenario"], e["variant"]) == (r["scenario"], r["variant"])]
     return Collected(archives, scenarios, nested, [_nest(r) for r in runs], samples, plot,
                      retries, table, led)
 
