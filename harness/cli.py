@@ -242,15 +242,18 @@ def _fmt_ms(v: float | str | None) -> str:
 
 def print_summary(summary: Sequence[dict]) -> None:
     t = Table(title="retry wakeup (receive - retry copy's store time, for a poll already waiting), pickup (the same, "
-                    "for a poll that started later) and redelivery (receive - nack due)")
+                    "for a poll that started later), redelivery (receive - nack due) and nack -> retry (receive - "
+                    "nack, the seed's measure)")
     for col in ("scenario", "variant", "cycles", "sent", "retries", "wakeup n", "p50", "p90", "max", "pickup n",
-                "p50 ", "redelivery p50", "never redelivered", "lost", "dup", "cross", "errors"):
+                "p50 ", "redelivery p50", "nack->retry p50", "never redelivered", "lost", "dup", "cross", "errors"):
         t.add_column(col, justify="left" if col in ("scenario", "variant") else "right")
     for s in summary:
         w, p, r, ledger = s["wakeup_ms"], s["pickup_ms"], s["redelivery_ms"], s["ledger"]
+        nr = s.get("nack_retry_ms") or {}
         t.add_row(s["scenario"], s["variant"], str(s["cycles"]), str(s["sent"]), str(s["retry_deliveries"]),
                   str(w["n"]), _fmt_ms(w["p50"]), _fmt_ms(w["p90"]), _fmt_ms(w["max"]), str(p["n"]), _fmt_ms(p["p50"]),
-                  _fmt_ms(r["p50"]), f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
+                  _fmt_ms(r["p50"]), _fmt_ms(nr.get("p50")),
+                  f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
                   str(ledger["lost"]), str(ledger["duplicated"]), str(ledger["cross_topic"]), str(s["errors"]))
     console.print(t)
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # 2: the cycle column, cycle_start / cycle_end events, pickup_ms. 3: the tag column. 4: message_group.
-# Readers take every earlier version too.
-EVENT_SCHEMA_VERSION = 4
+# 5: started_ns. Readers take every earlier version too.
+EVENT_SCHEMA_VERSION = 5
 KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end")
 
 SCHEMA = pa.schema(
@@ -47,6 +47,8 @@ SCHEMA = pa.schema(
         ("cycle", pa.int32()),  # the produce-and-nack cycle the message belongs to (from its body)
         ("tag", pa.string()),  # sent: the tag given; received / dlq_seen: the tag the message arrived with
         ("message_group", pa.string()),  # FIFO: the message group it was sent in (from its body)
+        # acked: when the ack call started (t_client_ns is when it returned; the broker saw it in between)
+        ("started_ns", pa.int64()),
         # Derived (filled by the archive writer; see harness.latency):
         ("wakeup_ms", pa.float64()),
         ("redelivery_ms", pa.float64()),
@@ -56,9 +58,9 @@ SCHEMA = pa.schema(
 COLUMNS = tuple(SCHEMA.names)
 DERIVED = ("wakeup_ms", "redelivery_ms", "pickup_ms")
 # What each version's files hold; a reader adds the missing ones as nulls.
-COLUMNS_BY_VERSION = {1: tuple(c for c in COLUMNS if c not in ("cycle", "pickup_ms", "tag", "message_group")),
-                      2: tuple(c for c in COLUMNS if c not in ("tag", "message_group")),
-                      3: tuple(c for c in COLUMNS if c != "message_group"), 4: COLUMNS}
+_ADDED = {2: ("cycle", "pickup_ms"), 3: ("tag",), 4: ("message_group",), 5: ("started_ns",)}
+COLUMNS_BY_VERSION = {v: tuple(c for c in COLUMNS if not any(c in cols for w, cols in _ADDED.items() if w > v))
+                      for v in range(1, EVENT_SCHEMA_VERSION + 1)}
 
 
 @dataclass

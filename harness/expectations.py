@@ -15,7 +15,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms")
+# The distributions every summary holds (ms; harness.latency defines each), in this order.
+DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms", "nack_retry_ms")
 STATISTICS = ("n", "p50", "p90", "p99", "max")
 LEDGER = ("sent", "received", "acked", "never_received", "unknown_received", "duplicate_deliveries",
           "retries_expected", "retries_never_redelivered", "owed", "dead_lettered", "duplicated", "acked_first",

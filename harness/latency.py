@@ -8,6 +8,8 @@ pickup_ms      = the same difference for a retry returned by a poll that started
 redelivery_ms  = receive time of a retry delivery - (time of the nack of the previous attempt
                  + the invisible duration that nack asked for); for a lapsed delivery the "nack" is the
                  receive itself and the duration is the invisible time requested on receive
+nack_retry_ms  = receive time of a retry delivery - time of the nack of the previous attempt: the seed's
+                 own measure (the nack's delay, the revive, and any wait for a wakeup, together)
 
 The formulas are written once, as functions of their operands, and work unchanged on numbers (the
 workers' live metrics), pandas Series (the archive writer, below) and Spark Columns (spark/analysis.py).
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from harness import ledger, ordering
+from harness.expectations import DISTRIBUTIONS
 
 NS_PER_MS = 1_000_000
 QUANTILES = (0.5, 0.9, 0.99)
@@ -55,10 +58,15 @@ def redelivery_ms(received_ns: X, due: X) -> X:
     return received_ns / NS_PER_MS - due
 
 
+def nack_retry_ms(received_ns: X, nacked_ns: X) -> X:
+    return (received_ns - nacked_ns) / NS_PER_MS
+
+
 def derive(events: pd.DataFrame) -> pd.DataFrame:
-    """Return a copy with ``wakeup_ms`` or ``pickup_ms``, and ``redelivery_ms``, filled on retry deliveries."""
+    """Return a copy with ``wakeup_ms`` or ``pickup_ms``, ``redelivery_ms`` and ``nack_retry_ms`` filled on
+    retry deliveries (the archive keeps the first three; nack_retry_ms is recomputed where it is needed)."""
     ev = events.reset_index(drop=True)
-    for c in ("wakeup_ms", "redelivery_ms", "pickup_ms"):
+    for c in DISTRIBUTIONS:
         ev[c] = np.nan
     for c in ("cycle", "poll_started_ns"):  # absent from version 1 events
         if c not in ev.columns:
@@ -74,13 +82,17 @@ def derive(events: pd.DataFrame) -> pd.DataFrame:
     if nacks.empty or not retry.any():
         return ev
     nacks["due_ms"] = due_ms(nacks["t_client_ns"], nacks["invisible_ms"])
+    nacks["nacked_ns"] = nacks["t_client_ns"]
     nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1  # the attempt this nack leads to
     nacks = nacks.sort_values(LATEST_NACK_ORDER).drop_duplicates([*keys, "delivery_attempt"], keep="last")
     retries = ev.loc[retry, [*keys, "delivery_attempt"]].reset_index()
-    joined = retries.merge(nacks[[*keys, "delivery_attempt", "due_ms"]], on=[*keys, "delivery_attempt"], how="left")
+    joined = retries.merge(nacks[[*keys, "delivery_attempt", "due_ms", "nacked_ns"]], on=[*keys, "delivery_attempt"],
+                           how="left")
     joined = joined.set_index("index")
     ev.loc[joined.index, "redelivery_ms"] = redelivery_ms(ev.loc[joined.index, "t_client_ns"],
                                                           joined["due_ms"].astype(float))
+    ev.loc[joined.index, "nack_retry_ms"] = nack_retry_ms(ev.loc[joined.index, "t_client_ns"].astype(float),
+                                                          joined["nacked_ns"].astype(float))
     return ev
 
 
@@ -158,9 +170,7 @@ def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Mapping[str, Seq
                 **classes,
             },
             "cycles": len(ev.loc[ev["kind"] == "sent", ["run_id", "cycle"]].drop_duplicates()),
-            "wakeup_ms": _dist(ev["wakeup_ms"]),
-            "pickup_ms": _dist(ev["pickup_ms"]),
-            "redelivery_ms": _dist(ev["redelivery_ms"]),
+            **{d: _dist(ev[d]) for d in DISTRIBUTIONS},
             **({"fifo": ordering.fifo_counts(fifo)} if not fifo.empty else {}),
         })
     return out

@@ -40,8 +40,12 @@ def fifo_rows(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     recv = ev[ev["kind"] == "received"]
     first = recv.groupby(PAIR)["t_client_ns"].min().rename("first_received_ns").reset_index()
-    done = (ev[ev["kind"].isin(["acked", "dlq_seen"])].groupby(PAIR)["t_client_ns"].min()
-            .rename("done_ns").reset_index())
+    # Done when the ack was sent, not when it returned: the broker may free the message group and serve
+    # the next message before the ack's answer is back (an "overtaken" inside that round trip is no evidence).
+    fin = ev[ev["kind"].isin(["acked", "dlq_seen"])]
+    since = (fin["started_ns"] if "started_ns" in fin.columns else pd.Series(pd.NA, index=fin.index)).astype("Int64")
+    done = (fin.assign(done_ns=since.fillna(fin["t_client_ns"].astype("Int64"))).groupby(PAIR)["done_ns"].min()
+            .reset_index())
     nacked = ev[(ev["kind"] == "nacked")].groupby(PAIR)["t_client_ns"].min().rename("nacked_ns").reset_index()
     rows = (first.merge(sent, on=["run_id", "scenario", "variant", "ledger_id"], how="inner")
             .merge(done, on=PAIR, how="left").merge(nacked, on=PAIR, how="left"))

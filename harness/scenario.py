@@ -204,7 +204,9 @@ class Scenario(_Strict):
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
     expect: list[Rule] = Field(default_factory=list, description="what a CORRECT broker shows: rules such as "
                                "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.expectations)")
-    protocol: Literal["grpc"] = Field("grpc", description="grpc (remoting comes with its own issue)")
+    protocol: Literal["grpc", "remoting"] = Field(
+        "grpc", description="grpc: through the proxy (its limits: invisible >= 10 s, poll 5..20 s); remoting: pop "
+        "straight from the broker, as the Java remoting client in pop mode does (the broker's own limits)")
     retry_topic: Literal["v1", "v2"] = Field("v1", description="retry topic naming: sets enableRetryTopicV2")
     topics: list[Topic] = Field(min_length=1)
     groups: list[Group] = Field(min_length=1)
@@ -258,6 +260,10 @@ class Scenario(_Strict):
                              f"rmq-harness matrix --scenario {self.name}")
         if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
             raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
+        if self.protocol == "remoting" and any(g.fifo for g in self.groups):
+            i = next(i for i, g in enumerate(self.groups) if g.fifo)
+            raise ValueError(f"groups.{i}.fifo: FIFO pop over remoting (order=true) is not built yet; "
+                             "use protocol grpc")
         if self.protocol == "grpc":
             lo, hi = GRPC_LONG_POLL_RANGE_S
             if not lo <= self.consume.long_poll_s <= hi:

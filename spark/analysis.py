@@ -16,12 +16,14 @@ from pyspark.sql import functions as F
 from harness import ledger as message_ledger
 from harness import ordering
 from harness.latency import (
+    DISTRIBUTIONS,
     DUPLICATE_KEYS,
     LATEST_NACK_ORDER,
     NACK_KEYS,
     QUANTILES,
     due_ms,
     is_retry_delivery,
+    nack_retry_ms,
     redelivery_ms,
     waited,
     wakeup_ms,
@@ -29,7 +31,6 @@ from harness.latency import (
 
 KEYS = list(NACK_KEYS)
 METRICS = ("wakeup_ms", "redelivery_ms")  # compared between variants
-DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms")  # summarised per variant
 # Version 1 archives have no cycles: each run is one cycle there.
 CYCLE = F.coalesce(F.col("cycle"), F.lit(0))
 
@@ -50,17 +51,19 @@ def retry_deliveries(events: DataFrame) -> DataFrame:
         events.filter(F.col("kind") == "nacked")
         .withColumn("delivery_attempt", F.col("delivery_attempt") + 1)
         .withColumn("due_ms", due_ms(F.col("t_client_ns"), F.col("invisible_ms")))
+        .withColumn("nacked_ns", F.col("t_client_ns"))
         .withColumn("rank", F.row_number().over(
             Window.partitionBy(*KEYS, "delivery_attempt").orderBy(F.col(LATEST_NACK_ORDER).desc())))
         .filter(F.col("rank") == 1)
-        .select(*KEYS, "delivery_attempt", "due_ms")
+        .select(*KEYS, "delivery_attempt", "due_ms", "nacked_ns")
     )
     return (
         retries.drop("redelivery_ms").join(nacks, on=[*KEYS, "delivery_attempt"], how="left")
         .withColumn("redelivery_ms", redelivery_ms(F.col("t_client_ns"), F.col("due_ms")))
+        .withColumn("nack_retry_ms", nack_retry_ms(F.col("t_client_ns"), F.col("nacked_ns")))
         .select("run_id", "scenario", "variant", "group", "worker", "consumer", "ledger_id", "delivery_attempt",
                 "cycle", "t_client_ns", "poll_started_ns", "store_ts_ms", "waited", "wakeup_ms", "pickup_ms",
-                "redelivery_ms")
+                "redelivery_ms", "nack_retry_ms")
     )
 
 

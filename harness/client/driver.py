@@ -2,8 +2,8 @@
 
 Shaped after OpenMessaging Benchmark's driver API: create resources, a producer that sends, a pop
 consumer that receives, acks and changes invisible durations, and close. Locust users and the readiness
-check talk only to these types; each protocol (gRPC through the proxy today, remoting next) implements
-them in its own module and is picked by ``driver(protocol, ...)``.
+check talk only to these types; each protocol (gRPC through the proxy, remoting straight to the broker)
+implements them in its own module and is picked by ``driver(protocol, ...)``.
 
 Every call blocks. A driver whose client cannot block a gevent worker's hub (the gRPC client runs its own
 asyncio thread) runs its calls through ``offload``, which the workload supplies.
@@ -21,7 +21,7 @@ from harness.endpoints import Endpoints
 T = TypeVar("T")
 # Runs a blocking call (with no arguments) where it cannot stall the caller's event loop; returns its result.
 Offload = Callable[[Callable[[], T]], T]
-PROTOCOLS = ("grpc",)
+PROTOCOLS = ("grpc", "remoting")
 
 
 class DriverError(Exception):
@@ -108,4 +108,8 @@ def driver(protocol: str, endpoints: Endpoints, offload: Offload = direct, log_f
         from harness.client.grpc import GrpcDriver
 
         return GrpcDriver(endpoints, offload=offload, log_file=log_file)
+    if protocol == "remoting":
+        from harness.client.remoting_driver import RemotingDriver
+
+        return RemotingDriver(endpoints, offload=offload, log_file=log_file)
     raise ValueError(f"no client driver for protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")

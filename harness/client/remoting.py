@@ -1,8 +1,13 @@
-"""The RocketMQ remoting wire format, and the few admin requests the harness needs.
+"""The RocketMQ remoting wire format, a connection that speaks it, and the admin requests the harness needs.
 
-No Python library speaks remoting (the old native client has no admin API), so this is hand-written
-from the protocol: a frame is ``[total length][serialize type + header length][JSON header][body]``,
-big-endian, where total length counts everything after its own four bytes.
+No Python library speaks remoting with pop (the native client wraps a C++ library without pop, ack or
+change-invisible calls, and has no admin API), so this is hand-written from the protocol: a frame is
+``[total length][serialize type + header length][JSON header][body]``, big-endian, where total length
+counts everything after its own four bytes. Headers are always JSON here: the binary (ROCKETMQ) header
+keeps the request code in 16 bits, and the pop codes (200050...) do not fit.
+
+Sockets are plain: under a gevent-patched Locust worker a call yields to other users while it waits, so a
+long poll costs no thread.
 """
 
 from __future__ import annotations
@@ -11,16 +16,28 @@ import itertools
 import json
 import socket
 import struct
+import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 # Request codes (org.apache.rocketmq.remoting.protocol.RequestCode).
 UPDATE_AND_CREATE_TOPIC = 17
+GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+SEND_MESSAGE_V2 = 310
+POP_MESSAGE = 200050
+ACK_MESSAGE = 200051
+CHANGE_MESSAGE_INVISIBLETIME = 200053
+# Response codes.
 SUCCESS = 0
+PULL_NOT_FOUND = 19
+POLLING_FULL = 209
+POLLING_TIMEOUT = 210  # a pop that found nothing, at once or when its long poll ran out
 
 _LANGUAGE = "PYTHON"
-# Any recent client version works with 5.x brokers; this is V5_3_3's ordinal in MQVersion.
+# A 5.x client version; at least 401 (V4_9_4), or the name server writes route bodies with unquoted
+# integer keys that no JSON parser accepts.
 _VERSION = 491
 _RESPONSE_FLAG = 0b1
 _opaque = itertools.count(1)
@@ -93,21 +110,68 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def invoke(address: str, cmd: Command, timeout_s: float = 5.0) -> Command:
-    """Send one request to host:port and return its response (one connection per call)."""
-    host, port = address.rsplit(":", 1)
-    cmd.opaque = next(_opaque)
+def _lock() -> AbstractContextManager:
+    """A lock that suits the sockets in use. A Locust worker patches sockets for gevent but not threads (the
+    gRPC client needs real ones): there a thread lock held across a socket wait would stop every greenlet
+    of the worker, so it takes gevent's; elsewhere a thread lock."""
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-            sock.sendall(encode(cmd))
+        from gevent import monkey
+    except ImportError:
+        return threading.Lock()
+    if monkey.is_module_patched("socket"):
+        from gevent.lock import Semaphore
+
+        return Semaphore()
+    return threading.Lock()
+
+
+class Connection:
+    """One TCP connection to a broker or name server, one request at a time (callers wait their turn: a
+    burst's sending greenlets share their producer's connection), opened on first use and again after any
+    failure (the broker also closes channels idle for 120 s)."""
+
+    def __init__(self, address: str, connect_timeout_s: float = 5.0) -> None:
+        self.address = address
+        self._connect_timeout_s = connect_timeout_s
+        self._sock: socket.socket | None = None
+        self._lock = _lock()
+
+    def call(self, cmd: Command, timeout_s: float) -> Command:
+        """Send ``cmd`` and wait up to ``timeout_s`` for its response."""
+        with self._lock:
+            return self._call(cmd, timeout_s)
+
+    def _call(self, cmd: Command, timeout_s: float) -> Command:
+        cmd.opaque = next(_opaque)
+        try:
+            if self._sock is None:
+                host, port = self.address.rsplit(":", 1)
+                self._sock = socket.create_connection((host, int(port)), timeout=self._connect_timeout_s)
+            self._sock.settimeout(timeout_s)
+            self._sock.sendall(encode(cmd))
             while True:
-                (length,) = struct.unpack(">I", _read_exact(sock, 4))
-                resp = decode(_read_exact(sock, length))
-                # Brokers may push requests of their own on the channel; wait for our answer.
+                (length,) = struct.unpack(">I", _read_exact(self._sock, 4))
+                resp = decode(_read_exact(self._sock, length))
+                # A broker may send requests of its own (to clients that sent heartbeats; these do not).
                 if resp.is_response and resp.opaque == cmd.opaque:
                     return resp
-    except OSError as e:
-        raise RemotingError(f"{address}: {e}") from e
+        except (OSError, RemotingError) as e:
+            self.close()  # a half-read frame leaves the stream unusable
+            raise RemotingError(f"{self.address}: {e}") from e
+
+    def close(self) -> None:
+        if self._sock is not None:
+            sock, self._sock = self._sock, None
+            sock.close()
+
+
+def invoke(address: str, cmd: Command, timeout_s: float = 5.0) -> Command:
+    """Send one request to host:port and return its response (one connection per call)."""
+    conn = Connection(address, timeout_s)
+    try:
+        return conn.call(cmd, timeout_s)
+    finally:
+        conn.close()
 
 
 def _check(resp: Command, what: str) -> Command:
@@ -157,3 +221,27 @@ def cluster_info(namesrv: str) -> str:
     """The name server's view of clusters and brokers (fastjson; keys may be unquoted ints)."""
     resp = _check(invoke(namesrv, Command(GET_BROKER_CLUSTER_INFO)), "get cluster info")
     return resp.body.decode()
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a topic lives: its master broker (name and address) and its queues there."""
+
+    broker_name: str
+    broker: str
+    read_queues: int
+    write_queues: int
+
+
+def route(namesrv: str, topic: str, timeout_s: float = 5.0) -> Route:
+    """The topic's route from the name server (the first broker that serves it; the harness runs one)."""
+    resp = _check(invoke(namesrv, Command(GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}),
+                         timeout_s), f"route of {topic}")
+    data = json.loads(resp.body)
+    queues = {q["brokerName"]: q for q in data.get("queueDatas") or []}
+    for b in data.get("brokerDatas") or []:
+        master = (b.get("brokerAddrs") or {}).get("0")
+        if master and b.get("brokerName") in queues:
+            q = queues[b["brokerName"]]
+            return Route(b["brokerName"], master, int(q["readQueueNums"]), int(q["writeQueueNums"]))
+    raise RemotingError(f"route of {topic}: no master broker serves it ({resp.body[:200]!r})")

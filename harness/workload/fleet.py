@@ -43,29 +43,40 @@ class Progress:
         return self.wakeup_sum_s / self.retries if self.retries else None
 
 
-def scrape(ports: Sequence[int]) -> Progress | None:
-    """Sum the workers' counters; None when no worker answered (not started yet, or already gone)."""
+def _scrape_one(opener: urllib.request.OpenerDirector, port: int) -> Progress | None:
+    try:
+        text = opener.open(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()
+    except OSError:
+        return None
     p = Progress()
-    answered = False
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == "rmq_harness_messages_sent_total":
+                p.sent += s.value
+            elif s.name == "rmq_harness_deliveries_total":
+                p.deliveries += s.value
+            elif s.name == "rmq_harness_retry_wakeup_seconds_count":
+                p.retries += s.value
+            elif s.name == "rmq_harness_retry_wakeup_seconds_sum":
+                p.wakeup_sum_s += s.value
+    return p
+
+
+def scrape(ports: Sequence[int], last: dict[int, Progress] | None = None) -> Progress | None:
+    """Sum the workers' counters; None when no worker answered (not started yet, or already gone). With
+    ``last`` (port -> its previous answer, updated here), a worker too busy to answer within a second counts
+    with what it said before, so a sum never drops (a busy producer's worker once showed "sent 0")."""
+    last = {} if last is None else last
     # Loopback only: never through an HTTP proxy from the environment.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     for port in ports:
-        try:
-            text = opener.open(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()
-        except OSError:
-            continue
-        answered = True
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                if s.name == "rmq_harness_messages_sent_total":
-                    p.sent += s.value
-                elif s.name == "rmq_harness_deliveries_total":
-                    p.deliveries += s.value
-                elif s.name == "rmq_harness_retry_wakeup_seconds_count":
-                    p.retries += s.value
-                elif s.name == "rmq_harness_retry_wakeup_seconds_sum":
-                    p.wakeup_sum_s += s.value
-    return p if answered else None
+        got = _scrape_one(opener, port)
+        if got is not None:
+            last[port] = got
+    seen = [last[p] for p in ports if p in last]
+    if not seen:
+        return None
+    return Progress(*(sum(getattr(p, f) for p in seen) for f in ("sent", "deliveries", "retries", "wakeup_sum_s")))
 
 
 @dataclass
@@ -121,12 +132,13 @@ class LocustFleet:
         """Until every master and worker exited; HarnessError past the scenario's duration and a grace."""
         started = time.monotonic()
         limit = self.scenario.run_time_s + GRACE_S
+        answers: dict[int, Progress] = {}
         while any(g.running() for g in self.groups):
             if time.monotonic() - started > limit:
                 raise HarnessError(f"Locust did not finish within {limit:.0f} s; "
                                    f"see {self.groups[0].logs}/locust-master.log")
             if on_tick:
-                counts = {g.variant: scrape(list(g.metrics_ports.values())) for g in self.groups}
+                counts = {g.variant: scrape(list(g.metrics_ports.values()), answers) for g in self.groups}
                 on_tick(time.monotonic() - started, {k: v for k, v in counts.items() if v is not None})
             time.sleep(1.0)
         self._check()
@@ -179,5 +191,6 @@ class LocustFleet:
                  "--logfile", str(logs / f"locust-{name}.log")],
                 logs / f"locust-{name}.out", cwd=work, env={**env, ENV_SPEC: str(spec(name))}, die_with_parent=True,
             )
-        self.log(f"{ep.variant}: Locust master {master} and {sc.workers} workers driving {ep.grpc}")
+        target = ep.grpc if sc.protocol == "grpc" else f"the broker (remoting, name server {ep.namesrv})"
+        self.log(f"{ep.variant}: Locust master {master} and {sc.workers} workers driving {target}")
         return LocustGroup(ep.variant, master, workers, ports, shard_dir, logs)

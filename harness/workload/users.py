@@ -287,9 +287,10 @@ class PopConsumerUser(User):
         extend = self.spec.scenario.consume.extend_s
         if extend and not self._operation("extend", common, lambda: self.consumer.change_invisible(d, extend)):
             return
+        started = time.time_ns()
         if not self._operation("ack", common, lambda: self.consumer.ack(d)):
             return
-        rt.log.record("acked", t_client_ns=time.time_ns(), **common)
+        rt.log.record("acked", t_client_ns=time.time_ns(), started_ns=started, **common)
         rt.acked.add((self.group.name, common["ledger_id"]))
         rt.metrics.acks.labels(**rt.labels(self.group.name)).inc()
         if common["cycle"] is not None:

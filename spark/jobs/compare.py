@@ -35,6 +35,7 @@ import pandas as pd  # noqa: E402
 
 from harness.errors import ConfigError, HarnessError  # noqa: E402
 from harness.expectations import evaluate, per_nack, probe_counts  # noqa: E402
+from harness.latency import DISTRIBUTIONS  # noqa: E402
 from harness.ordering import fifo_counts  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
@@ -57,7 +58,6 @@ SUMMARY_SCHEMA_VERSION = 3
 EXIT_REGRESSION = 3
 PRIMARY_METRIC = "wakeup_ms"
 METRICS = ("wakeup_ms", "redelivery_ms")
-DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms")
 SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
 PLOT_CAP = 20_000
 

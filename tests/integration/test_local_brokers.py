@@ -50,6 +50,94 @@ def test_up_is_healthy_and_loopback_bound(unpatched):
     assert "enableRetryTopicV2=false" in broker_conf and "enableNotifyBeforePopCalculateLag=false" in broker_conf
 
 
+def test_pop_nack_retry_and_ack_through_the_remoting_driver(unpatched):
+    _, ep = unpatched
+    topic, group, picky = f"R_{uuid.uuid4().hex[:8]}", f"G_{uuid.uuid4().hex[:8]}", f"P_{uuid.uuid4().hex[:8]}"
+    d = driver("remoting", ep)
+    try:
+        d.create_topic(topic, queues=4)
+        d.create_group(group, retry_max_times=16)
+        d.create_group(picky, retry_max_times=16)
+        consumer = d.pop_consumer(group, topic, long_poll_s=3)
+        tag_b = d.pop_consumer(picky, topic, long_poll_s=3, tags="TagB")
+        t0 = time.time()
+        empty = consumer.receive(16, 10)
+        assert empty.deliveries == [] and time.time() - t0 > 2  # a long poll, not an instant answer
+        producer = d.producer(topic)
+        ids = [producer.send(json.dumps({"i": i}).encode(), tag="TagA" if i % 2 else "TagB") for i in range(6)]
+        first = _drain(consumer, 6)
+        assert sorted(m.message_id for m in first) == sorted(ids)
+        assert all(m.delivery_attempt == 1 and t0 - 1 <= m.store_ts_ms / 1000 <= time.time() + 1 for m in first)
+        assert {m.tag for m in first} == {"TagA", "TagB"}
+        nacked = first[0]
+        consumer.change_invisible(nacked, 1)
+        for m in first[1:]:
+            consumer.ack(m)
+        # The retry: the same message, second attempt, a later store time (the revived copy).
+        [retry] = _drain(consumer, 1, deadline_s=40)
+        assert (retry.message_id, retry.delivery_attempt, retry.tag) == (nacked.message_id, 2, nacked.tag)
+        assert retry.store_ts_ms > nacked.store_ts_ms
+        # More time, then an ack with the handle the change returned: the message never comes back.
+        consumer.change_invisible(retry, 3)
+        consumer.ack(retry)
+        assert _drain(consumer, 1, deadline_s=12) == []
+        # A group filtering TagB gets the three TagB messages only.
+        assert sorted(m.tag for m in _drain(tag_b, 3)) == ["TagB"] * 3
+    finally:
+        d.close()
+
+
+GEVENT_SCRIPT = """
+import json, sys, time
+from gevent import monkey
+monkey.patch_all(thread=False, queue=False)  # as harness.workload.launch patches a Locust worker
+import gevent
+from harness.client.driver import driver
+from harness.endpoints import Endpoints
+ep = Endpoints(**json.loads(sys.argv[1]))
+topic, group = sys.argv[2], sys.argv[3]
+d = driver("remoting", ep)
+d.create_topic(topic, queues=4)
+d.create_group(group, retry_max_times=16)
+consumer = d.pop_consumer(group, topic, long_poll_s=3)
+producer = d.producer(topic)
+ticks = []
+ticker = gevent.spawn(lambda: [ticks.append(time.monotonic()) or gevent.sleep(0.1) for _ in range(30)])
+poll = gevent.spawn(consumer.receive, 16, 10)  # a long poll on its own connection, while the burst goes out
+ids = [g.get() for g in [gevent.spawn(producer.send, b"x") for _ in range(16)]]
+got = poll.get().deliveries
+while len(got) < 16:
+    got += consumer.receive(16, 10).deliveries
+for m in got:
+    consumer.ack(m)
+ticker.join()
+gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+print(json.dumps({"sent": len(set(ids)), "received": len({m.message_id for m in got}), "max_gap_s": max(gaps)}))
+d.close()
+"""
+
+
+def test_the_remoting_driver_shares_a_connection_between_greenlets_without_blocking_them(unpatched):
+    # A burst's greenlets send through one producer connection while a consumer long-polls: every send
+    # lands, and the worker's loop keeps running (a thread lock there once froze a worker).
+    _, ep = unpatched
+    topic, group = f"GV_{uuid.uuid4().hex[:8]}", f"GV_{uuid.uuid4().hex[:8]}"
+    out = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT, json.dumps(ep.as_dict()), topic, group],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["sent"] == result["received"] == 16
+    assert result["max_gap_s"] < 1.0, result  # a 100 ms ticker never stalled for a poll's length
+
+
+def _drain(consumer, n: int, deadline_s: float = 30) -> list:
+    got: list = []
+    deadline = time.monotonic() + deadline_s
+    while len(got) < n and time.monotonic() < deadline:
+        got += consumer.receive(16, 10).deliveries
+    return got
+
+
 def test_send_and_pop_through_the_grpc_driver(unpatched, tmp_path: Path):
     _, ep = unpatched
     topic, group = f"T_{uuid.uuid4().hex[:8]}", f"G_{uuid.uuid4().hex[:8]}"

@@ -30,8 +30,9 @@ def test_wakeup_and_redelivery_of_a_nacked_message():
     retry = d[(d.kind == "received") & (d.delivery_attempt == 2)].iloc[0]
     assert retry.wakeup_ms == pytest.approx(14_500)
     assert retry.redelivery_ms == pytest.approx(18_000 - (20 + 1000))
+    assert retry.nack_retry_ms == pytest.approx(18_000 - 20)  # the seed's measure: delay, revive and wait
     first = d[(d.kind == "received") & (d.delivery_attempt == 1)].iloc[0]
-    assert np.isnan(first.wakeup_ms) and np.isnan(first.redelivery_ms)  # only retries are measured
+    assert np.isnan(first.wakeup_ms) and np.isnan(first.redelivery_ms) and np.isnan(first.nack_retry_ms)
 
 
 def test_lapse_uses_receive_time_plus_invisible_time():

@@ -47,3 +47,22 @@ def test_runs_without_message_groups_have_no_fifo_rows():
     ev = pd.DataFrame([{**_ev("sent", "a", 0), "message_group": None},
                        {**_ev("received", "a", 1), "message_group": None}])
     assert fifo_rows(ev).empty and fifo_rows(ev.drop(columns="message_group")).empty
+
+
+def test_a_delivery_inside_the_previous_acks_round_trip_is_not_an_overtaking():
+    # The case the matrix found (5.3.3, patched): b's ack was sent at 100 ms and returned at 105 ms; the
+    # broker freed the message group in between and c arrived at 104 ms. With the ack timed at its start
+    # that is in order; a delivery before the ack was even sent still overtakes.
+    def acked(lid, started_ms, returned_ms):
+        return {**_ev("acked", lid, returned_ms), "started_ns": started_ms * MS}
+
+    ev = pd.DataFrame([
+        _ev("sent", "b", 0), _ev("sent", "c", 1), _ev("sent", "d", 2),
+        _ev("received", "b", 90), acked("b", 100, 105),
+        _ev("received", "c", 104), acked("c", 110, 112),
+        _ev("received", "d", 109), acked("d", 120, 121),
+    ])
+    assert list(fifo_rows(ev).set_index("ledger_id")["overtaken"]) == [False, False, True]
+    # Archives from before the ack's start time was kept judge by its return, as they did.
+    old = ev.drop(columns="started_ns")
+    assert list(fifo_rows(old).set_index("ledger_id")["overtaken"]) == [False, True, True]

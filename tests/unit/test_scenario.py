@@ -54,7 +54,7 @@ def test_burst_is_the_seed_case():
         (_with(nack__attempts=[0]), "nack.attempts.0"),
         (_with(nack__how="drop"), "nack.how"),
         (_with(topics=[{"name": "A+B"}]), "topics.0.name"),
-        (_with(protocol="remoting"), "protocol"),
+        (_with(protocol="amqp"), "protocol"),
         (_with(workers=0), "workers"),
     ],
 )
@@ -238,3 +238,14 @@ def test_per_nack_probe_ratios_have_no_data_without_nacks():
     probe = {"retry_other": 30.0, "empty_wakeups": 33.0}
     assert per_nack(probe, 10) == {"retry_other_per_nack": 3.0, "empty_per_nack": 3.3}
     assert per_nack(probe, 0) == {"retry_other_per_nack": None, "empty_per_nack": None}
+
+
+def test_remoting_has_the_brokers_limits_not_the_proxys():
+    s = parse_scenario(_with(protocol="remoting", consume={"invisible_s": 5, "long_poll_s": 30}))
+    assert s.protocol == "remoting" and s.consume.invisible_s == 5
+    with pytest.raises(ConfigError, match="consume.invisible_s: 5 under the gRPC proxy's minimum"):
+        parse_scenario(_with(consume={"invisible_s": 5}))
+    doc = _with(protocol="remoting")
+    doc["groups"] = [{**doc["groups"][0], "fifo": True}]
+    with pytest.raises(ConfigError, match="groups.0.fifo: FIFO pop over remoting"):
+        parse_scenario(doc)

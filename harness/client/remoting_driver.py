@@ -1,0 +1,155 @@
+"""The remoting driver: pop consumption straight from the broker on the project's own codec, as the Java
+remoting client does in pop mode (no proxy, so the broker's own limits: any invisible time, any poll).
+
+Each producer and consumer holds one connection to the topic's master broker, found through the name
+server. Calls block on plain sockets: under gevent they yield, so no thread bridge and no pool.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.client import remoting
+from harness.client.driver import Delivery, Offload, Received, direct
+from harness.client.remoting import Command, Connection, RemotingError
+from harness.client.remoting_messages import (
+    SHARDING_KEY,
+    TAGS,
+    UNIQ_KEY,
+    WAIT,
+    PopHandle,
+    decode_batch,
+    encode_properties,
+    handle_of,
+)
+from harness.endpoints import Endpoints
+
+PRODUCER_GROUP = "rmq-harness-producer"
+# The broker answers an empty long poll ~50 ms before its poll time; the Java client gives it 10 s more.
+POLL_MARGIN_S = 10.0
+REQUEST_TIMEOUT_S = 5.0
+MIN_INIT = 0  # a new group starts at the queue's first message: nothing sent before its first pop is missed
+
+
+@dataclass
+class Receipt:
+    """What ack and change_invisible need; the handle is replaced after each invisible-time change."""
+
+    handle: PopHandle
+
+
+class RemotingProducer:
+    def __init__(self, conn: Connection, topic: str, write_queues: int) -> None:
+        self._conn = conn
+        self.topic = topic
+        self._queues = write_queues
+        self._next = itertools.count()
+
+    def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
+        msg_id = uuid.uuid4().hex.upper()
+        props = {UNIQ_KEY: msg_id, WAIT: "true"}
+        if tag:
+            props[TAGS] = tag
+        if message_group:
+            props[SHARDING_KEY] = message_group
+            # One queue per message group keeps its order, as the proxy's FIFO sends do.
+            queue = zlib.crc32(message_group.encode()) % self._queues
+        else:
+            queue = next(self._next) % self._queues
+        header = {"a": PRODUCER_GROUP, "b": self.topic, "c": "TBW102", "d": 4, "e": queue, "f": 0,
+                  "g": int(time.time() * 1000), "h": 0, "i": encode_properties(props), "j": 0, "k": "false",
+                  "m": "false"}
+        resp = self._conn.call(Command(remoting.SEND_MESSAGE_V2, header, body=body), REQUEST_TIMEOUT_S)
+        if resp.code != remoting.SUCCESS:
+            raise RemotingError(f"send to {self.topic}: code {resp.code}: {resp.remark}")
+        return msg_id
+
+
+class RemotingPopConsumer:
+    def __init__(self, conn: Connection, broker_name: str, group: str, topic: str, long_poll_s: int,
+                 tags: str) -> None:
+        self._conn = conn
+        self._broker_name = broker_name
+        self.group = group
+        self.topic = topic
+        self.long_poll_s = long_poll_s
+        self.tags = tags
+
+    def receive(self, max_messages: int, invisible_s: int) -> Received:
+        header = {"consumerGroup": self.group, "topic": self.topic, "queueId": -1, "maxMsgNums": max_messages,
+                  "invisibleTime": invisible_s * 1000, "pollTime": self.long_poll_s * 1000,
+                  "bornTime": int(time.time() * 1000), "initMode": MIN_INIT, "expType": "TAG", "exp": self.tags,
+                  "order": "false"}
+        resp = self._conn.call(Command(remoting.POP_MESSAGE, header), self.long_poll_s + POLL_MARGIN_S)
+        at = time.time_ns()
+        if resp.code in (remoting.POLLING_TIMEOUT, remoting.PULL_NOT_FOUND):
+            return Received([], at)
+        if resp.code != remoting.SUCCESS:
+            raise RemotingError(f"pop {self.topic} as {self.group}: code {resp.code}: {resp.remark}")
+        out = []
+        for m in decode_batch(resp.body):
+            out.append(Delivery(body=m.body, message_id=m.message_id, delivery_attempt=m.reconsume_times + 1,
+                                store_ts_ms=m.store_ts_ms, born_ts_ms=m.born_ts_ms,
+                                handle=Receipt(handle_of(m, resp.ext_fields, self._broker_name)),
+                                tag=m.properties.get(TAGS) or None))
+        return Received(out, at)
+
+    def _fields(self, receipt: Receipt) -> dict[str, object]:
+        h = receipt.handle
+        return {"consumerGroup": self.group, "topic": h.topic(self.topic, self.group), "queueId": h.queue_id,
+                "extraInfo": str(h), "offset": h.offset, "bname": h.broker_name}
+
+    def ack(self, delivery: Delivery) -> None:
+        resp = self._conn.call(Command(remoting.ACK_MESSAGE, self._fields(delivery.handle)), REQUEST_TIMEOUT_S)
+        if resp.code != remoting.SUCCESS:
+            raise RemotingError(f"ack on {self.topic} as {self.group}: code {resp.code}: {resp.remark}")
+
+    def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
+        receipt: Receipt = delivery.handle
+        fields = {**self._fields(receipt), "invisibleTime": invisible_s * 1000}
+        resp = self._conn.call(Command(remoting.CHANGE_MESSAGE_INVISIBLETIME, fields), REQUEST_TIMEOUT_S)
+        if resp.code != remoting.SUCCESS:
+            raise RemotingError(f"change invisible time on {self.topic} as {self.group}: code {resp.code}: "
+                                f"{resp.remark}")
+        f = resp.ext_fields
+        receipt.handle = receipt.handle.changed(int(f["popTime"]), int(f["invisibleTime"]), int(f["reviveQid"]))
+
+
+class RemotingDriver:
+    protocol = "remoting"
+
+    def __init__(self, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> None:
+        # Neither a thread bridge nor a client log: the calls are plain socket I/O, errors are exceptions.
+        del offload, log_file
+        self.endpoints = endpoints
+        self._conns: list[Connection] = []
+
+    def _connect(self, topic: str) -> tuple[remoting.Route, Connection]:
+        r = remoting.route(self.endpoints.namesrv, topic)
+        conn = Connection(r.broker)
+        self._conns.append(conn)
+        return r, conn
+
+    def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None:
+        remoting.create_topic(self.endpoints.broker, name, queues=queues, message_type=message_type)
+
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
+        remoting.create_group(self.endpoints.broker, name, retry_max_times=retry_max_times, orderly=orderly)
+
+    def producer(self, topic: str) -> RemotingProducer:
+        r, conn = self._connect(topic)
+        return RemotingProducer(conn, topic, r.write_queues)
+
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> RemotingPopConsumer:
+        r, conn = self._connect(topic)
+        return RemotingPopConsumer(conn, r.broker_name, group, topic, long_poll_s, tags)
+
+    def close(self) -> None:
+        conns, self._conns = self._conns, []
+        for c in conns:
+            c.close()

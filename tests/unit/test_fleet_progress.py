@@ -1,0 +1,42 @@
+"""Live progress summed over a variant's workers: a worker too busy to answer keeps its last counts."""
+
+import http.server
+import threading
+
+from harness.backends.local.ports import port_free
+from harness.workload.fleet import Progress, scrape
+
+EXPOSITION = b"""# TYPE rmq_harness_messages_sent_total counter
+rmq_harness_messages_sent_total{group="G"} 40.0
+# TYPE rmq_harness_deliveries_total counter
+rmq_harness_deliveries_total{group="G"} 7.0
+"""
+
+
+class _Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - the handler's API
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(EXPOSITION)
+
+    def log_message(self, *args):
+        pass
+
+
+def _silent_port() -> int:
+    return next(p for p in range(47000, 48000) if port_free(p))
+
+
+def test_a_worker_that_does_not_answer_counts_with_its_last_answer():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        up, busy = server.server_address[1], _silent_port()
+        last = {busy: Progress(sent=32, deliveries=2048)}
+        got = scrape([up, busy], last)
+        assert (got.sent, got.deliveries) == (72, 2055)
+        assert last[up].sent == 40  # remembered for the next tick
+        assert scrape([busy]) is None  # nothing known, nothing answered
+    finally:
+        server.shutdown()
+        server.server_close()
