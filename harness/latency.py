@@ -82,7 +82,7 @@ def derive(events: pd.DataFrame) -> pd.DataFrame:
     if nacks.empty or not retry.any():
         return ev
     nacks["due_ms"] = due_ms(nacks["t_client_ns"], nacks["invisible_ms"])
-    nacks["nacked_ns"] = nacks["t_client_ns"]
+    nacks["nacked_ns"] = nacks["t_client_ns"].astype("Int64")  # nullable: stays exact through the left merge
     nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1  # the attempt this nack leads to
     nacks = nacks.sort_values(LATEST_NACK_ORDER).drop_duplicates([*keys, "delivery_attempt"], keep="last")
     retries = ev.loc[retry, [*keys, "delivery_attempt"]].reset_index()
@@ -91,8 +91,9 @@ def derive(events: pd.DataFrame) -> pd.DataFrame:
     joined = joined.set_index("index")
     ev.loc[joined.index, "redelivery_ms"] = redelivery_ms(ev.loc[joined.index, "t_client_ns"],
                                                           joined["due_ms"].astype(float))
-    ev.loc[joined.index, "nack_retry_ms"] = nack_retry_ms(ev.loc[joined.index, "t_client_ns"].astype(float),
-                                                          joined["nacked_ns"].astype(float))
+    # Subtract in exact integers first (ns since the epoch do not fit a float's 53 bits), as Spark does.
+    ev.loc[joined.index, "nack_retry_ms"] = nack_retry_ms(ev.loc[joined.index, "t_client_ns"].astype("Int64"),
+                                                          joined["nacked_ns"]).astype(float)
     return ev
 
 
