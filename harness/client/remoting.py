@@ -174,7 +174,8 @@ def invoke(address: str, cmd: Command, timeout_s: float = 5.0) -> Command:
         conn.close()
 
 
-def _check(resp: Command, what: str) -> Command:
+def check(resp: Command, what: str) -> Command:
+    """``resp`` when it is a success; RemotingError naming ``what`` and the code otherwise."""
     if resp.code != SUCCESS:
         raise RemotingError(f"{what} failed: code {resp.code}: {resp.remark}")
     return resp
@@ -194,7 +195,7 @@ def create_topic(
         "order": "false",
         "attributes": f"+message.type={message_type}",
     }
-    _check(invoke(broker, Command(UPDATE_AND_CREATE_TOPIC, fields)), f"create topic {topic}")
+    check(invoke(broker, Command(UPDATE_AND_CREATE_TOPIC, fields)), f"create topic {topic}")
 
 
 def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
@@ -211,7 +212,7 @@ def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bo
         "notifyConsumerIdsChangedEnable": True,
     }
     body = json.dumps(config).encode()
-    _check(
+    check(
         invoke(broker, Command(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)),
         f"create group {group}",
     )
@@ -219,7 +220,7 @@ def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bo
 
 def cluster_info(namesrv: str) -> str:
     """The name server's view of clusters and brokers (fastjson; keys may be unquoted ints)."""
-    resp = _check(invoke(namesrv, Command(GET_BROKER_CLUSTER_INFO)), "get cluster info")
+    resp = check(invoke(namesrv, Command(GET_BROKER_CLUSTER_INFO)), "get cluster info")
     return resp.body.decode()
 
 
@@ -235,7 +236,7 @@ class Route:
 
 def route(namesrv: str, topic: str, timeout_s: float = 5.0) -> Route:
     """The topic's route from the name server (the first broker that serves it; the harness runs one)."""
-    resp = _check(invoke(namesrv, Command(GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}),
+    resp = check(invoke(namesrv, Command(GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": "true"}),
                          timeout_s), f"route of {topic}")
     data = json.loads(resp.body)
     queues = {q["brokerName"]: q for q in data.get("queueDatas") or []}

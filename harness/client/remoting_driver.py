@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.client import remoting
 from harness.client.driver import Delivery, Offload, Received, direct
-from harness.client.remoting import Command, Connection, RemotingError
+from harness.client.remoting import Command, Connection
 from harness.client.remoting_messages import (
     SHARDING_KEY,
     TAGS,
@@ -64,9 +64,8 @@ class RemotingProducer:
         header = {"a": PRODUCER_GROUP, "b": self.topic, "c": "TBW102", "d": 4, "e": queue, "f": 0,
                   "g": int(time.time() * 1000), "h": 0, "i": encode_properties(props), "j": 0, "k": "false",
                   "m": "false"}
-        resp = self._conn.call(Command(remoting.SEND_MESSAGE_V2, header, body=body), REQUEST_TIMEOUT_S)
-        if resp.code != remoting.SUCCESS:
-            raise RemotingError(f"send to {self.topic}: code {resp.code}: {resp.remark}")
+        remoting.check(self._conn.call(Command(remoting.SEND_MESSAGE_V2, header, body=body), REQUEST_TIMEOUT_S),
+                       f"send to {self.topic}")
         return msg_id
 
 
@@ -89,8 +88,7 @@ class RemotingPopConsumer:
         at = time.time_ns()
         if resp.code in (remoting.POLLING_TIMEOUT, remoting.PULL_NOT_FOUND):
             return Received([], at)
-        if resp.code != remoting.SUCCESS:
-            raise RemotingError(f"pop {self.topic} as {self.group}: code {resp.code}: {resp.remark}")
+        remoting.check(resp, f"pop {self.topic} as {self.group}")
         out = []
         for m in decode_batch(resp.body):
             out.append(Delivery(body=m.body, message_id=m.message_id, delivery_attempt=m.reconsume_times + 1,
@@ -105,17 +103,15 @@ class RemotingPopConsumer:
                 "extraInfo": str(h), "offset": h.offset, "bname": h.broker_name}
 
     def ack(self, delivery: Delivery) -> None:
-        resp = self._conn.call(Command(remoting.ACK_MESSAGE, self._fields(delivery.handle)), REQUEST_TIMEOUT_S)
-        if resp.code != remoting.SUCCESS:
-            raise RemotingError(f"ack on {self.topic} as {self.group}: code {resp.code}: {resp.remark}")
+        cmd = Command(remoting.ACK_MESSAGE, self._fields(delivery.handle))
+        remoting.check(self._conn.call(cmd, REQUEST_TIMEOUT_S), f"ack on {self.topic} as {self.group}")
 
     def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
         receipt: Receipt = delivery.handle
         fields = {**self._fields(receipt), "invisibleTime": invisible_s * 1000}
-        resp = self._conn.call(Command(remoting.CHANGE_MESSAGE_INVISIBLETIME, fields), REQUEST_TIMEOUT_S)
-        if resp.code != remoting.SUCCESS:
-            raise RemotingError(f"change invisible time on {self.topic} as {self.group}: code {resp.code}: "
-                                f"{resp.remark}")
+        cmd = Command(remoting.CHANGE_MESSAGE_INVISIBLETIME, fields)
+        resp = remoting.check(self._conn.call(cmd, REQUEST_TIMEOUT_S),
+                              f"change invisible time on {self.topic} as {self.group}")
         f = resp.ext_fields
         receipt.handle = receipt.handle.changed(int(f["popTime"]), int(f["invisibleTime"]), int(f["reviveQid"]))
 
