@@ -19,6 +19,7 @@ from harness import __version__
 from harness.endpoints import Endpoints
 from harness.errors import EXIT_USAGE, ConfigError, HarnessError
 from harness.paths import REPO_ROOT, state_dir
+from harness.scenario import PROTOCOLS
 from harness.variants import load_variants, select
 
 # Piped output (CI logs, files) gets wide lines rather than tables squeezed to 80 columns.
@@ -102,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     run_opts.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
                           help="variant to run against (repeatable; default: unpatched)")
     run_opts.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
+    run_opts.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                          help="run the scenario's form over this protocol (NAME-PROTOCOL; default: its own)")
     run_opts.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
     run_opts.add_argument("--runs-dir", type=Path, default=Path("runs"),
                           help="where run archives go (default: runs/)")
@@ -167,6 +170,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="a variant (repeat; the first is the baseline)")
     mx.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
                     help="a scenario file or built-in name (repeat), or 'all' (the default)")
+    mx.add_argument("--protocol", action="append", dest="protocols", choices=PROTOCOLS, metavar="PROTOCOL",
+                    help="run each scenario over this protocol (repeat for both: grpc, remoting); a form over "
+                         "another protocol than the scenario's is NAME-PROTOCOL (default: each scenario's own)")
     mx.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
     mx.add_argument("--archives", type=Path, nargs="+", default=None,
                     help="analyse these archives instead of running (e.g. to re-render a matrix)")
@@ -305,9 +311,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _scenario(args: argparse.Namespace) -> object:
-    from harness.scenario import load_scenario
+    from harness.scenario import load_scenario, on_protocol
 
     scenario = load_scenario(args.scenario)
+    if getattr(args, "protocol", None):
+        scenario = on_protocol(scenario, args.protocol)
     if args.duration is not None:
         scenario = type(scenario).model_validate({**scenario.model_dump(), "duration_s": args.duration})
     return scenario
@@ -409,10 +417,14 @@ def _matrix(args: argparse.Namespace) -> int:
     variants = select(load_variants(args.variants), args.variants_wanted)
     if args.out and args.out.exists():
         raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
+    not_applicable: dict[str, str] = {}
     if args.archives:
         outcome = matrix.Outcome(archives=list(args.archives))
     else:
-        plan = matrix.scenarios(args.scenarios or [matrix.ALL])
+        planned = matrix.scenarios(args.scenarios or [matrix.ALL], args.protocols or ())
+        plan, not_applicable = planned.scenarios, planned.not_applicable
+        for name, why in not_applicable.items():
+            console.print(f"[yellow]not run: {name}[/]: {why}")
         matrix.check(plan, variants)
         total = sum(matrix.estimate_s(sc) for sc in plan)
         console.print(f"matrix: {len(plan)} scenario(s) x {len(variants)} variant(s), about {total / 60:.0f} min: "
@@ -422,7 +434,8 @@ def _matrix(args: argparse.Namespace) -> int:
         if not outcome.archives:
             raise HarnessError("every scenario's run failed; see the lines above")
     argv = [*map(str, outcome.archives), *[x for v in variants for x in ("--variant", v.name)],
-            *[x for s, why in outcome.failed.items() for x in ("--failed", f"{s}={why}")]]
+            *[x for s, why in outcome.failed.items() for x in ("--failed", f"{s}={why}")],
+            *[x for s, why in not_applicable.items() for x in ("--not-applicable", f"{s}={why}")]]
     if args.out:
         argv += ["--out", str(args.out)]
     with console.status("the matrix on Spark ..."):

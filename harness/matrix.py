@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError
 from harness.run import Run
-from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
+from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
 from harness.variants import Variant
 
 ALL = "all"
@@ -24,25 +24,42 @@ OVERHEAD_S = 50.0
 
 
 @dataclass
+class Plan:
+    scenarios: list[Scenario]
+    not_applicable: dict[str, str] = field(default_factory=dict)  # scenario form -> why it is not run
+
+
+@dataclass
 class Outcome:
     archives: list[Path] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # scenario -> why
 
 
-def scenarios(names: Sequence[str]) -> list[Scenario]:
+def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
     """The scenarios named (or every built-in one for 'all'), each loaded and validated; a series gives
-    every point of it, NAME@N one point."""
+    every point of it, NAME@N one point. With ``protocols``, each scenario over each of them (its form over
+    another protocol is NAME-PROTOCOL); a form that does not apply is left out and said why."""
     if not names or list(names) == [ALL]:
         names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
     elif ALL in names:
         raise ConfigError("--scenario all cannot be combined with named scenarios")
-    out = [sc for n in dict.fromkeys(names) for sc in ([load_scenario(n)] if "@" in n else load_scenarios(n))]
+    loaded = [sc for n in dict.fromkeys(names) for sc in ([load_scenario(n)] if "@" in n else load_scenarios(n))]
+    plan = Plan(scenarios=[])
+    for sc in loaded:
+        for protocol in dict.fromkeys(protocols or [sc.protocol]):
+            try:
+                plan.scenarios.append(on_protocol(sc, protocol))
+            except ConfigError as e:
+                plan.not_applicable[f"{sc.name}-{protocol}"] = str(e).split(": ", 1)[-1]
     seen: dict[str, str] = {}
-    for sc in out:
+    for sc in plan.scenarios:
         if sc.name in seen:
             raise ConfigError(f"{sc.source}: scenario name {sc.name!r} is also the name of {seen[sc.name]}")
         seen[sc.name] = sc.source
-    return out
+    if not plan.scenarios:
+        raise ConfigError("no scenario applies to --protocol " + ", ".join(protocols) + ": "
+                          + "; ".join(f"{k}: {v}" for k, v in plan.not_applicable.items()))
+    return plan
 
 
 def check(plan: Sequence[Scenario], variants: Sequence[Variant]) -> None:

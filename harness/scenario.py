@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -49,6 +49,9 @@ def tag_matches(expression: str, tag: str | None) -> bool:
     if expression == ALL_TAGS:
         return True
     return tag is not None and tag in expression.split("||")
+
+ProtocolName = Literal["grpc", "remoting"]
+PROTOCOLS: tuple[str, ...] = get_args(ProtocolName)
 
 # The proxy's limits for gRPC consumers (ProxyConfig, rocketmq-facts.md): a receive's invisible duration
 # must be at least 10 s; its long-polling timeout is clamped to 5..20 s.
@@ -204,7 +207,7 @@ class Scenario(_Strict):
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
     expect: list[Rule] = Field(default_factory=list, description="what a CORRECT broker shows: rules such as "
                                "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.expectations)")
-    protocol: Literal["grpc", "remoting"] = Field(
+    protocol: ProtocolName = Field(
         "grpc", description="grpc: through the proxy (its limits: invisible >= 10 s, poll 5..20 s); remoting: pop "
         "straight from the broker, as the Java remoting client in pop mode does (the broker's own limits)")
     retry_topic: Literal["v1", "v2"] = Field("v1", description="retry topic naming: sets enableRetryTopicV2")
@@ -405,6 +408,20 @@ def load_scenarios(name_or_path: str) -> list[Scenario]:
     if isinstance(data, dict) and data.get("series") is not None:
         return [parse_scenario(d, f"{path} (series point {n})") for n, d in _points(data, str(path)).items()]
     return [parse_scenario(data, str(path))]
+
+
+def on_protocol(scenario: Scenario, protocol: str) -> Scenario:
+    """The scenario over ``protocol``: itself when it is its own, else its form over the other one, named
+    NAME-PROTOCOL and otherwise the same. A ConfigError says why a form does not apply (FIFO over remoting,
+    a remoting case under the gRPC proxy's limits)."""
+    if protocol == scenario.protocol:
+        return scenario
+    data = scenario.model_dump()
+    data.update(name=f"{scenario.name}-{protocol}", protocol=protocol,
+                description=f"{scenario.description} (the {protocol} form of {scenario.name})".strip())
+    if scenario.series is not None:
+        data["series"] = {**data["series"], "of": f"{scenario.series.of}-{protocol}"}
+    return parse_scenario(data, f"{scenario.source} (over {protocol})")
 
 
 def load_scenario(name_or_path: str) -> Scenario:

@@ -40,6 +40,9 @@ _LANGUAGE = "PYTHON"
 # integer keys that no JSON parser accepts.
 _VERSION = 491
 _RESPONSE_FLAG = 0b1
+# The Java side's default com.rocketmq.remoting.frameMaxLength: a longer length word is garbage, and
+# reading it would allocate without bound.
+MAX_FRAME = 16 * 1024 * 1024
 _opaque = itertools.count(1)
 
 
@@ -84,19 +87,37 @@ def encode(cmd: Command) -> bytes:
 
 
 def decode(frame: bytes) -> Command:
-    """Decode one frame without its leading total-length word."""
+    """Decode one frame without its leading total-length word; anything else than a well-formed JSON-header
+    frame is a RemotingError."""
+    if len(frame) < 4:
+        raise RemotingError(f"frame of {len(frame)} bytes has no header length")
     (mark,) = struct.unpack_from(">I", frame, 0)
     serialize_type, header_len = mark >> 24, mark & 0xFFFFFF
     if serialize_type != 0:
         raise RemotingError(f"unsupported serialize type {serialize_type} (only JSON is spoken)")
-    header = json.loads(frame[4 : 4 + header_len])
+    if 4 + header_len > len(frame):
+        raise RemotingError(f"header length {header_len} runs past the {len(frame)}-byte frame")
+    try:
+        header = json.loads(frame[4 : 4 + header_len])
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise RemotingError(f"header is not JSON: {str(e)[:100]}") from None
+    if not isinstance(header, dict):
+        raise RemotingError(f"header is a JSON {type(header).__name__}, not an object")
+    if "code" not in header:
+        raise RemotingError("header has no code")
+    ext = header.get("extFields") or {}
+    fields = {k: header.get(k, 0) for k in ("code", "opaque", "flag")}
+    remark = header.get("remark")
+    bad = [k for k, v in fields.items() if type(v) is not int]
+    if bad or not isinstance(ext, dict) or not (remark is None or isinstance(remark, str)):
+        raise RemotingError(f"header fields of the wrong type: {', '.join(bad) or 'extFields or remark'}")
     return Command(
-        code=header["code"],
-        ext_fields=header.get("extFields") or {},
+        code=fields["code"],
+        ext_fields={str(k): v if isinstance(v, str) else json.dumps(v) for k, v in ext.items()},
         body=bytes(frame[4 + header_len :]),
-        opaque=header.get("opaque", 0),
-        flag=header.get("flag", 0),
-        remark=header.get("remark"),
+        opaque=fields["opaque"],
+        flag=fields["flag"],
+        remark=remark,
     )
 
 
@@ -151,6 +172,8 @@ class Connection:
             self._sock.sendall(encode(cmd))
             while True:
                 (length,) = struct.unpack(">I", _read_exact(self._sock, 4))
+                if not 4 <= length <= MAX_FRAME:
+                    raise RemotingError(f"frame length {length} outside 4..{MAX_FRAME} bytes")
                 resp = decode(_read_exact(self._sock, length))
                 # A broker may send requests of its own (to clients that sent heartbeats; these do not).
                 if resp.is_response and resp.opaque == cmd.opaque:

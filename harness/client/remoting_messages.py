@@ -11,6 +11,8 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness.client.remoting import RemotingError
+
 MAGIC_V1 = -626843481  # topic length in one byte
 MAGIC_V2 = -626843477  # topic length in two bytes (topics over 127 bytes)
 COMPRESSED = 0x1
@@ -31,8 +33,23 @@ PROPERTY = "\x02"
 RETRY_PREFIX = "%RETRY%"
 
 
-class MessageFormatError(ValueError):
+class MessageFormatError(RemotingError):
     """A pop response the harness cannot read."""
+
+
+# A body that inflates past this is refused rather than inflated: the broker's own cap on a message is 4 MiB
+# by default (maxMessageSize), and a stream of garbage must not allocate without bound.
+MAX_BODY = 16 * 1024 * 1024
+
+
+def _inflate(body: bytes, at: int) -> bytes:
+    d = zlib.decompressobj()
+    out = d.decompress(body, MAX_BODY)
+    if d.unconsumed_tail:
+        raise MessageFormatError(f"message at byte {at}: body inflates past {MAX_BODY} bytes")
+    if not d.eof:
+        raise MessageFormatError(f"message at byte {at}: compressed body is truncated")
+    return out
 
 
 @dataclass(frozen=True)
@@ -92,7 +109,7 @@ def decode_message(data: bytes, at: int = 0) -> tuple[StoredMessage, int]:
             if kind not in ZLIB_TYPES:
                 raise MessageFormatError(f"message at byte {at}: body compressed with type {kind} (LZ4 or ZSTD); "
                                          "only ZLIB is read")
-            body = zlib.decompress(body)
+            body = _inflate(body, at)
         fmt = ">b" if magic == MAGIC_V1 else ">h"
         (topic_len,) = struct.unpack_from(fmt, data, p)
         p += struct.calcsize(fmt)

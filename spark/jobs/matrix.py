@@ -53,6 +53,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=2000)
     p.add_argument("--failed", action="append", default=[], metavar="SCENARIO=REASON",
                    help="a scenario whose run failed, shown in the report (repeat)")
+    p.add_argument("--not-applicable", action="append", default=[], metavar="SCENARIO=REASON",
+                   help="a scenario form that was not run because it does not apply, shown in the report (repeat)")
     p.add_argument("--master", default=None)
     return p
 
@@ -65,10 +67,12 @@ def overview(c: Collected, variants: Sequence[str], checks: Sequence[dict], verd
     for r in sorted(c.per_variant, key=lambda r: (r["scenario"], list(variants).index(r["variant"]))):
         e = by[(r["scenario"], r["variant"])]
         rows.append({
-            "scenario": r["scenario"], "variant": r["variant"], "cycles": r["cycles"],
+            "scenario": r["scenario"], "protocol": c.scenarios[r["scenario"]].protocol,
+            "variant": r["variant"], "cycles": r["cycles"],
             "expectations": f"{e['met']}/{len(e['checks'])}",
             "failing": [describe(x) for x in e["checks"] if x["status"] != "met"],
             "wakeup_p50_ms": r["wakeup_ms"]["p50"], "wakeup_n": r["wakeup_ms"]["n"],
+            "nack_retry_p50_ms": r["nack_retry_ms"]["p50"],
             **{k: r["ledger"][k] for k in OVERVIEW_LEDGER},
             "verdict": "baseline" if r["variant"] == variants[0]
             else verdicts.get((r["scenario"], r["variant"]), "not compared"),
@@ -120,7 +124,8 @@ def series(c: Collected, variants: Sequence[str]) -> dict[str, list[dict]]:
     return {k: sorted(rows, key=lambda x: (x["groups"], order.index(x["variant"]))) for k, rows in sorted(out.items())}
 
 
-def analyse_matrix(c: Collected, variants: Sequence[str], rule: VerdictRule, failed: dict[str, str]) -> dict:
+def analyse_matrix(c: Collected, variants: Sequence[str], rule: VerdictRule, failed: dict[str, str],
+                   not_applicable: dict[str, str] | None = None) -> dict:
     baseline, candidates = variants[0], list(variants[1:])
     against = {cand: analyse(c, baseline, cand, rule) for cand in candidates}
     verdicts = {}
@@ -140,9 +145,10 @@ def analyse_matrix(c: Collected, variants: Sequence[str], rule: VerdictRule, fai
         "expectations": checks,
         "against_baseline": {cand: {k: res[k] for k in ("verdict", "family", "completeness", "comparisons")}
                              for cand, res in against.items()},
-        "scenarios": {name: {"description": sc.description, "reference": sc.reference, "expect": sc.expect}
-                      for name, sc in sorted(c.scenarios.items())},
+        "scenarios": {name: {"description": sc.description, "reference": sc.reference, "expect": sc.expect,
+                             "protocol": sc.protocol} for name, sc in sorted(c.scenarios.items())},
         "failed_runs": failed,
+        "not_applicable": not_applicable or {},
     }
 
 
@@ -159,12 +165,12 @@ def write(c: Collected, result: dict, out: Path) -> dict:
     return stage(c, summary, out, render_matrix)
 
 
-def _failed(items: Sequence[str]) -> dict[str, str]:
+def _reasons(option: str, items: Sequence[str]) -> dict[str, str]:
     out = {}
     for item in items:
         name, sep, reason = item.partition("=")
         if not sep:
-            raise ConfigError(f"--failed {item!r}: write SCENARIO=REASON")
+            raise ConfigError(f"{option} {item!r}: write SCENARIO=REASON")
         out[name] = reason
     return out
 
@@ -177,14 +183,15 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
     variants = list(dict.fromkeys(args.variants))
     if len(variants) != len(args.variants):
         raise ConfigError("--variant: each variant once")
-    failed = _failed(args.failed)
+    failed = _reasons("--failed", args.failed)
+    not_applicable = _reasons("--not-applicable", args.not_applicable)
     check_variants(load_archives(args.archives, warn=warn), variants)
     if spark is None:
         spark = local_session(args.master or (None if under_spark_submit() else "local[*]"), app="rmq-harness-matrix")
     archives = load_archives(args.archives, spark=spark, warn=lambda s: None)
     rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
     c = collect(spark, archives, variants, seed=rule.seed)
-    result = analyse_matrix(c, variants, rule, failed)
+    result = analyse_matrix(c, variants, rule, failed, not_applicable)
     now = dt.datetime.now(dt.UTC)
     out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-matrix"
     summary = write(c, result, out)

@@ -38,7 +38,8 @@ def archives(tmp_path_factory):
 
 def test_every_scenario_and_variant_is_checked_and_compared_to_the_first(spark, archives, tmp_path):
     argv = [*map(str, archives), "--variant", "unpatched", "--variant", "patched", "--variant", "upstream-5.4.0",
-            "--bootstrap", "300", "--out", str(tmp_path / "m"), "--failed", "fifo=brokers did not start"]
+            "--bootstrap", "300", "--out", str(tmp_path / "m"), "--failed", "fifo=brokers did not start",
+            "--not-applicable", "fifo-remoting=FIFO pop over remoting is not built yet"]
     s = run(parser().parse_args(argv), spark=spark)
     rows = {(r["scenario"], r["variant"]): r for r in s["overview"]}
     assert len(rows) == 12 and s["baseline"] == "unpatched"
@@ -64,6 +65,12 @@ def test_every_scenario_and_variant_is_checked_and_compared_to_the_first(spark, 
     assert set(ledger["variant"]) == set(VARIANTS) and set(ledger["scenario"]) == {"burst", "lapse", "gs-4", "gs-16"}
     html = (out / "report.html").read_text()
     assert "fifo" in html and "brokers did not start" in html and "From: a test" in html
+    # A form left out because it does not apply to its protocol is said, apart from the failed runs.
+    assert s["not_applicable"] == {"fifo-remoting": "FIFO pop over remoting is not built yet"}
+    assert "<code>fifo-remoting</code>: FIFO pop over remoting is not built yet" in html
+    # Each row names its protocol and the seed's own measure (nack -> retry: the nack's 1 s delay and more).
+    assert {r["protocol"] for r in s["overview"]} == {"grpc"}
+    assert rows[("burst", "unpatched")]["nack_retry_p50_ms"] > rows[("burst", "patched")]["nack_retry_p50_ms"] > 1000
     # A DLQ the broker would not let the harness read is said, with the reason, where the ledger is.
     assert rows[("lapse", "patched")]["verdict"] and [r["dlq_reader_errors"] for r in s["per_variant"]
                                                        if (r["scenario"], r["variant"]) == ("lapse", "patched")] == [

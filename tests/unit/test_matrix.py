@@ -9,7 +9,7 @@ from harness.variants import load_variants, select
 
 
 def test_all_is_every_built_in_scenario_and_cannot_be_mixed():
-    names = [sc.name for sc in matrix.scenarios(["all"])]
+    names = [sc.name for sc in matrix.scenarios(["all"]).scenarios]
     files = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
     # A series file is every point of it, in its place.
     at = files.index("groups-scaling")
@@ -22,7 +22,7 @@ def test_all_is_every_built_in_scenario_and_cannot_be_mixed():
 def test_a_variant_against_a_scenario_is_refused_before_anything_starts():
     unpatched, patched = select(load_variants(), ["unpatched", "patched"])
     v2 = unpatched.model_copy(update={"broker": {"enableRetryTopicV2": True}})
-    plan = matrix.scenarios(["burst", "fourgroups-v2"])
+    plan = matrix.scenarios(["burst", "fourgroups-v2"]).scenarios
     matrix.check(plan, [unpatched, patched])
     with pytest.raises(ConfigError, match="enableRetryTopicV2=true .* against scenario burst"):
         matrix.check(plan, [v2, patched])
@@ -31,10 +31,37 @@ def test_a_variant_against_a_scenario_is_refused_before_anything_starts():
 
 
 def test_a_series_point_can_be_named_alone():
-    (point,) = matrix.scenarios(["groups-scaling@16"])
+    (point,) = matrix.scenarios(["groups-scaling@16"]).scenarios
     assert point.name == "groups-scaling-16" and len(point.groups) == 16
     assert [g.name for g in point.groups][:3] == ["ScaleOwner", "ScaleBystander", "ScaleBystander2"]
     assert [g.nacks for g in point.groups].count(True) == 1
+
+
+def test_each_scenario_over_each_protocol_and_what_does_not_apply_is_said():
+    plan = matrix.scenarios(["burst", "fifo", "seed-steady", "groups-scaling@4"], ["grpc", "remoting"])
+    names = [sc.name for sc in plan.scenarios]
+    assert names == ["burst", "burst-remoting", "fifo", "seed-steady", "groups-scaling-4", "groups-scaling-4-remoting"]
+    by = {sc.name: sc for sc in plan.scenarios}
+    assert by["burst-remoting"].protocol == "remoting" and by["burst"].protocol == "grpc"
+    # The form is the same scenario otherwise, and says whose form it is.
+    same = {k: v for k, v in by["burst"].model_dump().items() if k not in ("name", "protocol", "description")}
+    assert {k: v for k, v in by["burst-remoting"].model_dump().items() if k in same} == same
+    assert "the remoting form of burst" in by["burst-remoting"].description
+    # A series' forms are a series of their own, not points of the gRPC curve.
+    assert by["groups-scaling-4-remoting"].series.of == "groups-scaling-remoting"
+    # FIFO pop is gRPC only so far; seed-steady's 5 s invisible time is under the proxy's minimum.
+    assert plan.not_applicable == {
+        "fifo-remoting": "groups.0.fifo: FIFO pop over remoting (order=true) is not built yet; use protocol grpc",
+        "seed-steady-grpc": "consume.invisible_s: 5 under the gRPC proxy's minimum of 10 s"}
+    with pytest.raises(ConfigError, match="no scenario applies to --protocol remoting: fifo-remoting"):
+        matrix.scenarios(["fifo"], ["remoting"])
+
+
+def test_the_protocols_a_scenario_names_are_the_ones_with_a_driver():
+    from harness.client import driver
+    from harness.scenario import PROTOCOLS
+
+    assert PROTOCOLS == driver.PROTOCOLS
 
 
 def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
@@ -52,7 +79,7 @@ def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
                 raise HarnessError("variant patched: broker did not start\nlong detail")
             return Result(tmp_path / self.scenario.name)
 
-    plan = matrix.scenarios(["burst", "lapse", "steady"])
+    plan = matrix.scenarios(["burst", "lapse", "steady"]).scenarios
     lines = []
     shown = []
     out = matrix.run_all(plan, [], tmp_path, False, lines.append, make_run=FakeRun, on_result=shown.extend)
