@@ -34,7 +34,7 @@ COPY dashboards dashboards
 COPY workloads workloads
 RUN pip install --no-compile --no-deps -e . && python -m compileall -q harness spark dashboards workloads
 COPY --from=agents /src/broker-patches/target/pop-retry-wakeup.jar /src/broker-patches/target/pop-wakeup-probe.jar \
-     broker-patches/target/
+     /src/broker-patches/target/pop-retry-read.jar broker-patches/target/
 USER 10001:10001
 # A batch job: Kubernetes decides liveness from the process; there is no server to probe.
 HEALTHCHECK NONE

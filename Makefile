@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VARIANTS ?= unpatched patched
 VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
 
-AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/pop-wakeup-probe.jar \
+AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/pop-retry-read.jar broker-patches/target/pop-wakeup-probe.jar \
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 

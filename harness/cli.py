@@ -246,19 +246,29 @@ def _fmt_ms(v: float | str | None) -> str:
     return f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v:.0f} ms"
 
 
+def _fmt_share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _stalled(st: dict | None) -> str:
+    """Retries that waited for a poll to run out, of those asked for (archives before summary schema 4: -)."""
+    return f"{st['count']}/{st['retries']}" if st else "-"
+
+
 def print_summary(summary: Sequence[dict]) -> None:
     t = Table(title="retry wakeup (receive - retry copy's store time, for a poll already waiting), pickup (the same, "
                     "for a poll that started later), redelivery (receive - nack due) and nack -> retry (receive - "
                     "nack, the seed's measure)")
     for col in ("scenario", "variant", "cycles", "sent", "retries", "wakeup n", "p50", "p90", "max", "pickup n",
-                "p50 ", "redelivery p50", "nack->retry p50", "never redelivered", "lost", "dup", "cross", "errors"):
+                "p50 ", "redelivery p50", "nack->retry p50", "stalled", "never redelivered", "lost", "dup", "cross",
+                "errors"):
         t.add_column(col, justify="left" if col in ("scenario", "variant") else "right")
     for s in summary:
         w, p, r, ledger = s["wakeup_ms"], s["pickup_ms"], s["redelivery_ms"], s["ledger"]
         nr = s.get("nack_retry_ms") or {}
         t.add_row(s["scenario"], s["variant"], str(s["cycles"]), str(s["sent"]), str(s["retry_deliveries"]),
                   str(w["n"]), _fmt_ms(w["p50"]), _fmt_ms(w["p90"]), _fmt_ms(w["max"]), str(p["n"]), _fmt_ms(p["p50"]),
-                  _fmt_ms(r["p50"]), _fmt_ms(nr.get("p50")),
+                  _fmt_ms(r["p50"]), _fmt_ms(nr.get("p50")), _stalled(s.get("stalled")),
                   f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
                   str(ledger["lost"]), str(ledger["duplicated"]), str(ledger["cross_topic"]), str(s["errors"]))
     console.print(t)
@@ -392,8 +402,10 @@ def print_comparison(summary: dict) -> None:
         ratio = _num(c["ratio_of_medians"])
         p = f"{c['p_adjusted']:.2g}" if c["p_adjusted"] is not None else "-"
         colour = {"improvement": "green", "regression": "red", "not enough data": "yellow"}.get(c["verdict"], "white")
-        t.add_row(c["scenario"], c["metric"], f"{c['n_baseline']}/{c['n_candidate']}", _fmt_ms(c["median_baseline"]),
-                  _fmt_ms(c["median_candidate"]), ratio, ci, p, f"[{colour}]{c['verdict']}[/] ({c['reason']})")
+        level_of = _fmt_share if c.get("statistic") == "share" else _fmt_ms
+        t.add_row(c["scenario"], c["metric"] + (" (primary)" if c["primary"] else ""),
+                  f"{c['n_baseline']}/{c['n_candidate']}", level_of(c["median_baseline"]),
+                  level_of(c["median_candidate"]), ratio, ci, p, f"[{colour}]{c['verdict']}[/] ({c['reason']})")
     console.print(t)
     colour = {"improvement": "green", "regression": "red"}.get(summary["verdict"], "yellow")
     console.print(f"verdict: [bold {colour}]{summary['verdict']}[/]   rule: {summary['rule']['text']}")

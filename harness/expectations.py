@@ -28,11 +28,19 @@ PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeou
 # Per nack (each nack owes one retry): wakeups of groups that do not own the retry, and wakeups that found
 # nothing, whatever woke them: the cost of one retry in wasted work (the groups-scaling curve).
 PER_NACK = ("retry_other_per_nack", "empty_per_nack")
-PROBE = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups") + PER_NACK
+# Which retry topic pops read (brokers with V2 names and retrieveMessageFromPopRetryTopicV1 read one of the two
+# by a coin), and the pops suspended after reading one while the other held messages for the group (nothing
+# will wake them for those: they wait for the poll to run out).
+RETRY_READS = ("retry_reads_v1", "retry_reads_v2", "suspends_unread_retry")
+COUNTED = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups") + RETRY_READS
+PROBE = COUNTED + PER_NACK
 # FIFO runs (harness.ordering): messages, those out of send order or delivered while the one before was in
 # flight, and how long a nack blocked its message group (ms).
 FIFO = ("messages", "out_of_order", "overtaken", "block_n", "block_p50", "block_p90", "block_max")
+# Retries asked for, those that stalled (harness.latency.stalled), and their share.
+STALLED = ("retries", "count", "share")
 METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(f"ledger.{k}" for k in LEDGER)
+           + tuple(f"stalled.{k}" for k in STALLED)
            + tuple(f"probe.{k}" for k in PROBE) + tuple(f"fifo.{k}" for k in FIFO) + COUNTS)
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
@@ -106,11 +114,17 @@ def describe(checked: Mapping[str, object]) -> str:
 def probe_counts(samples: Sequence[Mapping[str, object]], groups: Sequence[str]) -> dict[str, float]:
     """The probe's samples of one variant (as the manifest keeps them) -> the ``probe.*`` counters (the
     per-nack ratios come from ``per_nack`` once the counters of every run are summed)."""
-    out = dict.fromkeys(PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups"), 0.0)
+    out = dict.fromkeys(COUNTED, 0.0)
     for s in samples:
-        if s.get("group") not in groups or s.get("cause") not in PROBE_CAUSES:
+        if s.get("group") not in groups:
             continue
-        if s["name"] == "rmq_probe_pop_wakeups_total":
+        if s["name"] == "rmq_probe_pop_retry_reads_total" and s.get("read") in ("v1", "v2"):
+            out[f"retry_reads_{s['read']}"] += float(s["value"])
+        elif s["name"] == "rmq_probe_pop_suspends_unread_retry_total":
+            out["suspends_unread_retry"] += float(s["value"])
+        elif s.get("cause") not in PROBE_CAUSES:
+            continue
+        elif s["name"] == "rmq_probe_pop_wakeups_total":
             out[str(s["cause"])] += float(s["value"])
             out["wakeups"] += float(s["value"])
         elif s["name"] == "rmq_probe_pop_empty_wakeups_total":

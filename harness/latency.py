@@ -10,6 +10,9 @@ redelivery_ms  = receive time of a retry delivery - (time of the nack of the pre
                  receive itself and the duration is the invisible time requested on receive
 nack_retry_ms  = receive time of a retry delivery - time of the nack of the previous attempt: the seed's
                  own measure (the nack's delay, the revive, and any wait for a wakeup, together)
+stalled        = a retry asked for (a nack) that waited at least STALL_FRACTION of its consumer's long poll
+                 after its copy was stored (wakeup or pickup), or never came back: the broker did not hand it
+                 to the consumer waiting for it, and a poll's expiry or a later poll did (issue 16)
 
 The formulas are written once, as functions of their operands, and work unchanged on numbers (the
 workers' live metrics), pandas Series (the archive writer, below) and Spark Columns (spark/analysis.py).
@@ -62,6 +65,16 @@ def nack_retry_ms(received_ns: X, nacked_ns: X) -> X:
     return (received_ns - nacked_ns) / NS_PER_MS
 
 
+# A woken poll answers within milliseconds; a missed wakeup leaves the retry until the poll runs out (the
+# rest of a 5-20 s poll). Half a poll tells the two apart with room on both sides.
+STALL_FRACTION = 0.5
+
+
+def stalled(wait_ms: X, long_poll_ms: X) -> X:
+    """Whether a retry that waited ``wait_ms`` after its copy was stored waited for a poll to run out."""
+    return wait_ms >= long_poll_ms * STALL_FRACTION
+
+
 def derive(events: pd.DataFrame) -> pd.DataFrame:
     """Return a copy with ``wakeup_ms`` or ``pickup_ms``, ``redelivery_ms`` and ``nack_retry_ms`` filled on
     retry deliveries (the archive keeps the first three; nack_retry_ms is recomputed where it is needed)."""
@@ -106,8 +119,10 @@ def _dist(values: pd.Series) -> dict[str, float | int | None]:
     return out
 
 
-def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int]) -> pd.DataFrame:
-    """One row per retry the consumers asked for (a nack), with its cycle and whether it came back.
+def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int],
+                   long_poll_ms: float | None = None) -> pd.DataFrame:
+    """One row per retry the consumers asked for (a nack), with its cycle, whether it came back, how long its
+    first delivery waited after the copy was stored (``wait_ms``) and, given the long poll, ``stalled``.
 
     A nack of attempt n expects a delivery of attempt n + 1 to the same group, unless n is the last
     delivery the group allows (``allowed_deliveries``: group -> retryMaxTimes + 1; the message is then
@@ -119,10 +134,14 @@ def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int]) 
     nacks = nacks[nacks["delivery_attempt"] < nacks["group"].map(dict(allowed_deliveries)).fillna(float("inf"))]
     nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1
     nacks = nacks.drop_duplicates([*keys, "delivery_attempt"])
-    retries = events.loc[is_retry_delivery(events["kind"], events["delivery_attempt"]), [*keys, "delivery_attempt"]]
-    came = retries.drop_duplicates().assign(redelivered=True)
+    retries = events.loc[is_retry_delivery(events["kind"], events["delivery_attempt"]),
+                         [*keys, "delivery_attempt", "t_client_ns", "store_ts_ms"]]
+    came = (retries.assign(wait_ms=wakeup_ms(retries["t_client_ns"], retries["store_ts_ms"]))
+            .groupby([*keys, "delivery_attempt"], as_index=False)["wait_ms"].min().assign(redelivered=True))
     out = nacks.merge(came, on=[*keys, "delivery_attempt"], how="left")
     out["redelivered"] = out["redelivered"].astype("boolean").fillna(False).astype(bool)
+    if long_poll_ms is not None:
+        out["stalled"] = ~out["redelivered"] | stalled(out["wait_ms"].fillna(0.0), long_poll_ms)
     return out
 
 
@@ -134,10 +153,16 @@ def _ledger_ids(ev: pd.DataFrame, kind: str) -> set[tuple[str, str]]:
     return set(zip(rows["run_id"], rows["ledger_id"], strict=True))
 
 
+def stall_counts(retries: int, count: int) -> dict[str, float | int | None]:
+    """The ``stalled.*`` figures of one summary row."""
+    return {"retries": retries, "count": count, "share": count / retries if retries else None}
+
+
 def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Mapping[str, Sequence[str]]],
-              allowed_deliveries: Mapping[str, int]) -> list[dict]:
+              allowed_deliveries: Mapping[str, int], long_poll_ms: float) -> list[dict]:
     """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
-    ``allowed_deliveries`` group -> retryMaxTimes + 1), and wakeup / redelivery distributions (ms).
+    ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), and the
+    retries that stalled (waited for the scenario's ``long_poll_ms`` to run out).
 
     Quantiles are numpy's default (linear interpolation); ``events`` must already be derived.
     """
@@ -148,7 +173,7 @@ def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Mapping[str, Seq
         kinds = ev["kind"].value_counts()
         sent_ids, received_ids, acked_ids = (_ledger_ids(ev, k) for k in ("sent", "received", "acked"))
         recv = ev[ev["kind"] == "received"]
-        outcomes = retry_outcomes(ev, allowed_deliveries)
+        outcomes = retry_outcomes(ev, allowed_deliveries, long_poll_ms)
         out.append({
             "scenario": scenario,
             "variant": variant,
@@ -172,6 +197,7 @@ def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Mapping[str, Seq
             },
             "cycles": len(ev.loc[ev["kind"] == "sent", ["run_id", "cycle"]].drop_duplicates()),
             **{d: _dist(ev[d]) for d in DISTRIBUTIONS},
+            "stalled": stall_counts(len(outcomes), int(outcomes["stalled"].sum())),
             **({"fifo": ordering.fifo_counts(fifo)} if not fifo.empty else {}),
         })
     return out

@@ -158,8 +158,9 @@ class Run:
             except Exception as e:  # noqa: BLE001 - reported, and the archive is still written
                 self.log(f"warning: {what} failed: {e}")
         merged = staging.merge_events(fleet.shard_dirs)
-        summary = summarize(merged, self.scenario.subscriptions(),
-                                                        self.scenario.allowed_deliveries()) if not merged.empty else []
+        sc = self.scenario
+        summary = summarize(merged, sc.subscriptions(), sc.allowed_deliveries(),
+                            sc.consume.long_poll_s * 1000) if not merged.empty else []
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
             broker_configs=configs, agent_reports=agents, clock_offsets=clocks,

@@ -28,7 +28,7 @@ from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 4  # 2: cycles; 3: reference, expect; 4: series, groups that never nack
+SCHEMA_VERSION = 5  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric
 
 
 def _rule(text: str) -> str:
@@ -201,12 +201,15 @@ class Series(_Strict):
 
 
 class Scenario(_Strict):
-    schema_version: Literal[1, 2, 3, 4] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5] = SCHEMA_VERSION
     name: ResourceName
     description: str = ""
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
     expect: list[Rule] = Field(default_factory=list, description="what a CORRECT broker shows: rules such as "
                                "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.expectations)")
+    verdict_metric: Literal["wakeup_ms", "redelivery_ms", "stalled"] = Field(
+        "wakeup_ms", description="what the verdict judges (the primary comparison): the retry wakeup's median "
+        "(default), the redelivery's, or the share of retries that stalled (waited for a poll to run out)")
     protocol: ProtocolName = Field(
         "grpc", description="grpc: through the proxy (its limits: invisible >= 10 s, poll 5..20 s); remoting: pop "
         "straight from the broker, as the Java remoting client in pop mode does (the broker's own limits)")

@@ -83,6 +83,8 @@ class Variant(BaseModel):
 
 # The project's agents (broker-patches/, built by `make setup`), by their path in the repository.
 WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
+# The fix for issue 16: a pop reads the retry topic (V1 or V2) that has messages, not a coin's pick.
+RETRY_READ_JAR = "broker-patches/target/pop-retry-read.jar"
 PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
 # A positive control, never a fix: delays every wakeup of a suspended pop by `delay_ms=N` (calibration).
 DELAY_JAR = "broker-patches/target/pop-wakeup-delay.jar"

@@ -25,12 +25,13 @@ from harness.latency import (
     is_retry_delivery,
     nack_retry_ms,
     redelivery_ms,
+    stalled,
     waited,
     wakeup_ms,
 )
+from spark.stats import MEDIAN, STATISTIC
 
 KEYS = list(NACK_KEYS)
-METRICS = ("wakeup_ms", "redelivery_ms")  # compared between variants
 # Version 1 archives have no cycles: each run is one cycle there.
 CYCLE = F.coalesce(F.col("cycle"), F.lit(0))
 
@@ -67,14 +68,19 @@ def retry_deliveries(events: DataFrame) -> DataFrame:
     )
 
 
-def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[str, int]]) -> DataFrame:
+def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[str, int]],
+                   long_poll_ms: Mapping[str, float]) -> DataFrame:
     """One row per retry asked for (a nack of attempt n expects attempt n + 1 in the same group, unless n is
-    the last delivery the group allows), with its cycle and whether it came back; the same rule as
-    harness.latency.retry_outcomes. ``allowed_deliveries``: run id -> group -> retryMaxTimes + 1."""
+    the last delivery the group allows), with its cycle, whether it came back, how long its first delivery
+    waited after the copy was stored, and whether it stalled; the same rules as
+    harness.latency.retry_outcomes. ``allowed_deliveries``: run id -> group -> retryMaxTimes + 1;
+    ``long_poll_ms``: run id -> its scenario's long poll."""
     spark = events.sparkSession
     allowed = spark.createDataFrame(
         [(run, g, int(n)) for run, groups in allowed_deliveries.items() for g, n in groups.items()],
         "run_id string, group string, allowed int")
+    polls = spark.createDataFrame([(run, float(ms)) for run, ms in long_poll_ms.items()],
+                                  "run_id string, long_poll_ms double")
     nacks = (
         events.filter(F.col("kind") == "nacked")
         .join(F.broadcast(allowed), on=["run_id", "group"], how="left")
@@ -84,10 +90,16 @@ def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[s
     )
     came = (
         events.filter(is_retry_delivery(F.col("kind"), F.col("delivery_attempt")))
-        .select(*KEYS, "delivery_attempt").distinct().withColumn("redelivered", F.lit(True))
+        .groupBy(*KEYS, "delivery_attempt")
+        .agg(F.min(wakeup_ms(F.col("t_client_ns"), F.col("store_ts_ms"))).alias("wait_ms"))
+        .withColumn("redelivered", F.lit(True))
     )
     return (nacks.join(came, on=[*KEYS, "delivery_attempt"], how="left")
-            .withColumn("redelivered", F.coalesce(F.col("redelivered"), F.lit(False))))
+            .withColumn("redelivered", F.coalesce(F.col("redelivered"), F.lit(False)))
+            .join(F.broadcast(polls), on="run_id", how="left")
+            .withColumn("stalled", ~F.col("redelivered")
+                        | stalled(F.coalesce(F.col("wait_ms"), F.lit(0.0)), F.col("long_poll_ms")))
+            .drop("long_poll_ms"))
 
 
 _ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double"}
@@ -180,6 +192,7 @@ def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledg
     retried = outcomes.groupBy(*by).agg(
         F.count(F.lit(1)).alias("ledger_retries_expected"),
         F.sum((~F.col("redelivered")).cast("long")).alias("ledger_retries_never_redelivered"),
+        F.sum(F.col("stalled").cast("long")).alias("stalled_count"),
     )
     aggs = []
     for m in DISTRIBUTIONS:
@@ -194,21 +207,26 @@ def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledg
     out = counts
     for part in (ledger_counts, dups, classes, retried, lat):
         out = out.join(part, on=by, how="left")
-    return out.na.fill(0, [c for c in out.columns if c.startswith("ledger_") or c.endswith("_n")]).orderBy(*by)
+    return out.na.fill(0, [c for c in out.columns if c.startswith("ledger_") or c.endswith("_n")
+                           or c == "stalled_count"]).orderBy(*by)
 
 
 def cycle_samples(retries: DataFrame, outcomes: DataFrame) -> DataFrame:
     """The values the verdict compares, one row per (run, cycle, metric) value: every measured wakeup and
-    redelivery, and for each retry that never came back an endless (+inf) value of both metrics."""
+    redelivery, for each retry that never came back an endless (+inf) value of both, and for every retry
+    asked for whether it stalled (1.0) or not (0.0)."""
+    latencies = [m for m, statistic in STATISTIC.items() if statistic == MEDIAN]
     measured = retries.select(
         "scenario", "variant", "run_id", "cycle",
-        F.explode(F.array(*[F.struct(F.lit(m).alias("metric"), F.col(m).alias("value")) for m in METRICS]))
+        F.explode(F.array(*[F.struct(F.lit(m).alias("metric"), F.col(m).alias("value")) for m in latencies]))
         .alias("s"),
     ).select("scenario", "variant", "run_id", "cycle", "s.metric", "s.value").filter(F.col("value").isNotNull())
     endless = (
         outcomes.filter(~F.col("redelivered"))
         .select("scenario", "variant", "run_id", "cycle",
-                F.explode(F.array(*[F.lit(m) for m in METRICS])).alias("metric"))
+                F.explode(F.array(*[F.lit(m) for m in latencies])).alias("metric"))
         .withColumn("value", F.lit(float("inf")))
     )
-    return measured.unionByName(endless)
+    stalls = outcomes.select("scenario", "variant", "run_id", "cycle", F.lit("stalled").alias("metric"),
+                             F.col("stalled").cast("double").alias("value"))
+    return measured.unionByName(endless).unionByName(stalls)

@@ -6,7 +6,8 @@ of cycles, each cycle the values of its retries (ms; ``inf`` for a retry that ne
 better.
 
 The rule:
-- the statistic of a cycle is the median of its values; a side's level is the median of its cycles';
+- the statistic of a cycle is the median of its values; a side's level is the median of its cycles' (for a
+  share, such as the retries that stalled, 0 or 1 each: the cycle's mean and the mean of its cycles');
 - the test is a two-sided Mann-Whitney U on the per-cycle medians of the two sides (exact when there are
   no ties), its p-value Holm-adjusted over every comparison of the report;
 - the effect is the ratio of levels, candidate / baseline, with a (1 - alpha) percentile interval from a
@@ -26,6 +27,12 @@ import numpy as np
 from scipy.stats import mannwhitneyu
 
 IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH = "improvement", "regression", "no change", "not enough data"
+MEDIAN, SHARE = "median", "share"
+# What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.latency.stalled: 1 for a
+# retry that waited for a poll to run out, else 0) by shares, as their median says only "most" or "few".
+STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE}
+# Compared in every scenario; a scenario's own verdict metric (Scenario.verdict_metric) joins them.
+COMPARED = ("wakeup_ms", "redelivery_ms")
 Runs = Sequence[Sequence[np.ndarray]]  # runs -> cycles -> values
 # A bootstrap replicate resamples at most this many values of one cycle (a random subset beyond it).
 MAX_PER_CYCLE = 2_000
@@ -43,9 +50,10 @@ class VerdictRule:
         return 1 - self.alpha
 
     def describe(self) -> str:
-        return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians, Holm-adjusted p < "
-                f"{self.alpha:g} over all comparisons, and the {self.level:.0%} hierarchical bootstrap interval "
-                f"(runs, cycles, retries) of the ratio of median cycle medians (candidate/baseline) entirely "
+        return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians (shares for stalls), "
+                f"Holm-adjusted p < {self.alpha:g} over all comparisons, and the {self.level:.0%} hierarchical "
+                f"bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians (mean shares for "
+                f"stalls; candidate/baseline) entirely "
                 f"below {1 - self.min_effect:g} (improvement) or above {1 + self.min_effect:g} (regression); "
                 "otherwise no change; a retry never redelivered counts as an endless wait; not enough data "
                 "when too few cycles could reach the level")
@@ -81,12 +89,18 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def cycle_medians(runs: Runs) -> np.ndarray:
-    return np.array([np.median(c) for run in runs for c in run if len(c)], dtype=float)
+def _of(statistic: str) -> object:
+    return np.mean if statistic == SHARE else np.median
 
 
-def _level(medians: np.ndarray) -> float:
-    return float(np.median(medians)) if medians.size else float("nan")
+def cycle_values(runs: Runs, statistic: str = MEDIAN) -> np.ndarray:
+    """Each cycle's statistic (its median, or its share)."""
+    f = _of(statistic)
+    return np.array([f(c) for run in runs for c in run if len(c)], dtype=float)
+
+
+def _level(values: np.ndarray, statistic: str = MEDIAN) -> float:
+    return float(_of(statistic)(values)) if values.size else float("nan")
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -95,18 +109,20 @@ def _ratio(num: float, den: float) -> float | None:
     return None if np.isnan(r) else float(r)
 
 
-def _replicate(runs: Runs, rng: np.random.Generator) -> float:
+def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN) -> float:
     """One hierarchical bootstrap draw of a side's level: runs, then cycles within each, then retries."""
-    medians = []
+    f = _of(statistic)
+    stats = []
     for r in rng.integers(0, len(runs), len(runs)):
         cycles = runs[r]
         for c in rng.integers(0, len(cycles), len(cycles)):
             values = cycles[c]
-            medians.append(np.median(values[rng.integers(0, values.size, values.size)]))
-    return float(np.median(medians))
+            stats.append(f(values[rng.integers(0, values.size, values.size)]))
+    return float(f(stats))
 
 
-def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule) -> tuple[float, float] | None:
+def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
+                          statistic: str = MEDIAN) -> tuple[float, float] | None:
     """(1 - alpha) percentile interval of level(candidate) / level(baseline); None when the baseline's level
     is zero or both are endless too often for a ratio to mean anything."""
     rng = np.random.default_rng(rule.seed)
@@ -116,7 +132,7 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule) -> tuple[fl
                  for c in run if c.size] for run in runs if any(c.size for c in run)]
 
     b, c = capped(base), capped(cand)
-    draws = (_ratio(_replicate(c, rng), _replicate(b, rng)) for _ in range(rule.bootstrap))
+    draws = (_ratio(_replicate(c, rng, statistic), _replicate(b, rng, statistic)) for _ in range(rule.bootstrap))
     ratios = np.array([np.nan if r is None else r for r in draws])
     ratios = ratios[~np.isnan(ratios)]
     if ratios.size < rule.bootstrap * 0.9:
@@ -126,10 +142,10 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule) -> tuple[fl
     return float(lo), float(hi)
 
 
-def compare(base: Runs, cand: Runs, rule: VerdictRule) -> dict:
+def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> dict:
     """Everything but the verdict (which needs the family's adjusted p-value: see ``decide``)."""
-    mb, mc = cycle_medians(base), cycle_medians(cand)
-    out: dict = {"unit": "cycle", "n_baseline": int(mb.size), "n_candidate": int(mc.size),
+    mb, mc = cycle_values(base, statistic), cycle_values(cand, statistic)
+    out: dict = {"unit": "cycle", "statistic": statistic, "n_baseline": int(mb.size), "n_candidate": int(mc.size),
                  "runs_baseline": sum(1 for r in base if any(len(c) for c in r)),
                  "runs_candidate": sum(1 for r in cand if any(len(c) for c in r)),
                  "retries_baseline": int(sum(len(c) for r in base for c in r)),
@@ -138,7 +154,7 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule) -> dict:
                  "p_value": None, "rank_biserial": None}
     if not mb.size or not mc.size:
         return out
-    level_b, level_c = _level(mb), _level(mc)
+    level_b, level_c = _level(mb, statistic), _level(mc, statistic)
     out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b))
     finite = np.concatenate([mb, mc])
     ties = np.unique(finite).size < finite.size
@@ -146,7 +162,7 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule) -> dict:
     out["p_value"] = float(res.pvalue)
     # -1: every candidate cycle below every baseline cycle.
     out["rank_biserial"] = float(2 * res.statistic / (mb.size * mc.size) - 1)
-    out["ci"] = list(ci) if (ci := hierarchical_ratio_ci(base, cand, rule)) else None
+    out["ci"] = list(ci) if (ci := hierarchical_ratio_ci(base, cand, rule, statistic)) else None
     return out
 
 

@@ -35,14 +35,16 @@ import pandas as pd  # noqa: E402
 
 from harness.errors import ConfigError, HarnessError  # noqa: E402
 from harness.expectations import evaluate, per_nack, probe_counts  # noqa: E402
-from harness.latency import DISTRIBUTIONS  # noqa: E402
+from harness.latency import DISTRIBUTIONS, stall_counts  # noqa: E402
 from harness.ordering import fifo_counts  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
 from spark.stats import (  # noqa: E402
+    COMPARED,
     IMPROVEMENT,
     NO_CHANGE,
     REGRESSION,
+    STATISTIC,
     VerdictRule,
     compare,
     completeness,
@@ -54,10 +56,10 @@ from spark.stats import (  # noqa: E402
 # 2: the cycle as the unit (n counts cycles), Holm-adjusted p, the interval's level follows alpha,
 #    completeness, "not enough data", pickup_ms.
 # 3: the message ledger's classes in each ledger, expectations, ledger.parquet.
-SUMMARY_SCHEMA_VERSION = 3
+# 4: stalled (retries that waited for a poll to run out) per variant; each comparison's statistic; the
+#    primary comparison is the scenario's verdict_metric.
+SUMMARY_SCHEMA_VERSION = 4
 EXIT_REGRESSION = 3
-PRIMARY_METRIC = "wakeup_ms"
-METRICS = ("wakeup_ms", "redelivery_ms")
 SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
 PLOT_CAP = 20_000
 
@@ -102,6 +104,7 @@ def _nest(row: dict) -> dict:
     out["ledger"] = {k.removeprefix("ledger_"): int(row[k] or 0) for k in row if k.startswith("ledger_")}
     for m in DISTRIBUTIONS:
         out[m] = {"n": int(row[f"{m}_n"] or 0), **{q: row[f"{m}_{q}"] for q in ("p50", "p90", "p99", "max")}}
+    out["stalled"] = stall_counts(out["ledger"].get("retries_expected", 0), int(row.get("stalled_count") or 0))
     return out
 
 
@@ -144,7 +147,8 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     events = read_events(spark, archives).filter(F.col("variant").isin(list(variants))).cache()
     retries = retry_deliveries(events).cache()
     scenario_by_run = {a.run_id: scenario_of(a) for a in archives}
-    outcomes = retry_outcomes(events, {run: sc.allowed_deliveries() for run, sc in scenario_by_run.items()}).cache()
+    outcomes = retry_outcomes(events, {run: sc.allowed_deliveries() for run, sc in scenario_by_run.items()},
+                              {run: sc.consume.long_poll_s * 1000 for run, sc in scenario_by_run.items()}).cache()
     led = ledger(events, {run: (sc.subscriptions(), sc.allowed_deliveries())
                           for run, sc in scenario_by_run.items()}).cache()
     table = per_variant(events, retries, outcomes, led).cache()
@@ -221,9 +225,10 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
     sides = {(r["scenario"], r["variant"]): r for r in table}
     scenarios = sorted({s for s, v in sides if v == baseline} & {s for s, v in sides if v == candidate})
     comparisons = [
-        {"scenario": s, "metric": m, "primary": m == PRIMARY_METRIC,
-         **compare(nested_runs(samples, s, baseline, m), nested_runs(samples, s, candidate, m), rule)}
-        for s in scenarios for m in METRICS
+        {"scenario": s, "metric": m, "primary": m == primary,
+         **compare(nested_runs(samples, s, baseline, m), nested_runs(samples, s, candidate, m), rule, STATISTIC[m])}
+        for s in scenarios for primary in [c.scenarios[s].verdict_metric]
+        for m in dict.fromkeys([primary, *COMPARED])
     ]
     adjusted = holm([x["p_value"] for x in comparisons])
     family = sum(p is not None for p in adjusted)

@@ -186,5 +186,7 @@ def _fmt(v: object, unit: str = "ms") -> str:
             return f"{v:g}"
         if unit == "p":
             return f"{v:.2e}" if v < 1e-3 else f"{v:.3f}"
+        if unit == "share":
+            return f"{v:.0%}"
         return f"{v:.3g}"
     return str(v)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from harness.paths import REPO_ROOT
-from harness.variants import PROBE_JAR, WAKEUP_FIX_JAR
+from harness.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
 
@@ -53,7 +53,8 @@ def test_what_a_run_in_the_pod_reads_is_in_the_image():
 
 
 def test_the_image_ships_the_agents_the_chart_mounts():
-    line = next(ln for ln in DOCKERFILE.splitlines() if ln.startswith("COPY --from=agents"))
+    start = DOCKERFILE.index("COPY --from=agents")
+    line = DOCKERFILE[start:DOCKERFILE.index("\n", DOCKERFILE.index("broker-patches/target/\n", start))]
     jars = set(re.findall(r"[\w-]+\.jar", line))
-    assert jars == {Path(WAKEUP_FIX_JAR).name, Path(PROBE_JAR).name}
+    assert jars == {Path(WAKEUP_FIX_JAR).name, Path(PROBE_JAR).name, Path(RETRY_READ_JAR).name}
     assert "broker-patches/target/" in DOCKERFILE  # where the init containers copy them from (rph.agentDir)

@@ -11,22 +11,22 @@ import pytest
 from harness.paths import REPO_ROOT
 from harness.run import Run
 from harness.scenario import load_scenario
-from harness.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants
+from harness.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _agents_built():
-    for jar in (WAKEUP_FIX_JAR, PROBE_JAR):
+    for jar in (WAKEUP_FIX_JAR, PROBE_JAR, RETRY_READ_JAR):
         if not (REPO_ROOT / jar).is_file():
             pytest.fail(f"{jar} missing: run `make setup` (builds broker-patches/)")
 
 
-def _run(tmp_path_factory, scenario: str):
+def _run(tmp_path_factory, scenario: str, variants: tuple[str, str] = ("unpatched", "patched")):
     runs = tmp_path_factory.mktemp("runs")
-    variants = load_variants()
-    result = Run([variants["unpatched"], variants["patched"]], load_scenario(str(RESOURCES / f"{scenario}.yaml")),
+    known = load_variants()
+    result = Run([known[v] for v in variants], load_scenario(str(RESOURCES / f"{scenario}.yaml")),
                  runs, log=lambda s: None, probe=True).execute()
     return result
 
@@ -84,3 +84,35 @@ def test_v2_retries_wake_other_groups_only_when_unpatched(v2_four_groups):
     ev = pd.read_parquet(v2_four_groups.archive / "events" / "patched.parquet")
     received = ev[ev.kind == "received"].groupby("group").ledger_id.nunique()
     assert received.to_dict() == {g: 8 for g in ("ShortFourA", "ShortFourB", "ShortFourC", "ShortFourD")}
+
+
+@pytest.fixture(scope="module")
+def v2_coin(tmp_path_factory):
+    return _run(tmp_path_factory, "short-v2-whole-poll", ("upstream-5.4.0", "upstream-5.4.0-retry-read"))
+
+
+def _counter(result, variant: str, name: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for s in result.probes[variant]:
+        if s["name"] == name and s.get("group") == "ShortV2StallGroup":
+            out[s["read"]] = out.get(s["read"], 0.0) + s["value"]
+    return out
+
+
+def test_upstream_pops_read_the_v1_retry_topic_by_a_coin_and_the_fix_never_suspends_beside_a_retry(v2_coin):
+    """5.4.0 with V2 names reads the (never created) V1 retry topic on about half its pops. With the
+    pop-retry-read agent a pop still reads V1 when neither topic holds anything (the coin is left alone
+    there), but none suspends while its V2 retry topic holds messages for it."""
+    reads = _counter(v2_coin, "upstream-5.4.0", "rmq_probe_pop_retry_reads_total")
+    assert reads.get("v1", 0) > 0 and reads.get("v2", 0) > 0
+    fixed = _counter(v2_coin, "upstream-5.4.0-retry-read", "rmq_probe_pop_retry_reads_total")
+    assert fixed.get("v2", 0) > 0
+    unread = _counter(v2_coin, "upstream-5.4.0-retry-read", "rmq_probe_pop_suspends_unread_retry_total")
+    assert unread and sum(unread.values()) == 0  # the series exist (reads were seen) and stay at 0
+    out = (v2_coin.archive / "logs" / "upstream-5.4.0-retry-read" / "proxy.out").read_text()
+    assert "[pop-retry-read] installed" in out
+    for variant in ("upstream-5.4.0", "upstream-5.4.0-retry-read"):
+        ev = pd.read_parquet(v2_coin.archive / "events" / f"{variant}.parquet")
+        nacked = set(ev.loc[ev.kind == "nacked", "ledger_id"])
+        retried = set(ev.loc[(ev.kind == "received") & (ev.delivery_attempt == 2), "ledger_id"])
+        assert nacked and retried == nacked, variant

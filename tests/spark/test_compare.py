@@ -28,7 +28,8 @@ def _args(paths, out, *extra):
 def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archives, tmp_path):
     summary = run(_args(archives, tmp_path / "out"), spark=spark)
     raw = pd.concat([pd.read_parquet(f) for a in archives for f in sorted((a / "events").glob("*.parquet"))])
-    expected = {(s["scenario"], s["variant"]): s for s in summarize(derive(raw), {"T": {"G": ["*"]}}, {"G": 17})}
+    expected = {(s["scenario"], s["variant"]): s for s in summarize(derive(raw), {"T": {"G": ["*"]}}, {"G": 17},
+                                                                             20_000)}
     assert len(summary["per_variant"]) == 2
     for got in summary["per_variant"]:
         want = expected[(got["scenario"], got["variant"])]
@@ -41,6 +42,8 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
             for q in ("p50", "p90", "p99", "max"):
                 assert got[metric][q] == pytest.approx(want[metric][q], rel=1e-9), (metric, q)
         assert got["pickup_ms"]["n"] == want["pickup_ms"]["n"] == 0
+        assert got["stalled"] == want["stalled"]  # slow wakeups (14-20 s) wait over half the 20 s poll
+        assert got["stalled"]["count"] == (65 if got["variant"] == "unpatched" else 0)
     assert summary["runs"][0]["run_id"] in {"run-a", "run-b"} and len(summary["runs"]) == 2
     [wake] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
     # The unit is the cycle: 8 cycles in each of 2 runs a side, not 65 retries.
@@ -50,7 +53,7 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
     assert summary["verdict"] == "improvement" and summary["family"] == 2
     out = tmp_path / "out"
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk["schema_version"] == 3 and on_disk["verdict"] == "improvement"
+    assert on_disk["schema_version"] == 4 and on_disk["verdict"] == "improvement"
     ledger = pd.read_parquet(out / "ledger.parquet")
     assert len(ledger) == sum(v["ledger"]["owed"] + v["ledger"]["cross_topic"] + v["ledger"]["unknown"]
                               for v in summary["per_variant"])
@@ -134,6 +137,27 @@ def test_a_faster_candidate_that_loses_retries_is_never_an_improvement(spark, tm
     assert summary["verdict"] == "regression"
     [patched] = [v for v in summary["per_variant"] if v["variant"] == "patched"]
     assert patched["ledger"]["retries_never_redelivered"] == 1 and patched["ledger"]["retries_expected"] == 40
+
+
+def test_a_scenario_judged_on_stalls_compares_their_share_per_cycle(spark, tmp_path):
+    def half_stall(rng, n):  # every other retry waits for its poll to run out, the others are woken at once
+        return np.where(np.arange(n) % 2 == 0, rng.uniform(15_000, 20_000, n), rng.exponential(30, n))
+
+    a = synth.archive(tmp_path / "runs", "coin", {"upstream": half_stall, "fixed": synth.fast}, messages=48,
+                      lost=0, cycles=12, scenario="v2", scenario_doc={"verdict_metric": "stalled"})
+    summary = run(parser().parse_args([str(a), "--baseline", "upstream", "--candidate", "fixed", "--out",
+                                       str(tmp_path / "o"), "--bootstrap", "300"]), spark=spark)
+    by = {c["metric"]: c for c in summary["comparisons"]}
+    assert list(by) == ["stalled", "wakeup_ms", "redelivery_ms"] and summary["family"] == 3
+    stall = by["stalled"]
+    assert stall["primary"] and not by["wakeup_ms"]["primary"] and stall["statistic"] == "share"
+    # 4 retries a cycle, 2 of them stalled: each cycle's share is 0.5 on the baseline, 0 on the fix.
+    assert (stall["median_baseline"], stall["median_candidate"], stall["ratio_of_medians"]) == (0.5, 0.0, 0.0)
+    assert (stall["n_baseline"], stall["n_candidate"]) == (12, 12) and stall["ci"] == [0.0, 0.0]
+    assert stall["verdict"] == "improvement" and summary["verdict"] == "improvement"
+    upstream = next(v for v in summary["per_variant"] if v["variant"] == "upstream")
+    assert upstream["stalled"] == {"retries": 48, "count": 24, "share": 0.5}
+    assert "50%" in (tmp_path / "o" / "report.html").read_text()
 
 
 def test_too_few_cycles_is_not_enough_data_with_the_number_needed(spark, tmp_path):

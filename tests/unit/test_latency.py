@@ -7,6 +7,7 @@ from harness.latency import derive, retry_outcomes, summarize
 MS = 1_000_000  # ns
 SUBS = {"T": {"G": ["*"]}}
 ALLOWED = {"G": 17}
+POLL_MS = 20_000
 
 
 def _ev(kind, ledger, attempt=1, t_ms=0, store_ms=None, invisible_ms=None, variant="v", group="G", poll_ms=0,
@@ -73,7 +74,7 @@ def test_summary_counts_ledger_and_quantiles():
                  _ev("received", x, 2, t_ms=1000 + w, store_ms=1000), _ev("acked", x, 2, t_ms=2000 + i)]
     rows += [_ev("received", "c", 2, t_ms=5000, store_ms=4000)]  # duplicate delivery of c's attempt 2
     rows += [_ev("empty_poll", None), _ev("error", None)]
-    [s] = summarize(derive(pd.DataFrame(rows)), SUBS, ALLOWED)
+    [s] = summarize(derive(pd.DataFrame(rows)), SUBS, ALLOWED, POLL_MS)
     assert (s["sent"], s["deliveries"], s["retry_deliveries"], s["acks"], s["nacks"]) == (4, 7, 4, 3, 3)
     assert (s["empty_polls"], s["errors"]) == (1, 1)
     assert s["ledger"] == {"sent": 4, "received": 3, "acked": 3, "never_received": 1, "unknown_received": 0,
@@ -87,12 +88,14 @@ def test_summary_counts_ledger_and_quantiles():
     assert s["wakeup_ms"]["p50"] == pytest.approx(np.quantile(all_wakeups, 0.5))
     assert s["wakeup_ms"]["p90"] == pytest.approx(np.quantile(all_wakeups, 0.9))
     assert s["wakeup_ms"]["max"] == 1000
+    assert s["stalled"] == {"retries": 3, "count": 0, "share": 0.0}  # every first retry came within 300 ms
 
 
 def test_summary_of_no_retries_has_empty_distributions():
     ev = derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)]))
-    [s] = summarize(ev, SUBS, ALLOWED)
+    [s] = summarize(ev, SUBS, ALLOWED, POLL_MS)
     assert s["wakeup_ms"] == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
+    assert s["stalled"] == {"retries": 0, "count": 0, "share": None}
 
 
 def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeup():
@@ -103,7 +106,7 @@ def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeu
     ]))
     assert list(d.wakeup_ms.fillna(-1)) == [1000, 1000, -1]
     assert list(d.pickup_ms.fillna(-1)) == [-1, -1, 1000]
-    [s] = summarize(d, SUBS, ALLOWED)
+    [s] = summarize(d, SUBS, ALLOWED, POLL_MS)
     assert (s["wakeup_ms"]["n"], s["pickup_ms"]["n"]) == (2, 1)
 
 
@@ -117,8 +120,24 @@ def test_retry_outcomes_find_the_nacks_that_never_came_back_per_group():
     out = retry_outcomes(ev, ALLOWED).sort_values(["group", "ledger_id"]).reset_index(drop=True)
     assert out[["group", "ledger_id", "delivery_attempt", "cycle", "redelivered"]].values.tolist() == [
         ["G", "a", 2, 0, True], ["G", "b", 2, 1, False], ["H", "a", 2, 0, False]]
-    [s] = summarize(ev, SUBS, ALLOWED)
+    [s] = summarize(ev, SUBS, ALLOWED, POLL_MS)
     assert (s["ledger"]["retries_expected"], s["ledger"]["retries_never_redelivered"]) == (3, 2)
+
+
+def test_a_retry_stalls_when_it_waited_half_a_poll_after_its_store_or_never_came():
+    ev = derive(pd.DataFrame([
+        _ev("nacked", "a", 1), _ev("received", "a", 2, t_ms=4_010, store_ms=4_000),  # woken at once
+        _ev("nacked", "b", 1), _ev("received", "b", 2, t_ms=13_999, store_ms=4_000),  # 9.999 s: under half
+        _ev("nacked", "c", 1), _ev("received", "c", 2, t_ms=24_000, store_ms=4_000, poll_ms=4_080),  # a pickup
+        _ev("received", "c", 2, t_ms=44_000, store_ms=4_000),  # its duplicate does not count again
+        _ev("nacked", "d", 1),  # never came back
+    ]))
+    out = retry_outcomes(ev, ALLOWED, POLL_MS).set_index("ledger_id")
+    assert out["wait_ms"].fillna(-1).tolist() == [10, 9_999, 20_000, -1]
+    assert out["stalled"].tolist() == [False, False, True, True]
+    [s] = summarize(ev, SUBS, ALLOWED, POLL_MS)
+    assert s["stalled"] == {"retries": 4, "count": 2, "share": 0.5}
+    assert "stalled" not in retry_outcomes(ev, ALLOWED)  # without a long poll there is no such judgement
 
 
 def test_a_nack_of_the_last_allowed_delivery_expects_the_dlq_not_a_retry():

@@ -168,10 +168,16 @@ def test_probe_counters_become_metrics_of_the_scenario_groups_only():
         {"name": "rmq_probe_pop_empty_wakeups_total", "topic": "T", "group": "A", "cause": "retry_other", "value": 2.0},
         {"name": "rmq_probe_pop_wakeups_total", "topic": "T", "group": "B", "cause": "retry_owner", "value": 5.0},
         {"name": "rmq_probe_pop_wakeups_total", "topic": "x", "group": "readiness", "cause": "message", "value": 9.0},
+        {"name": "rmq_probe_pop_retry_reads_total", "topic": "T", "group": "A", "read": "v1", "value": 6.0},
+        {"name": "rmq_probe_pop_retry_reads_total", "topic": "T", "group": "A", "read": "v2", "value": 4.0},
+        {"name": "rmq_probe_pop_suspends_unread_retry_total", "topic": "T", "group": "A", "read": "v1", "value": 3.0},
+        {"name": "rmq_probe_pop_suspends_unread_retry_total", "topic": "x", "group": "readiness", "read": "v1",
+         "value": 7.0},
     ]
     p = probe_counts(samples, ["A", "B"])
     assert (p["retry_other"], p["empty_retry_other"], p["retry_owner"], p["message"]) == (3, 2, 5, 0)
     assert (p["wakeups"], p["empty_wakeups"]) == (8, 2)
+    assert (p["retry_reads_v1"], p["retry_reads_v2"], p["suspends_unread_retry"]) == (6, 4, 3)
     assert parse("probe.retry_other == 0").metric == "probe.retry_other"
 
 

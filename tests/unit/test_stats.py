@@ -2,10 +2,13 @@ import numpy as np
 import pytest
 
 from spark.stats import (
+    COMPARED,
     IMPROVEMENT,
     NO_CHANGE,
     NOT_ENOUGH,
     REGRESSION,
+    SHARE,
+    STATISTIC,
     VerdictRule,
     compare,
     completeness,
@@ -43,6 +46,32 @@ def test_a_burst_is_one_sample_however_many_retries_it_has():
     rng = np.random.default_rng(2)
     r, (verdict, reason) = _verdict([[rng.normal(100, 5, 1000)]], [[rng.normal(300, 5, 1000)]])
     assert verdict == NOT_ENOUGH and "1/1 cycles" in reason and r["p_value"] == 1.0
+
+
+def test_stalls_are_judged_by_their_share_where_a_median_says_nothing():
+    # Each retry of a cycle stalls with probability 0.4 on the baseline, never on the candidate: every
+    # cycle's median is 0 on both sides (most retries did not stall), its share is not.
+    rng = np.random.default_rng(5)
+    base = _runs(rng, lambda g, n: (g.random(n) < 0.4).astype(float), cycles=12, per_cycle=5)
+    cand = _runs(rng, lambda g, n: np.zeros(n), cycles=12, per_cycle=5)
+    by_median, by_share = compare(base, cand, RULE), compare(base, cand, RULE, SHARE)
+    assert by_share["statistic"] == "share" and by_share["median_candidate"] == 0.0
+    assert by_share["median_baseline"] == pytest.approx(np.mean([np.mean(c) for c in base[0]]))
+    assert by_share["ci"] == [0.0, 0.0] and decide(by_share, by_share["p_value"], 1, RULE)[0] == IMPROVEMENT
+    assert decide(by_median, by_median["p_value"], 1, RULE)[0] != IMPROVEMENT
+    # The same shares on both sides are no change.
+    same = _runs(rng, lambda g, n: (g.random(n) < 0.4).astype(float), cycles=12, per_cycle=5)
+    r = compare(base, same, RULE, SHARE)
+    assert decide(r, r["p_value"], 1, RULE)[0] == NO_CHANGE
+
+
+def test_every_compared_metric_has_a_statistic_and_the_scenarios_verdict_metrics_are_them():
+    from typing import get_args
+
+    from harness.scenario import Scenario
+
+    verdict_metrics = get_args(Scenario.model_fields["verdict_metric"].annotation)
+    assert set(verdict_metrics) == set(STATISTIC) and set(COMPARED) <= set(STATISTIC)
 
 
 def test_slower_candidate_is_a_regression():

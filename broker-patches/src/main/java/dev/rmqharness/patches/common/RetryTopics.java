@@ -70,6 +70,23 @@ public final class RetryTopics {
         return PREFIX + group + V2_SEPARATOR + topic;
     }
 
+    /** "v1" or "v2" when {@code retryTopic} is that retry topic of (topic, group); else null. */
+    public static String kindOf(String retryTopic, String topic, String group) {
+        if (v1Name(topic, group).equals(retryTopic)) {
+            return "v1";
+        }
+        return v2Name(topic, group).equals(retryTopic) ? "v2" : null;
+    }
+
+    /** The other retry topic of (topic, group) when {@code retryTopic} is one of its two; else null. */
+    public static String other(String retryTopic, String topic, String group) {
+        String kind = kindOf(retryTopic, topic, group);
+        if (kind == null) {
+            return null;
+        }
+        return "v1".equals(kind) ? v2Name(topic, group) : v1Name(topic, group);
+    }
+
     /**
      * The (topic, group) pairs a retry message of {@code retryTopic} is for.
      *

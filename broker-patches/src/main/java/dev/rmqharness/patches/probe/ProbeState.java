@@ -1,6 +1,8 @@
 package dev.rmqharness.patches.probe;
 
+import dev.rmqharness.patches.common.AgentLog;
 import dev.rmqharness.patches.common.Reflect;
+import dev.rmqharness.patches.common.RetryBacklog;
 import dev.rmqharness.patches.common.RetryTopics;
 import java.util.Collections;
 import java.util.Map;
@@ -17,6 +19,15 @@ public final class ProbeState {
     static final Counters SUSPENDS = new Counters("rmq_probe_pop_suspends_total",
         "Pop requests suspended in a long poll (new or re-suspended).", "topic", "group");
 
+    static final Counters RETRY_READS = new Counters("rmq_probe_pop_retry_reads_total",
+        "Pop requests' reads of one of their group's retry topics, by which (v1, v2).", "topic", "group", "read");
+    static final Counters SUSPENDS_UNREAD = new Counters("rmq_probe_pop_suspends_unread_retry_total",
+        "Pop requests suspended after reading one retry topic while the other held messages for the group: "
+            + "no notification is coming for those, so the request waits for its poll to expire.",
+        "topic", "group", "read");
+
+    /** The retry read of the pop request running on this thread: {processor, topic, group, read}. */
+    private static final ThreadLocal<Object[]> LAST_READ = new ThreadLocal<>();
     private static final Map<Object, String[]> POLLER = Collections.synchronizedMap(new WeakHashMap<>());
     private static final Map<Object, String> WOKEN_BY = Collections.synchronizedMap(new WeakHashMap<>());
 
@@ -32,7 +43,29 @@ public final class ProbeState {
         POLLER.put(command, new String[] {String.valueOf(topic), String.valueOf(group)});
     }
 
+    public static void onProcessStart() {
+        LAST_READ.remove();
+    }
+
+    /** A pop request read {@code retryTopic} (the pop request's header names its topic and group). */
+    public static void onRetryRead(Object processor, String retryTopic, Object header) {
+        Object topic = Reflect.get(header, "getTopic");
+        Object group = Reflect.get(header, "getConsumerGroup");
+        if (!(topic instanceof String) || !(group instanceof String)) {
+            return;
+        }
+        String read = RetryTopics.kindOf(retryTopic, (String) topic, (String) group);
+        if (read == null) {
+            return;
+        }
+        RETRY_READS.inc((String) topic, (String) group, read);
+        SUSPENDS_UNREAD.touch((String) topic, (String) group, read);
+        LAST_READ.set(new Object[] {processor, retryTopic, topic, group, read});
+    }
+
     public static void onPollingResult(Object command, Object result) {
+        Object[] read = LAST_READ.get();
+        LAST_READ.remove();
         if (command == null || result == null || !"POLLING_SUC".equals(result.toString())) {
             return;
         }
@@ -41,6 +74,9 @@ public final class ProbeState {
             return;
         }
         SUSPENDS.inc(tg[0], tg[1]);
+        if (read != null && tg[0].equals(read[2]) && tg[1].equals(read[3]) && unreadHasMessages(read)) {
+            SUSPENDS_UNREAD.inc(tg[0], tg[1], (String) read[4]);
+        }
         String cause = WOKEN_BY.remove(command);
         if (cause != null) {
             EMPTY_WAKEUPS.inc(tg[0], tg[1], cause);
@@ -76,7 +112,19 @@ public final class ProbeState {
         return Thread.currentThread().getName().startsWith("PopLongPollingService") ? "timeout" : "other";
     }
 
+    private static boolean unreadHasMessages(Object[] read) {
+        String other = RetryTopics.other((String) read[1], (String) read[2], (String) read[3]);
+        try {
+            return other != null && RetryBacklog.has(RetryBacklog.controller(read[0]), (String) read[3], other);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            AgentLog.once(WakeupProbeAgent.NAME, "backlog", "cannot read retry backlogs (" + e + "); "
+                + "rmq_probe_pop_suspends_unread_retry_total stays 0");
+            return false;
+        }
+    }
+
     static String render() {
-        return WAKEUPS.render() + EMPTY_WAKEUPS.render() + SUSPENDS.render();
+        return WAKEUPS.render() + EMPTY_WAKEUPS.render() + SUSPENDS.render() + RETRY_READS.render()
+            + SUSPENDS_UNREAD.render();
     }
 }

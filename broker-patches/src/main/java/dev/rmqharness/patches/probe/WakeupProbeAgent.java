@@ -1,6 +1,7 @@
 package dev.rmqharness.patches.probe;
 
 import static net.bytebuddy.matcher.ElementMatchers.named;
+import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
 import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
 
 import dev.rmqharness.patches.common.AgentLog;
@@ -22,6 +23,7 @@ import net.bytebuddy.asm.Advice;
 public final class WakeupProbeAgent {
     static final String NAME = "pop-wakeup-probe";
     static final String TARGET = "org.apache.rocketmq.broker.longpolling.PopLongPollingService";
+    static final String PROCESSOR = "org.apache.rocketmq.broker.processor.PopMessageProcessor";
 
     private WakeupProbeAgent() {
     }
@@ -44,6 +46,14 @@ public final class WakeupProbeAgent {
                     .visit(Advice.to(NotifyAdvice.class).on(named("notifyMessageArriving").and(takesArguments(9))))
                     .visit(Advice.to(WakeUpAdvice.class).on(named("wakeUp").and(takesArguments(2))))
                     .visit(Advice.to(PollingAdvice.class).on(named("polling").and(takesArguments(5))));
+            })
+            .type(named(PROCESSOR))
+            .transform((builder, type, loader, module, domain) -> {
+                AgentLog.once(NAME, "installed-reads", "observing " + PROCESSOR + ": which retry topic each pop reads");
+                return builder
+                    .visit(Advice.to(ProcessAdvice.class).on(named("processRequest").and(takesArguments(2))))
+                    .visit(Advice.to(RetryReadAdvice.class).on(named("popMsgFromTopic").and(takesArguments(13))
+                        .and(takesArgument(0, String.class))));
             })
             .installOn(inst);
     }
@@ -114,6 +124,30 @@ public final class WakeupProbeAgent {
         @Advice.OnMethodExit(onThrowable = Throwable.class)
         public static void exit(@Advice.Argument(1) Object command, @Advice.Return Object result) {
             ProbeState.onPollingResult(command, result);
+        }
+    }
+
+    public static final class ProcessAdvice {
+        private ProcessAdvice() {
+        }
+
+        @Advice.OnMethodEnter
+        public static void enter() {
+            ProbeState.onProcessStart();
+        }
+    }
+
+    /** On exit: the topic argument then is the one read, after any patch agent's advice changed it. */
+    public static final class RetryReadAdvice {
+        private RetryReadAdvice() {
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class)
+        public static void exit(@Advice.This Object processor, @Advice.Argument(0) String topic,
+                                @Advice.Argument(1) boolean isRetry, @Advice.Argument(3) Object header) {
+            if (isRetry) {
+                ProbeState.onRetryRead(processor, topic, header);
+            }
         }
     }
 }

@@ -3,9 +3,8 @@ package dev.rmqharness.patches.wakeup;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
 
-import dev.rmqharness.patches.common.AgentLog;
+import dev.rmqharness.patches.common.Patch;
 import java.lang.instrument.Instrumentation;
-import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.Advice;
 import net.bytebuddy.description.type.TypeDescription;
 
@@ -22,23 +21,9 @@ public final class RetryWakeupAgent {
     }
 
     public static void premain(String args, Instrumentation inst) {
-        new AgentBuilder.Default()
-            .disableClassFormatChanges()
-            .with(AgentBuilder.Listener.StreamWriting.toSystemError().withErrorsOnly())
-            .type(named(TARGET))
-            .transform((builder, type, loader, module, domain) -> {
-                String missing = RetryWakeup.incompatibility(type);
-                if (missing != null) {
-                    AgentLog.once(NAME, "incompatible", "not installed: " + TARGET + " " + missing
-                        + "; the broker runs unpatched");
-                    return builder;
-                }
-                AgentLog.once(NAME, "installed", "installed on " + TARGET
-                    + ": retry messages wake only their own (topic, group); V1 names resolved from polling registrations");
-                return builder.visit(Advice.to(NotifyRetryAdvice.class)
-                    .on(named("notifyMessageArrivingWithRetryTopic").and(takesArguments(7))));
-            })
-            .installOn(inst);
+        Patch.install(inst, NAME, TARGET, RetryWakeup::incompatibility,
+            "retry messages wake only their own (topic, group); V1 names resolved from polling registrations",
+            Advice.to(NotifyRetryAdvice.class).on(named("notifyMessageArrivingWithRetryTopic").and(takesArguments(7))));
     }
 
     /** Inlined into PopLongPollingService.notifyMessageArrivingWithRetryTopic(String,int,long,Long,long,byte[],Map). */
