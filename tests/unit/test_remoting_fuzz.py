@@ -14,6 +14,7 @@ import socket
 import struct
 import zlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,12 +87,8 @@ def test_bad_header_json_and_lengths_are_refused_in_one_error(header, body, seri
 
 
 def test_nested_json_deeper_than_the_parser_goes_is_a_remoting_error():
-    try:
+    with pytest.raises(RemotingError, match="not JSON"):
         remoting.decode(frame(b"[" * 100_000))
-    except RemotingError as e:
-        assert "not JSON" in str(e)
-    else:
-        raise AssertionError("100,000 nested arrays decoded")
 
 
 def _served(raw: bytes) -> tuple[Connection, socket.socket]:
@@ -125,11 +122,8 @@ def test_a_stream_of_garbage_or_huge_length_words_ends_in_a_remoting_error_at_on
 def test_a_length_word_of_4_gib_is_refused_without_reading_it():
     conn, peer = _served(struct.pack(">I", 2**32 - 1))
     try:
-        conn.call(Command(code=105), timeout_s=2.0)
-    except RemotingError as e:
-        assert f"outside 4..{remoting.MAX_FRAME}" in str(e)
-    else:
-        raise AssertionError("a 4 GiB frame was accepted")
+        with pytest.raises(RemotingError, match=f"outside 4..{remoting.MAX_FRAME}"):
+            conn.call(Command(code=105), timeout_s=2.0)
     finally:
         peer.close()
 
@@ -171,19 +165,11 @@ def test_truncated_and_corrupted_batches_and_huge_length_fields(cut, flips, fiel
 
 def test_a_compressed_body_that_inflates_without_bound_is_refused():
     bomb = zlib.compress(bytes(MAX_BODY + 1), 9)
-    try:
+    with pytest.raises(MessageFormatError, match="inflates past"):
         decode_batch(stored("PopTopic", bomb, {}, sys_flag=1))
-    except MessageFormatError as e:
-        assert "inflates past" in str(e)
-    else:
-        raise AssertionError("a body past MAX_BODY was inflated")
     truncated = zlib.compress(b"y" * 1000)[:-6]
-    try:
+    with pytest.raises(MessageFormatError, match="truncated"):
         decode_batch(stored("PopTopic", truncated, {}, sys_flag=1))
-    except MessageFormatError as e:
-        assert "truncated" in str(e)
-    else:
-        raise AssertionError("a truncated compressed body was accepted")
 
 
 @cases("properties")
