@@ -71,7 +71,11 @@ def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
 
     if sent.empty:
         return sent.assign(group=pd.Series(dtype=object))
-    out = sent.assign(group=sent.apply(groups, axis=1)).explode("group")
+    # Once per distinct (intended group, topic, tag), not per message: a run has a handful of those.
+    by = ["intended_group", "origin_topic", "tag"]
+    combos = sent[by].drop_duplicates()
+    combos = combos.assign(group=combos.apply(groups, axis=1))
+    out = sent.merge(combos, on=by, how="left").explode("group")  # null keys match null keys
     return out[out["group"].notna()]
 
 

@@ -28,7 +28,8 @@ from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 5  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric
+SCHEMA_VERSION = 6  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;
+# 6: consume.delay_s
 
 
 def _rule(text: str) -> str:
@@ -118,7 +119,7 @@ class Produce(_Strict):
     pattern: Literal["burst", "steady"]
     topic: ResourceName | None = Field(None, description="default: the first topic")
     count: int = Field(32, ge=0, le=1_000_000, description="burst: messages sent at once, then silence")
-    rate: float = Field(1.0, gt=0, le=100_000, description="steady: messages per second")
+    rate: float = Field(1.0, gt=0, le=100_000, description="steady: messages per second, per producer")
     delay_s: float = Field(
         3.0, ge=0, le=600, description="seconds to wait before producing, so consumers are already polling"
     )
@@ -143,6 +144,8 @@ class Consume(_Strict):
     processing_s: float = Field(0.0, ge=0, le=3_600, description="time spent on each delivery before ack/nack")
     extend_s: int | None = Field(None, ge=1, le=43_200, description="before each ack, ask for more time first "
                                  "(ChangeInvisibleDuration to extend_s) and ack with the handle that returns")
+    delay_s: float = Field(0.0, ge=0, le=3_600, description="seconds the consumers wait before their first "
+                           "receive, so a backlog builds up first (a drain)")
 
 
 class Nack(_Strict):
@@ -201,7 +204,7 @@ class Series(_Strict):
 
 
 class Scenario(_Strict):
-    schema_version: Literal[1, 2, 3, 4, 5] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6] = SCHEMA_VERSION
     name: ResourceName
     description: str = ""
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")

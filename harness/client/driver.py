@@ -58,10 +58,19 @@ class Received:
     at_ns: int  # taken on the thread that made the call, so handing the result back adds nothing to it
 
 
+# What send_all takes per message: body, tag, message group (FIFO topics).
+Outgoing = tuple[bytes, "str | None", "str | None"]
+
+
 class Producer(Protocol):
     def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
         """Send one message (with ``tag`` and, to a FIFO topic, ``message_group``) to the producer's topic;
         return its message id."""
+        ...
+
+    def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
+        """Send each message, together where the protocol lets them share a round trip; per message its id
+        or the error its send met."""
         ...
 
 
@@ -71,6 +80,11 @@ class PopConsumer(Protocol):
         ...
 
     def ack(self, delivery: Delivery) -> None: ...
+
+    def ack_all(self, deliveries: list[Delivery]) -> list[Exception | None]:
+        """One ack per delivery, sent together where the protocol lets them share a round trip; per delivery
+        None (acked) or the error its ack met."""
+        ...
 
     def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
         """Nack: the message comes back (as a retry) ``invisible_s`` seconds from now."""

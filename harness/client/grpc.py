@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from harness.client import remoting
-from harness.client.driver import Delivery, DriverError, NotReady, Offload, Received, direct
+from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
 from harness.endpoints import Endpoints
 
 _CLIENT_LOGGER = "rocketmq-python-client"
@@ -67,7 +67,7 @@ class GrpcProducer:
         self._offload = offload
         self.topic = topic
 
-    def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
+    def _message(self, body: bytes, tag: str | None, message_group: str | None) -> object:
         msg = self._rmq.Message()
         msg.topic = self.topic
         msg.body = body
@@ -75,7 +75,24 @@ class GrpcProducer:
             msg.tag = tag
         if message_group:
             msg.message_group = message_group
+        return msg
+
+    def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
+        msg = self._message(body, tag, message_group)
         return self._offload(lambda: self._client.send(msg)).message_id
+
+    def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
+        # The client sends one message per request; one trip through the thread bridge for all of them.
+        def each() -> list[str | Exception]:
+            out: list[str | Exception] = []
+            for m in messages:
+                try:
+                    out.append(self._client.send(self._message(*m)).message_id)
+                except Exception as e:  # noqa: BLE001 - one failed send does not stop the others
+                    out.append(e)
+            return out
+
+        return self._offload(each)
 
 
 class GrpcPopConsumer:
@@ -92,6 +109,20 @@ class GrpcPopConsumer:
 
     def ack(self, delivery: Delivery) -> None:
         self._offload(lambda: self._client.ack(delivery.handle))
+
+    def ack_all(self, deliveries: list[Delivery]) -> list[Exception | None]:
+        # The client acks one message per request; one trip through the thread bridge for all of them.
+        def each() -> list[Exception | None]:
+            out: list[Exception | None] = []
+            for d in deliveries:
+                try:
+                    self._client.ack(d.handle)
+                    out.append(None)
+                except Exception as e:  # noqa: BLE001 - one failed ack does not stop the others
+                    out.append(e)
+            return out
+
+        return self._offload(each)
 
     def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
         # The client fills Duration.seconds only: whole seconds reach the broker.

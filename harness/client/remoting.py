@@ -121,16 +121,6 @@ def decode(frame: bytes) -> Command:
     )
 
 
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise RemotingError("connection closed by peer")
-        buf += chunk
-    return bytes(buf)
-
-
 def _lock() -> AbstractContextManager:
     """A lock that suits the sockets in use. A Locust worker patches sockets for gevent but not threads (the
     gRPC client needs real ones): there a thread lock held across a socket wait would stop every greenlet
@@ -147,42 +137,73 @@ def _lock() -> AbstractContextManager:
 
 
 class Connection:
-    """One TCP connection to a broker or name server, one request at a time (callers wait their turn: a
+    """One TCP connection to a broker or name server, one caller at a time (callers wait their turn: a
     burst's sending greenlets share their producer's connection), opened on first use and again after any
-    failure (the broker also closes channels idle for 120 s)."""
+    failure (the broker also closes channels idle for 120 s). A caller may send several requests at once
+    (``calls``): one write, then their responses in whatever order they come, as the Java client's
+    asynchronous calls share a channel."""
 
     def __init__(self, address: str, connect_timeout_s: float = 5.0) -> None:
         self.address = address
         self._connect_timeout_s = connect_timeout_s
         self._sock: socket.socket | None = None
+        self._buf = bytearray()  # read but not yet decoded; one recv often holds several responses
         self._lock = _lock()
 
     def call(self, cmd: Command, timeout_s: float) -> Command:
         """Send ``cmd`` and wait up to ``timeout_s`` for its response."""
-        with self._lock:
-            return self._call(cmd, timeout_s)
+        return self.calls([cmd], timeout_s)[0]
 
-    def _call(self, cmd: Command, timeout_s: float) -> Command:
-        cmd.opaque = next(_opaque)
+    def calls(self, cmds: list[Command], timeout_s: float) -> list[Command]:
+        """Send every command in one write and return their responses in the same order; each read waits
+        up to ``timeout_s``. A transport error fails them all (the connection is dropped)."""
+        with self._lock:
+            return self._calls(cmds, timeout_s)
+
+    def _calls(self, cmds: list[Command], timeout_s: float) -> list[Command]:
+        waiting: dict[int, int] = {}
+        for i, cmd in enumerate(cmds):
+            cmd.opaque = next(_opaque)
+            waiting[cmd.opaque] = i
+        out: list[Command | None] = [None] * len(cmds)
         try:
             if self._sock is None:
                 host, port = self.address.rsplit(":", 1)
                 self._sock = socket.create_connection((host, int(port)), timeout=self._connect_timeout_s)
             self._sock.settimeout(timeout_s)
-            self._sock.sendall(encode(cmd))
-            while True:
-                (length,) = struct.unpack(">I", _read_exact(self._sock, 4))
-                if not 4 <= length <= MAX_FRAME:
-                    raise RemotingError(f"frame length {length} outside 4..{MAX_FRAME} bytes")
-                resp = decode(_read_exact(self._sock, length))
+            self._sock.sendall(b"".join(encode(c) for c in cmds))
+            while waiting:
+                resp = self._read_frame()
                 # A broker may send requests of its own (to clients that sent heartbeats; these do not).
-                if resp.is_response and resp.opaque == cmd.opaque:
-                    return resp
+                i = waiting.pop(resp.opaque, None) if resp.is_response else None
+                if i is not None:
+                    out[i] = resp
         except (OSError, RemotingError) as e:
             self.close()  # a half-read frame leaves the stream unusable
             raise RemotingError(f"{self.address}: {e}") from e
+        return out  # type: ignore[return-value]  # every slot is filled once waiting is empty
+
+    def _fill(self, n: int) -> None:
+        """Read until at least ``n`` bytes are buffered."""
+        assert self._sock is not None
+        while len(self._buf) < n:
+            chunk = self._sock.recv(max(65536, n - len(self._buf)))
+            if not chunk:
+                raise RemotingError("connection closed by peer")
+            self._buf += chunk
+
+    def _read_frame(self) -> Command:
+        self._fill(4)
+        (length,) = struct.unpack_from(">I", self._buf, 0)
+        if not 4 <= length <= MAX_FRAME:
+            raise RemotingError(f"frame length {length} outside 4..{MAX_FRAME} bytes")
+        self._fill(4 + length)
+        frame = bytes(self._buf[4 : 4 + length])
+        del self._buf[: 4 + length]
+        return decode(frame)
 
     def close(self) -> None:
+        self._buf.clear()
         if self._sock is not None:
             sock, self._sock = self._sock, None
             sock.close()

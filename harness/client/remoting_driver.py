@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.client import remoting
-from harness.client.driver import Delivery, Offload, Received, direct
+from harness.client.driver import Delivery, Offload, Outgoing, Received, direct
 from harness.client.remoting import Command, Connection
 from harness.client.remoting_messages import (
     SHARDING_KEY,
@@ -51,6 +51,12 @@ class RemotingProducer:
         self._next = itertools.count()
 
     def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
+        result = self.send_all([(body, tag, message_group)])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _request(self, body: bytes, tag: str | None, message_group: str | None) -> tuple[str, Command]:
         msg_id = uuid.uuid4().hex.upper()
         props = {UNIQ_KEY: msg_id, WAIT: "true"}
         if tag:
@@ -64,9 +70,22 @@ class RemotingProducer:
         header = {"a": PRODUCER_GROUP, "b": self.topic, "c": "TBW102", "d": 4, "e": queue, "f": 0,
                   "g": int(time.time() * 1000), "h": 0, "i": encode_properties(props), "j": 0, "k": "false",
                   "m": "false"}
-        remoting.check(self._conn.call(Command(remoting.SEND_MESSAGE_V2, header, body=body), REQUEST_TIMEOUT_S),
-                       f"send to {self.topic}")
-        return msg_id
+        return msg_id, Command(remoting.SEND_MESSAGE_V2, header, body=body)
+
+    def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
+        requests = [self._request(*m) for m in messages]
+        try:
+            responses = self._conn.calls([cmd for _, cmd in requests], REQUEST_TIMEOUT_S)
+        except remoting.RemotingError as e:
+            return [e] * len(messages)
+        out: list[str | Exception] = []
+        for (msg_id, _), resp in zip(requests, responses, strict=True):
+            try:
+                remoting.check(resp, f"send to {self.topic}")
+                out.append(msg_id)
+            except remoting.RemotingError as e:
+                out.append(e)
+        return out
 
 
 class RemotingPopConsumer:
@@ -103,8 +122,26 @@ class RemotingPopConsumer:
                 "extraInfo": str(h), "offset": h.offset, "bname": h.broker_name}
 
     def ack(self, delivery: Delivery) -> None:
-        cmd = Command(remoting.ACK_MESSAGE, self._fields(delivery.handle))
-        remoting.check(self._conn.call(cmd, REQUEST_TIMEOUT_S), f"ack on {self.topic} as {self.group}")
+        err = self.ack_all([delivery])[0]
+        if err is not None:
+            raise err
+
+    def ack_all(self, deliveries: list[Delivery]) -> list[Exception | None]:
+        # One ACK_MESSAGE per delivery, written together and answered together (a pipeline, not the
+        # broker's batch ack: each message keeps its own request and its own answer).
+        cmds = [Command(remoting.ACK_MESSAGE, self._fields(d.handle)) for d in deliveries]
+        try:
+            responses = self._conn.calls(cmds, REQUEST_TIMEOUT_S)
+        except remoting.RemotingError as e:
+            return [e] * len(deliveries)
+        out: list[Exception | None] = []
+        for resp in responses:
+            try:
+                remoting.check(resp, f"ack on {self.topic} as {self.group}")
+                out.append(None)
+            except remoting.RemotingError as e:
+                out.append(e)
+        return out
 
     def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
         receipt: Receipt = delivery.handle

@@ -20,6 +20,8 @@ from harness.workload.spec import WorkloadSpec
 
 # Producers send a burst through at most this many concurrent calls (each holds a real thread).
 BURST_CONCURRENCY = 64
+# At most this many messages go in one send_all (a burst's chunk; a steady producer catching up).
+SEND_CHUNK = 32
 
 
 class WorkerRuntime:

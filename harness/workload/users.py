@@ -22,7 +22,7 @@ from harness.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.ledger import ANY_GROUP
 from harness.scenario import Group
 from harness.workload import cycles
-from harness.workload.runtime import BURST_CONCURRENCY, WorkerRuntime
+from harness.workload.runtime import BURST_CONCURRENCY, SEND_CHUNK, WorkerRuntime
 from harness.workload.spec import WorkloadSpec
 
 
@@ -58,36 +58,45 @@ class ProducerUser(User):
         gevent.sleep(sc.produce.delay_s)
         self.first_send = self.next_send = time.monotonic()
 
-    def send_one(self, cycle: int) -> tuple[str, list[str]] | None:
-        """Send one message of ``cycle``: its ledger id and the groups it is owed to, or None when the send
-        failed (an error event)."""
+    def send_many(self, cycle: int, n: int) -> list[tuple[str, list[str]] | None]:
+        """Send ``n`` messages of ``cycle`` together (one round trip where the protocol allows): for each, its
+        ledger id and the groups it is owed to, or None when its send failed (an error event)."""
         rt = self.runtime
-        ledger_id = rt.next_id("m")
-        tag = self.spec.scenario.produce.tag(self.sent_count)
-        message_group = self.spec.scenario.produce.message_group(self.sent_count)
-        self.sent_count += 1
-        owed = self.spec.scenario.owed_groups(self.topic, tag)
-        # The group the message is meant for; "*" when several are (or none: it is nobody's).
-        intended = owed[0] if len(owed) == 1 else ANY_GROUP
+        produce = self.spec.scenario.produce
         started = time.time_ns()
-        body = MessageBody(ledger_id, self.topic, intended, started, self.spec.run_id, cycle, tag,
-                           message_group).encode()
-        labels = rt.labels(intended)
+        msgs = []
+        for _ in range(n):
+            tag, message_group = produce.tag(self.sent_count), produce.message_group(self.sent_count)
+            self.sent_count += 1
+            owed = self.spec.scenario.owed_groups(self.topic, tag)
+            # The group the message is meant for; "*" when several are (or none: it is nobody's).
+            intended = owed[0] if len(owed) == 1 else ANY_GROUP
+            ledger_id = rt.next_id("m")
+            body = MessageBody(ledger_id, self.topic, intended, started, self.spec.run_id, cycle, tag,
+                               message_group).encode()
+            msgs.append((ledger_id, owed, intended, tag, message_group, body))
         try:
-            message_id = self.producer.send(body, tag, message_group)
+            results: list[str | Exception] = self.producer.send_all([(m[5], m[3], m[4]) for m in msgs])
         except Exception as e:  # noqa: BLE001 - every client failure is data
-            rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
-                          ledger_id=ledger_id, cycle=cycle, tag=tag, detail=f"send: {e}"[:500])
-            rt.metrics.errors.labels(**labels, operation="send").inc()
-            _fire(rt, "send", started, time.time_ns(), exc=e)
-            return None
+            results = [e] * n
         ended = time.time_ns()
-        rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=intended,
-                      ledger_id=ledger_id, message_id=message_id, origin_topic=self.topic,
-                      intended_group=intended, cycle=cycle, tag=tag, message_group=message_group)
-        rt.metrics.sent.labels(**labels).inc()
-        _fire(rt, "send", started, ended, length=len(body))
-        return ledger_id, owed
+        out: list[tuple[str, list[str]] | None] = []
+        for (ledger_id, owed, intended, tag, message_group, body), result in zip(msgs, results, strict=True):
+            labels = rt.labels(intended)
+            if isinstance(result, Exception):
+                rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
+                              ledger_id=ledger_id, cycle=cycle, tag=tag, detail=f"send: {result}"[:500])
+                rt.metrics.errors.labels(**labels, operation="send").inc()
+                _fire(rt, "send", started, ended, exc=result)
+                out.append(None)
+                continue
+            rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=intended,
+                          ledger_id=ledger_id, message_id=result, origin_topic=self.topic,
+                          intended_group=intended, cycle=cycle, tag=tag, message_group=message_group)
+            rt.metrics.sent.labels(**labels).inc()
+            _fire(rt, "send", started, ended, length=len(body))
+            out.append((ledger_id, owed))
+        return out
 
     @staticmethod
     def _owed(sent: list[tuple[str, list[str]] | None], into: dict[str, list[str]] | None = None) -> dict:
@@ -102,10 +111,17 @@ class ProducerUser(User):
     def burst(self, cycle: int) -> dict[str, list[str]]:
         # All at once, as far as the pool of real threads allows; one after another to a FIFO topic, so the
         # order they were sent in is the order within each message group.
-        pool = gevent.pool.Pool(1 if self.spec.scenario.produce.message_groups else BURST_CONCURRENCY)
-        jobs = [pool.spawn(self.send_one, cycle) for _ in range(self.spec.scenario.produce.count)]
+        produce = self.spec.scenario.produce
+        fifo = bool(produce.message_groups)
+        pool = gevent.pool.Pool(1 if fifo else BURST_CONCURRENCY)
+        # Spread over the pool first (a burst of up to BURST_CONCURRENCY is one send per call, at once);
+        # larger bursts in chunks that go together (one round trip each over remoting). One by one to a FIFO
+        # topic, where a broker that handles a connection's requests on several threads could reorder a chunk.
+        chunk = 1 if fifo else max(1, min(SEND_CHUNK, -(-produce.count // BURST_CONCURRENCY)))
+        jobs = [pool.spawn(self.send_many, cycle, min(chunk, produce.count - i))
+                for i in range(0, produce.count, chunk)]
         pool.join()
-        return self._owed([j.value for j in jobs])
+        return self._owed([sent for j in jobs for sent in j.value])
 
     def more_cycles(self) -> bool:
         c = self.spec.scenario.cycles
@@ -176,8 +192,12 @@ class ProducerUser(User):
         if window not in self.window_ids:
             self.runtime.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=window)
             self.window_ids[window] = {}
-        self._owed([self.send_one(window)], into=self.window_ids[window])
-        self.next_send += 1.0 / sc.produce.rate
+        # Every message due by now, in one chunk: on time at low rates, and at high rates the producer
+        # catches up in round trips of many messages rather than falling behind one at a time.
+        due = 1 + int((time.monotonic() - self.next_send) * sc.produce.rate)
+        n = min(due, SEND_CHUNK) if not sc.produce.message_groups else 1
+        self._owed(self.send_many(window, n), into=self.window_ids[window])
+        self.next_send += n / sc.produce.rate
         gevent.sleep(max(0.0, self.next_send - time.monotonic()))
 
     tasks = [produce]
@@ -199,6 +219,7 @@ class PopConsumerUser(User):
         # Round robin over the group's consumer filters, among this worker's consumers of the group.
         self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
         self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags)
+        gevent.sleep(self.spec.scenario.consume.delay_s)
 
     def poll(self) -> None:
         rt = self.runtime
@@ -224,10 +245,14 @@ class PopConsumerUser(User):
                           group=self.group.name, poll_started_ns=started)
             rt.metrics.empty_polls.labels(**labels).inc()
             return
+        # Acks wait for the end of the batch and go together (one round trip where the protocol allows);
+        # nacks and extends go at once.
+        acks: list[tuple[Delivery, dict]] = []
         for d in received.deliveries:
-            self.handle(d, started, returned)
+            self.handle(d, started, returned, acks)
+        self.flush_acks(acks)
 
-    def handle(self, d: Delivery, poll_started: int, received: int) -> None:
+    def handle(self, d: Delivery, poll_started: int, received: int, acks: list[tuple[Delivery, dict]]) -> None:
         rt = self.runtime
         g = self.group
         labels = rt.labels(g.name)
@@ -259,11 +284,13 @@ class PopConsumerUser(User):
                 rt.metrics.redelivery_delay.labels(**labels).observe(max(redelivery_ms(received, due), 0.0) / 1e3)
 
         if self.spec.scenario.consume.processing_s:
+            # A consumer that takes its time acks each message when done with it, not with the batch.
+            self.flush_acks(acks)
             gevent.sleep(self.spec.scenario.consume.processing_s)
         if self.group.nacks and self.spec.scenario.nack.applies(attempt, ledger_id):
             self.nack(d, common, received)
         else:
-            self.ack(d, common)
+            self.ack(d, common, acks)
 
     def nack(self, d: Delivery, common: dict, received: int) -> None:
         rt = self.runtime
@@ -282,20 +309,40 @@ class PopConsumerUser(User):
         rt.nack_due_ms[key] = due_ms(nacked, invisible_ms)
         rt.metrics.nacks.labels(**rt.labels(self.group.name)).inc()
 
-    def ack(self, d: Delivery, common: dict) -> None:
-        rt = self.runtime
+    def ack(self, d: Delivery, common: dict, acks: list[tuple[Delivery, dict]]) -> None:
         extend = self.spec.scenario.consume.extend_s
         if extend and not self._operation("extend", common, lambda: self.consumer.change_invisible(d, extend)):
             return
-        started = time.time_ns()
-        if not self._operation("ack", common, lambda: self.consumer.ack(d)):
+        acks.append((d, common))
+
+    def flush_acks(self, acks: list[tuple[Delivery, dict]]) -> None:
+        """Ack every delivery in ``acks`` (emptied): an acked or error event each, and one message to the
+        master per cycle with the ids now final."""
+        if not acks:
             return
-        rt.log.record("acked", t_client_ns=time.time_ns(), started_ns=started, **common)
-        rt.acked.add((self.group.name, common["ledger_id"]))
-        rt.metrics.acks.labels(**rt.labels(self.group.name)).inc()
-        if common["cycle"] is not None:
-            self.environment.runner.send_message(cycles.FINAL, {"cycle": common["cycle"], "group": self.group.name,
-                                                                "ids": [common["ledger_id"]]})
+        rt = self.runtime
+        started = time.time_ns()
+        try:
+            errors = self.consumer.ack_all([d for d, _ in acks])
+        except Exception as e:  # noqa: BLE001 - every client failure is data
+            errors = [e] * len(acks)
+        ended = time.time_ns()
+        final: dict[int, list[str | None]] = {}
+        for (_, common), err in zip(acks, errors, strict=True):
+            if err is not None:
+                rt.log.record("error", detail=f"ack: {err}"[:500], **common)
+                rt.metrics.errors.labels(**rt.labels(self.group.name), operation="ack").inc()
+                _fire(rt, "ack", started, ended, exc=err)
+                continue
+            rt.log.record("acked", t_client_ns=ended, started_ns=started, **common)
+            rt.acked.add((self.group.name, common["ledger_id"]))
+            _fire(rt, "ack", started, ended)
+            if common["cycle"] is not None:
+                final.setdefault(common["cycle"], []).append(common["ledger_id"])
+        rt.metrics.acks.labels(**rt.labels(self.group.name)).inc(len(acks) - sum(e is not None for e in errors))
+        acks.clear()
+        for cycle, ids in final.items():
+            self.environment.runner.send_message(cycles.FINAL, {"cycle": cycle, "group": self.group.name, "ids": ids})
 
     def _operation(self, name: str, common: dict, call: Callable[[], object]) -> bool:
         """A client call reported to Locust; on failure an error event and a count, and False."""

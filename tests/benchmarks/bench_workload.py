@@ -1,11 +1,24 @@
-"""Benchmark of the Locust workload's own ceiling against a real 5.3.3 broker, over each protocol: sends/s,
-deliveries/s, and deliveries per worker CPU-second (the workers' own CPU, sampled from /proc while they run),
-plus the remoting codec's frames/s and messages decoded/s on this CPU. Run by `make bench`; writes
-bench-results/workload.json. Asserts nothing."""
+"""Benchmark of the Locust workers against a real 5.3.3 broker, with the Apache RocketMQ Java client as the
+reference on the same broker and machine. Run by `make bench`; writes bench-results/workload.json. Asserts
+nothing.
+
+- drain: a backlog drained by pop consumers that ack every delivery (tests/benchmarks/drain.yaml): the
+  harness's workers over each protocol (one worker process, then two), and the Java client
+  (tests/benchmarks/java-client: gRPC SimpleConsumers, 8 threads, batches of 32, an async ack per delivery).
+  Deliveries/s and deliveries per client CPU-second, both over the window from the first delivery to the
+  last; the workers' CPU is sampled from /proc and interpolated at those two instants.
+- mixed: steady sends with one message in ten nacked once (tests/benchmarks/mixed.yaml), two workers beside
+  the broker: first saturating (the rate asked is more than they can send), then at 90% of the rate that
+  reached, to see whether it is sustained (everything delivered, every retry redelivered, no growing lag).
+- codec: the remoting codec's frames/s and decoded messages/s on this CPU.
+"""
 
 from __future__ import annotations
 
+import bisect
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -13,21 +26,30 @@ import time
 from pathlib import Path
 
 import psutil
+import yaml
 
+from harness.backends.local import LocalBackend
 from harness.cli import main as cli
 from harness.client import remoting
 from harness.client.remoting_messages import decode_batch
+from harness.variants import load_variants
 from tests.unit.test_remoting_messages import stored
 
-SCENARIO = Path(__file__).parent / "throughput.yaml"
+HERE = Path(__file__).parent
+JAVA_CLIENT = HERE / "java-client"
 OUT = Path("bench-results") / "workload.json"
+# Messages in each drain: remoting drains thousands a second, the gRPC path hundreds.
+DRAIN_COUNT = {"remoting": 60_000, "grpc": 6_000, "java": 60_000}
+# A mixed rate counts as sustained only if the consumers' median lag behind the sends ends under this.
+LAG_KEPT_UP_MS = 2000
 
 
-class WorkerCpu:
-    """The CPU seconds of every Locust worker process started while it watches (the last sample of each)."""
+class CpuSeries:
+    """Samples the CPU seconds of every Locust worker process started while it watches: pid -> [(wall
+    time ns, cpu s)], so the CPU spent between two instants can be read off."""
 
-    def __init__(self, interval_s: float = 0.25) -> None:
-        self.seconds: dict[int, float] = {}
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.samples: dict[int, list[tuple[int, float]]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, args=(interval_s,), daemon=True)
 
@@ -38,11 +60,18 @@ class WorkerCpu:
                 try:
                     if "--worker" in p.cmdline():
                         t = p.cpu_times()
-                        self.seconds[p.pid] = t.user + t.system
+                        self.samples.setdefault(p.pid, []).append((time.time_ns(), t.user + t.system))
                 except psutil.Error:
                     continue
 
-    def __enter__(self) -> WorkerCpu:
+    def between(self, start_ns: int, end_ns: int) -> float:
+        """CPU seconds all workers spent from ``start_ns`` to ``end_ns`` (linear between samples)."""
+        total = 0.0
+        for series in self.samples.values():
+            total += _at(series, end_ns) - _at(series, start_ns)
+        return total
+
+    def __enter__(self) -> CpuSeries:
         self._thread.start()
         return self
 
@@ -51,31 +80,136 @@ class WorkerCpu:
         self._thread.join()
 
 
-def workload(protocol: str) -> dict:
+def _at(series: list[tuple[int, float]], t_ns: int) -> float:
+    times = [t for t, _ in series]
+    i = bisect.bisect_left(times, t_ns)
+    if i == 0:
+        return series[0][1]
+    if i >= len(series):
+        return series[-1][1]
+    (t0, c0), (t1, c1) = series[i - 1], series[i]
+    return c0 + (c1 - c0) * (t_ns - t0) / (t1 - t0)
+
+
+def _scenario(base: str, tmp: Path, **changes: object) -> Path:
+    data = yaml.safe_load((HERE / base).read_text())
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = data
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    path = tmp / base
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(scenario: Path, runs: Path) -> tuple[object, CpuSeries]:
+    """One harness run of ``scenario`` on unpatched 5.3.3: its events and the workers' CPU."""
     import pandas as pd
 
-    with tempfile.TemporaryDirectory() as tmp, WorkerCpu() as cpu:
-        argv = ["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--protocol", protocol,
-                "--runs-dir", tmp]
-        if cli(argv) != 0:
-            sys.exit(f"benchmark run over {protocol} failed")
-        [archive] = [p for p in Path(tmp).iterdir() if not p.name.startswith(".")]
-        ev = pd.read_parquet(archive / "events" / "unpatched.parquet")
-    out: dict = {"protocol": protocol, "per_worker": {}}
-    for (worker, kind), part in ev[ev.kind.isin(["sent", "received"])].groupby(["worker", "kind"]):
-        span_s = (part.t_client_ns.max() - part.t_client_ns.min()) / 1e9
-        out["per_worker"].setdefault(worker, {})[f"{kind}_per_s"] = round(len(part) / span_s, 1) if span_s else None
-        out["per_worker"][worker][f"{kind}_n"] = len(part)
+    with CpuSeries() as cpu:
+        if cli(["run", "--variant", "unpatched", "--scenario", str(scenario), "--runs-dir", str(runs)]) != 0:
+            sys.exit(f"benchmark run of {scenario.name} failed")
+    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    return pd.read_parquet(archive / "events" / "unpatched.parquet"), cpu
+
+
+def harness_drain(protocol: str, workers: int) -> dict:
+    count = DRAIN_COUNT[protocol]
+    with tempfile.TemporaryDirectory() as tmp:
+        # The consumers wait until the burst is stored: generous, and checked below.
+        per_s = 1500 if protocol == "remoting" else 150
+        path = _scenario("drain.yaml", Path(tmp), protocol=protocol, workers=workers, produce__count=count,
+                         consume__delay_s=round(count / per_s + 8))
+        ev, cpu = _run(path, Path(tmp) / "runs")
+    sent, recv, acked = (ev[ev.kind == k] for k in ("sent", "received", "acked"))
+    first, last = int(recv.t_client_ns.min()), int(recv.t_client_ns.max())
+    seconds, cpu_s = (last - first) / 1e9, cpu.between(first, last)
+    return {
+        "client": f"harness {protocol}", "worker_processes": workers, "messages": count,
+        "deliveries": len(recv), "acked": len(acked), "never_received": len(set(sent.ledger_id) - set(recv.ledger_id)),
+        "sends_overlap_drain": bool(sent.t_client_ns.max() > first), "seconds": round(seconds, 2),
+        "cpu_s": round(cpu_s, 2), "deliveries_per_s": round(len(recv) / seconds, 1),
+        "deliveries_per_cpu_s": round(len(recv) / cpu_s, 1),
+    }
+
+
+def _java(*args: str) -> dict:
+    cp = f"{JAVA_CLIENT / 'target' / 'classes'}:{(JAVA_CLIENT / 'target' / 'classpath.txt').read_text().strip()}"
+    with tempfile.TemporaryDirectory() as logs:
+        out = subprocess.run(["java", "-Xmx512m", f"-Drocketmq.log.root={logs}", "-cp", cp,
+                              "dev.rmqharness.bench.PopBench", *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def java_drain() -> dict:
+    """The Java client fills a topic and drains it on unpatched 5.3.3, started on its own."""
+    subprocess.run(["mvn", "-B", "-q", "-f", str(JAVA_CLIENT / "pom.xml"), "package"], check=True)
+    count = DRAIN_COUNT["java"]
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = LocalBackend(Path(tmp), log=lambda s: None)
+        [ep] = backend.up([dict(load_variants())["unpatched"]])
+        try:
+            remoting.create_topic(ep.broker, "JavaDrainTopic", queues=8)
+            remoting.create_group(ep.broker, "JavaDrainGroup")
+            fill = _java("fill", ep.grpc, "JavaDrainTopic", str(count))
+            d = _java("drain", ep.grpc, "JavaDrainTopic", "JavaDrainGroup", str(count), "8", "32")
+        finally:
+            backend.down()
+    return {"client": "rocketmq-client-java 5.0.8 (gRPC)", "messages": count, "fill": fill, **d,
+            "deliveries_per_s": round(d["deliveries"] / d["seconds"], 1),
+            "deliveries_per_cpu_s": round(d["deliveries"] / d["cpu_s"], 1)}
+
+
+def mixed(rate: float) -> dict:
+    """Two workers at ``rate`` sends/s with one message in ten nacked once: what was sent, delivered and
+    redelivered, per second of the sending window, and the first deliveries' lag behind their sends."""
+    producers = yaml.safe_load((HERE / "mixed.yaml").read_text())["produce"]["producers"]
+    with tempfile.TemporaryDirectory() as tmp:
+        # The scenario's rate is each producer's.
+        path = _scenario("mixed.yaml", Path(tmp), produce__rate=round(rate / producers, 1))
+        ev, cpu = _run(path, Path(tmp) / "runs")
     sent, recv = ev[ev.kind == "sent"], ev[ev.kind == "received"]
-    out["total_sent"], out["total_received"] = len(sent), len(recv)
-    out["never_received"] = len(set(sent.ledger_id) - set(recv.ledger_id))
-    span_s = (recv.t_client_ns.max() - recv.t_client_ns.min()) / 1e9
-    out["deliveries_per_s"] = round(len(recv) / span_s, 1)
-    # The workers both send and receive: the CPU figure is for the whole workload, per delivery.
-    out["worker_cpu_s"] = round(sum(cpu.seconds.values()), 2)
-    out["worker_processes"] = len(cpu.seconds)
-    out["deliveries_per_worker_cpu_s"] = round(len(recv) / out["worker_cpu_s"], 1) if out["worker_cpu_s"] else None
+    nacked, acked = ev[ev.kind == "nacked"], ev[ev.kind == "acked"]
+    t0, t1 = int(sent.t_client_ns.min()), int(sent.t_client_ns.max())
+    window_s = (t1 - t0) / 1e9
+    firsts = recv[recv.delivery_attempt == 1].merge(sent[["ledger_id", "t_client_ns"]], on="ledger_id",
+                                                     suffixes=("", "_sent"))
+    lag_ms = (firsts.t_client_ns - firsts.t_client_ns_sent) / 1e6
+    fifth = ((firsts.t_client_ns_sent - t0) * 5 // (t1 - t0 + 1)).clip(0, 4)
+    lag_by_fifth = [round(float(lag_ms[fifth == k].median()), 1) for k in range(5)]
+    retried = set(recv[recv.delivery_attempt > 1].ledger_id)
+    out = {
+        "rate_asked": rate, "sent": len(sent), "sent_per_s": round(len(sent) / window_s, 1),
+        "deliveries": len(recv), "acked": len(acked), "nacked": len(nacked),
+        "never_received": len(set(sent.ledger_id) - set(recv.ledger_id)),
+        "nacked_never_redelivered": len(set(nacked.ledger_id) - retried),
+        "deliveries_per_s": round(len(recv) / window_s, 1),
+        "lag_ms_p50_by_fifth_of_the_sends": lag_by_fifth,
+        "worker_cpu_s": round(cpu.between(t0, t1), 2),
+    }
+    # Sustained: it sent what was asked, delivered everything, and the consumers kept up: their lag behind
+    # the sends did not grow over the second half and stood under LAG_KEPT_UP_MS at the end.
+    out["sustained"] = bool(out["sent_per_s"] >= 0.95 * rate and out["never_received"] == 0
+                            and out["nacked_never_redelivered"] == 0
+                            and lag_by_fifth[4] <= lag_by_fifth[2] + 1000 and lag_by_fifth[4] < LAG_KEPT_UP_MS)
     return out
+
+
+def mixed_ceiling() -> dict:
+    """The saturating run, then rates from 90% of what it sent down by a quarter each time until one is
+    sustained (at most five tries)."""
+    saturating = mixed(20_000)
+    tries = []
+    rate = round(0.9 * saturating["sent_per_s"], -1)
+    for _ in range(5):
+        tries.append(mixed(rate))
+        if tries[-1]["sustained"]:
+            break
+        rate = round(0.75 * rate, -1)
+    best = next((t["rate_asked"] for t in tries if t["sustained"]), None)
+    return {"saturating": saturating, "tries": tries, "sustained_rate": best}
 
 
 def _timed(fn: object, seconds: float = 2.0) -> float:
@@ -105,9 +239,24 @@ def codec() -> dict:
 
 
 def main() -> None:
-    out = {"scenario": "throughput", "codec": codec(), "protocols": {p: workload(p) for p in ("grpc", "remoting")}}
-    g, r = (out["protocols"][p]["deliveries_per_worker_cpu_s"] for p in ("grpc", "remoting"))
-    out["remoting_over_grpc_per_cpu_s"] = round(r / g, 2) if g and r else None
+    # RMQ_HARNESS_BENCH_ONLY=drain,java re-measures some parts and keeps the rest of the last results.
+    parts = os.environ.get("RMQ_HARNESS_BENCH_ONLY")
+    only = set((parts or "codec,drain,java,mixed").split(","))
+    out: dict = json.loads(OUT.read_text()) if parts and OUT.exists() else {}
+    out["cpus"] = os.cpu_count()
+    if "codec" in only:
+        out["codec"] = codec()
+    if "java" in only:
+        out["java_drain"] = java_drain()
+    if "drain" in only:
+        out["drain"] = [harness_drain("remoting", 1), harness_drain("remoting", 2), harness_drain("grpc", 1)]
+    if "mixed" in only:
+        out["mixed"] = mixed_ceiling()
+    if "java_drain" in out and "drain" in out:
+        java = out["java_drain"]["deliveries_per_cpu_s"]
+        out["harness_over_java_per_cpu_s"] = {
+            f"{d['client']}, {d['worker_processes']} worker(s)": round(d["deliveries_per_cpu_s"] / java, 3)
+            for d in out["drain"]}
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

@@ -87,3 +87,58 @@ def test_connection_refused_is_remoting_error():
     s.close()
     with pytest.raises(RemotingError, match=str(port)):
         remoting.cluster_info(f"127.0.0.1:{port}")
+
+
+def _read_requests(sock: socket.socket, n: int) -> list[Command]:
+    data, out = b"", []
+    while len(out) < n:
+        data += sock.recv(65536)
+        while len(data) >= 4 and len(data) >= 4 + struct.unpack_from(">I", data)[0]:
+            (length,) = struct.unpack_from(">I", data)
+            out.append(decode(data[4 : 4 + length]))
+            data = data[4 + length :]
+    return out
+
+
+def test_pipelined_calls_match_responses_by_opaque_whatever_their_order():
+    ours, theirs = socket.socketpair()
+    conn = remoting.Connection("pair:0")
+    conn._sock = ours
+
+    def serve():
+        reqs = _read_requests(theirs, 3)
+        # Answered last first, all in one write, with a stray response to nobody's request among them.
+        stray = encode(Command(7, opaque=max(r.opaque for r in reqs) + 100, flag=1))
+        answers = [encode(Command(0, {"n": r.ext_fields["n"]}, opaque=r.opaque, flag=1)) for r in reversed(reqs)]
+        theirs.sendall(answers[0] + stray + b"".join(answers[1:]))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        resps = conn.calls([Command(1, {"n": str(i)}) for i in range(3)], timeout_s=5)
+    finally:
+        t.join(5)
+        theirs.close()
+        conn.close()
+    assert [r.ext_fields["n"] for r in resps] == ["0", "1", "2"]
+
+
+def test_a_pipeline_cut_short_fails_every_call_and_drops_the_connection():
+    ours, theirs = socket.socketpair()
+    conn = remoting.Connection("pair:0")
+    conn._sock = ours
+
+    def serve():
+        [first, _] = _read_requests(theirs, 2)
+        theirs.sendall(encode(Command(0, opaque=first.opaque, flag=1)))
+        theirs.shutdown(socket.SHUT_WR)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(RemotingError, match="closed by peer"):
+            conn.calls([Command(1), Command(2)], timeout_s=5)
+    finally:
+        t.join(5)
+        theirs.close()
+    assert conn._sock is None
