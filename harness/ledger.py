@@ -59,6 +59,9 @@ SCHEMA = pa.schema([
 # A topic -> its groups -> the tag filters of their consumers.
 Subscriptions = Mapping[str, Mapping[str, Sequence[str]]]
 COLUMNS = SCHEMA.names
+# The event columns classify reads; no other column changes its result.
+INPUT_COLUMNS = ["kind", *PAIR, "topic", "origin_topic", "intended_group", "detail", "message_id", "cycle", "tag",
+                 "delivery_attempt", "t_client_ns"]
 
 
 def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
@@ -84,60 +87,65 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions,
     """The ledger of one scenario's events (any number of runs and variants of it); ``subscriptions`` maps
     each topic to its groups and their consumers' tag filters (harness.scenario.Scenario.subscriptions),
     ``allowed_deliveries`` each group to its retryMaxTimes + 1. Returns one row per pair, ``COLUMNS``."""
-    ev = events[events["kind"].isin(KINDS)].copy()
-    for c in ("topic", "origin_topic", "intended_group", "detail", "message_id", "cycle", "tag"):
+    ev = events.loc[events["kind"].isin(KINDS), [c for c in INPUT_COLUMNS if c in events.columns]].copy()
+    for c in INPUT_COLUMNS:
         if c not in ev.columns:  # absent from old or hand-made event tables
             ev[c] = None
-    sent = (ev[ev["kind"] == "sent"].sort_values("t_client_ns")
-            .drop_duplicates(KEYS)[[*KEYS, "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
+    # A body the harness cannot read has no ledger id: the delivery is still counted, by message id.
+    unreadable = (ev["kind"] == "received") & ev["ledger_id"].isna()
+    ev.loc[unreadable, "ledger_id"] = "message:" + ev.loc[unreadable, "message_id"].astype(str)
+    # Every (run, scenario, variant, ledger id) becomes one integer, once: the joins below are on numbers,
+    # not on four string columns (the cost of a ledger of millions of messages).
+    ev["key"] = ev.groupby(KEYS, dropna=False, sort=False).ngroup()
+    names = ev.drop_duplicates("key")[["key", *KEYS]]
+    pair = ["key", "group"]
+    sent = (ev[ev["kind"] == "sent"].sort_values("t_client_ns", kind="stable")
+            .drop_duplicates("key")[["key", "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
             .rename(columns={"t_client_ns": "sent_ns"}))
     sent["origin_topic"] = sent["origin_topic"].fillna(sent["topic"])  # the producer's topic is the origin
     # Nullable integers: times stay exact (ns) through the outer merges below.
     sent = sent.drop(columns="topic").astype({"sent_ns": "Int64"})
     owed = _owed(sent, subscriptions).drop(columns="intended_group")
 
-    recv = ev[ev["kind"] == "received"][[*PAIR, "message_id", "delivery_attempt", "t_client_ns", "tag"]].copy()
+    recv = ev[ev["kind"] == "received"][[*pair, "delivery_attempt", "t_client_ns", "tag"]]
     recv = recv.rename(columns={"tag": "received_tag"})
-    # A body the harness cannot read has no ledger id: the delivery is still counted, by message id.
-    unreadable = recv["ledger_id"].isna()
-    recv.loc[unreadable, "ledger_id"] = "message:" + recv.loc[unreadable, "message_id"].astype(str)
-    acked = (ev[ev["kind"] == "acked"].groupby(PAIR, dropna=False)["t_client_ns"].min()
+    acked = (ev[ev["kind"] == "acked"].groupby(pair, dropna=False)["t_client_ns"].min()
              .rename("acked_ns").astype("Int64").reset_index())
-    dead = (ev[ev["kind"] == "dlq_seen"].groupby(PAIR, dropna=False)["t_client_ns"].min()
+    dead = (ev[ev["kind"] == "dlq_seen"].groupby(pair, dropna=False)["t_client_ns"].min()
             .rename("dead_lettered_ns").astype("Int64").reset_index())
     failed_nack = (ev["kind"] == "error") & ev["detail"].fillna("").str.startswith(NACK_FAILURE_PREFIX)
-    nacks = ev[(ev["kind"] == "nacked") | failed_nack][[*PAIR, "delivery_attempt"]].dropna()
+    nacks = ev[(ev["kind"] == "nacked") | failed_nack][[*pair, "delivery_attempt"]].dropna()
     explained = (nacks.assign(delivery_attempt=nacks["delivery_attempt"] + 1).drop_duplicates()
                  .assign(explained=True))
-    retries = explained.groupby(PAIR, dropna=False).size().rename("retries").reset_index()
+    retries = explained.groupby(pair, dropna=False).size().rename("retries").reset_index()
 
-    r = (recv.merge(explained, on=[*PAIR, "delivery_attempt"], how="left").merge(acked, on=PAIR, how="left")
-         .merge(sent[[*KEYS, "tag"]], on=KEYS, how="left"))
+    r = (recv.merge(explained, on=[*pair, "delivery_attempt"], how="left").merge(acked, on=pair, how="left")
+         .merge(sent[["key", "tag"]], on="key", how="left"))
     r["tag_changed"] = r["received_tag"].fillna("") != r["tag"].fillna("")
     r["unexplained"] = (r["delivery_attempt"] > 1) & r["explained"].isna()
-    r["repeat"] = r.duplicated([*PAIR, "delivery_attempt"])
+    r["repeat"] = r.duplicated([*pair, "delivery_attempt"])
     r["after_ack"] = r["acked_ns"].notna() & (r["t_client_ns"] > r["acked_ns"])
-    per_pair = r.groupby(PAIR, dropna=False).agg(
+    per_pair = r.groupby(pair, dropna=False).agg(
         deliveries=("t_client_ns", "size"), max_attempt=("delivery_attempt", "max"),
         first_received_ns=("t_client_ns", "min"), unexplained=("unexplained", "sum"), repeat=("repeat", "sum"),
         after_ack=("after_ack", "sum"), tag_changed=("tag_changed", "any")).reset_index()
     per_pair["first_received_ns"] = per_pair["first_received_ns"].astype("Int64")
 
-    rows = (owed.merge(per_pair, on=PAIR, how="left").merge(acked, on=PAIR, how="left")
-            .merge(dead, on=PAIR, how="left").merge(retries, on=PAIR, how="left"))
+    rows = (owed.merge(per_pair, on=pair, how="left").merge(acked, on=pair, how="left")
+            .merge(dead, on=pair, how="left").merge(retries, on=pair, how="left"))
     rows["allowed_deliveries"] = rows["group"].map(dict(allowed_deliveries))
     rows["class"] = _owed_class(rows)
     rows["why"] = _why(rows)
 
     # Seen somewhere nobody was owed: delivered, or found in a DLQ without a delivery the harness saw.
-    seen = per_pair.merge(dead, on=PAIR, how="outer")
-    stray = seen.merge(owed[PAIR].assign(owed=True), on=PAIR, how="left")
+    seen = per_pair.merge(dead, on=pair, how="outer")
+    stray = seen.merge(owed[pair].assign(owed=True), on=pair, how="left")
     stray = stray[stray["owed"].isna()].drop(columns="owed")
-    known = stray.merge(sent[[*KEYS, "origin_topic", "cycle", "sent_ns", "tag"]], on=KEYS, how="left")
+    known = stray.merge(sent[["key", "origin_topic", "cycle", "sent_ns", "tag"]], on="key", how="left")
     known["class"] = known["sent_ns"].notna().map({True: "cross_topic", False: "unknown"})
     known["why"] = known["class"].map({"cross_topic": "delivered to a group it was not sent for",
                                        "unknown": "not sent by this run"})
-    out = pd.concat([rows, known], ignore_index=True)
+    out = (pd.concat([rows, known], ignore_index=True) if len(known) else rows).merge(names, on="key", how="left")
     for c in COLUMNS:
         if c not in out.columns:
             out[c] = None

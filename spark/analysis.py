@@ -6,7 +6,7 @@ writer derived) with harness.latency's own functions: one definition for workers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import pandas as pd
 import pyarrow as pa
@@ -105,32 +105,58 @@ def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[s
 _ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double"}
 
 
-def _per_run(events: DataFrame, rows: Callable[[pd.DataFrame], pd.DataFrame], schema: pa.Schema) -> DataFrame:
-    """A pandas function of one run's events, run on every run (applyInPandas), with ``schema``'s columns;
-    integer columns travel as nullable integers so a missing time stays missing, not NaN."""
+def _per_group(events: DataFrame, by: list[str], rows: Callable[[pd.DataFrame], pd.DataFrame],
+               schema: pa.Schema) -> DataFrame:
+    """A pandas function of each ``by`` group's events (applyInPandas), with ``schema``'s columns; integer
+    columns travel as nullable integers so a missing time stays missing, not NaN."""
     ints = [f.name for f in schema if str(f.type).startswith("int")]
 
-    def one_run(pdf: pd.DataFrame) -> pd.DataFrame:
+    def one(pdf: pd.DataFrame) -> pd.DataFrame:
         return rows(pdf).astype(dict.fromkeys(ints, "Int64"))
 
-    ddl = ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in schema)
-    return events.groupBy("run_id").applyInPandas(one_run, ddl)
+    return events.groupBy(*by).applyInPandas(one, _ddl(schema))
+
+
+def _ddl(schema: pa.Schema) -> str:
+    return ", ".join(f"`{f.name}` {_ARROW_TO_DDL[str(f.type)]}" for f in schema)
 
 
 def ledger(events: DataFrame,
            routing: Mapping[str, tuple[message_ledger.Subscriptions, Mapping[str, int]]]) -> DataFrame:
-    """harness.ledger's classification, one run at a time (a run is one scenario): one row per (message,
-    group). ``routing``: run id -> (topic -> groups -> tag filters, group -> deliveries allowed)."""
+    """harness.ledger's classification: one row per (message, group). ``routing``: run id -> (topic ->
+    groups -> tag filters, group -> deliveries allowed).
+
+    classify keys everything by message, so the events split by message give the same rows as a whole run:
+    they are spread over the partitions by (run, variant, message), which keeps every event of a message
+    together (a delivery whose body had no ledger id goes by its message id, as classify counts it; other
+    events without one stay together), and each partition is classified run by run, in Arrow batches."""
     plain = {run: ({t: {g: list(f) for g, f in gs.items()} for t, gs in subs.items()}, dict(allowed))
              for run, (subs, allowed) in routing.items()}
-    wanted = events.filter(F.col("kind").isin(list(message_ledger.KINDS)))
-    return _per_run(wanted, lambda pdf: message_ledger.classify(pdf, *plain[pdf["run_id"].iloc[0]]),
-                    message_ledger.SCHEMA)
+    by_message = F.when(F.col("ledger_id").isNull() & (F.col("kind") == "received"), F.col("message_id")) \
+        .otherwise(F.coalesce(F.col("ledger_id"), F.lit("")))
+    wanted = (events.filter(F.col("kind").isin(list(message_ledger.KINDS)))
+              .select(*message_ledger.INPUT_COLUMNS)
+              .repartition("run_id", "variant", by_message))
+
+    def classify_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(batches)
+        if not batches:
+            return
+        # Arrow-backed strings: no Python object per cell, and faster joins on them. (Nothing here may
+        # name this module's globals: the function travels to Python workers without a SparkContext.)
+        ev = pa.Table.from_batches(batches).to_pandas(
+            types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_string(t) else None)
+        for run, part in ev.groupby("run_id", sort=False):
+            rows = message_ledger.classify(part, *plain[run])
+            yield from pa.Table.from_pandas(rows, schema=message_ledger.SCHEMA, preserve_index=False).to_batches()
+
+    return wanted.mapInArrow(classify_partition, _ddl(message_ledger.SCHEMA))
 
 
 def fifo(events: DataFrame) -> DataFrame:
     """harness.ordering's rows of FIFO messages, one run at a time (runs without message groups give none)."""
-    return _per_run(events.filter(F.col("message_group").isNotNull()), ordering.fifo_rows, ordering.SCHEMA)
+    return _per_group(events.filter(F.col("message_group").isNotNull()), ["run_id"], ordering.fifo_rows,
+                      ordering.SCHEMA)
 
 
 def dlq_reader_errors(events: DataFrame) -> DataFrame:
@@ -159,21 +185,17 @@ def per_variant(events: DataFrame, retries: DataFrame, outcomes: DataFrame, ledg
         F.sum((F.col("kind") == "empty_poll").cast("long")).alias("empty_polls"),
         F.sum((F.col("kind") == "error").cast("long")).alias("errors"),
     )
-    sent = events.filter(F.col("kind") == "sent").select(*by, ledger.alias("lid")).distinct()
-    recv = events.filter(F.col("kind") == "received").select(*by, ledger.alias("lid")).distinct()
-    acked = events.filter(F.col("kind") == "acked").select(*by, ledger.alias("lid")).distinct()
-    on = [*by, "lid"]
-    ledger_counts = (
-        sent.withColumn("is_sent", F.lit(1))
-        .join(recv.withColumn("is_recv", F.lit(1)), on=on, how="full")
-        .join(acked.withColumn("is_acked", F.lit(1)), on=on, how="left")
-        .groupBy(*by).agg(
-            F.sum(F.col("is_sent")).alias("ledger_sent"),
-            F.sum(F.when(F.col("is_sent").isNotNull() & F.col("is_recv").isNotNull(), 1)).alias("ledger_received"),
-            F.sum(F.when(F.col("is_sent").isNotNull() & F.col("is_acked").isNotNull(), 1)).alias("ledger_acked"),
-            F.sum(F.when(F.col("is_sent").isNotNull() & F.col("is_recv").isNull(), 1)).alias("ledger_never_received"),
-            F.sum(F.when(F.col("is_sent").isNull(), 1)).alias("ledger_unknown_received"),
-        )
+    # Per message (by run and ledger id): sent, received, acked; one shuffle for all three.
+    seen = (events.filter(F.col("kind").isin("sent", "received", "acked"))
+            .groupBy(*by, ledger.alias("lid"))
+            .agg(*[F.max((F.col("kind") == k).cast("int")).alias(k) for k in ("sent", "received", "acked")]))
+    is_sent, is_recv, is_acked = (F.col(k) == 1 for k in ("sent", "received", "acked"))
+    ledger_counts = seen.groupBy(*by).agg(
+        F.sum(is_sent.cast("long")).alias("ledger_sent"),
+        F.sum((is_sent & is_recv).cast("long")).alias("ledger_received"),
+        F.sum((is_sent & is_acked).cast("long")).alias("ledger_acked"),
+        F.sum((is_sent & ~is_recv).cast("long")).alias("ledger_never_received"),
+        F.sum((~is_sent & is_recv).cast("long")).alias("ledger_unknown_received"),
     )
     dups = (
         events.filter(F.col("kind") == "received")

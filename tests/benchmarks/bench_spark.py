@@ -1,5 +1,7 @@
-"""Benchmark of the Spark comparison on generated archives of 1M and 10M events (local[2]).
-Run by `make bench`; writes bench-results/spark.json. Asserts nothing."""
+"""Benchmark of the Spark comparison on generated archives of 1M and 10M events (local[2]), beside a
+single-node baseline: DuckDB (2 threads) on the same Parquet computing the same wakeup and redelivery
+percentiles and message counts, so the price of Spark is visible. Run by `make bench`; writes
+bench-results/spark.json. Asserts nothing."""
 
 from __future__ import annotations
 
@@ -36,6 +38,10 @@ def _variant_table(run_id: str, variant: str, messages: int, rng: np.random.Gene
     attempt = np.tile(np.array([0, 1, 1, 2, 2], dtype=np.int32), messages)
     store_col = np.stack([np.zeros(messages), t0 + 1, np.zeros(messages), store, np.zeros(messages)], axis=1).ravel()
     has_store = np.tile(np.array([False, True, False, True, False]), messages)
+    # The polls that returned the deliveries started 5 ms before the first and 6 ms before the retry copy
+    # was stored: every retry is a wakeup.
+    poll = np.stack([np.zeros(messages), t0 * MS, np.zeros(messages), (store - 6) * MS, np.zeros(messages)],
+                    axis=1).ravel().astype(np.int64)
     inv = np.tile(np.array([0, 15_000, 1000, 15_000, 0]), messages)
     has_inv = np.tile(np.array([False, True, True, True, False]), messages)
     ledger = np.repeat(np.char.add("worker-1-m", i.astype(str)), 5)
@@ -49,6 +55,7 @@ def _variant_table(run_id: str, variant: str, messages: int, rng: np.random.Gene
         "delivery_attempt": pa.array(attempt, mask=attempt == 0), "t_client_ns": pa.array(t),
         "store_ts_ms": pa.array(store_col.astype(np.int64), mask=~has_store),
         "invisible_ms": pa.array(inv.astype(np.int64), mask=~has_inv),
+        "poll_started_ns": pa.array(poll, mask=~has_store),
     })
     return pa.table(cols, schema=SCHEMA)
 
@@ -67,6 +74,59 @@ def make_archive(runs: Path, events: int) -> Path:
         harness_version="bench", harness_git_sha=None,
         host=HostInfo(hostname="bench", cpus=2, memory_gib=24, python="", java="", platform=""),
         started_at="", ended_at="", duration_s=0.0))
+
+
+# Per variant: retry wakeups (the poll was waiting when the retry copy was stored) and redelivery against the
+# latest nack of the attempt before, as harness.latency defines them; messages sent, received, acked, never
+# received; deliveries beyond one per (message, attempt).
+DUCKDB_SQL = """
+with ev as (select * from read_parquet(?)),
+retries as (
+  select variant, run_id, "group", ledger_id, delivery_attempt, t_client_ns, store_ts_ms, poll_started_ns
+  from ev where kind = 'received' and delivery_attempt > 1),
+nacks as (
+  select variant, run_id, "group", ledger_id, delivery_attempt + 1 as delivery_attempt,
+         arg_max(t_client_ns / 1e6 + invisible_ms, t_client_ns) as due_ms
+  from ev where kind = 'nacked' group by all),
+lat as (
+  select r.variant,
+         quantile_cont(case when r.poll_started_ns / 1e6 <= r.store_ts_ms
+                            then r.t_client_ns / 1e6 - r.store_ts_ms end, [0.5, 0.9]) as wakeup_ms,
+         quantile_cont(case when coalesce(r.poll_started_ns / 1e6 <= r.store_ts_ms, false) = false
+                            then r.t_client_ns / 1e6 - r.store_ts_ms end, [0.5, 0.9]) as pickup_ms,
+         quantile_cont(r.t_client_ns / 1e6 - n.due_ms, [0.5, 0.9]) as redelivery_ms
+  from retries r left join nacks n using (variant, run_id, "group", ledger_id, delivery_attempt)
+  group by r.variant),
+msgs as (
+  select variant, max(kind = 'sent') as s, max(kind = 'received') as r, max(kind = 'acked') as a
+  from ev where kind in ('sent', 'received', 'acked') group by variant, run_id, ledger_id),
+counts as (
+  select variant, sum(s::int) as sent, sum((s and r)::int) as received, sum((s and a)::int) as acked,
+         sum((s and not r)::int) as never_received from msgs group by variant),
+dups as (
+  select variant, sum(n - 1) as duplicate_deliveries from (
+    select variant, count(*) as n from ev where kind = 'received'
+    group by variant, run_id, "group", ledger_id, delivery_attempt) group by variant)
+select lat.variant, wakeup_ms, pickup_ms, redelivery_ms, sent, received, acked, never_received, duplicate_deliveries
+from lat join counts on lat.variant = counts.variant join dups on lat.variant = dups.variant order by lat.variant
+"""
+
+
+def duckdb_baseline(archive: Path, threads: int = 2) -> dict:
+    import duckdb
+
+    t = time.monotonic()
+    con = duckdb.connect(config={"threads": threads})
+    con.execute("set enable_progress_bar = false")
+    rows = con.execute(DUCKDB_SQL, [str(archive / "events" / "*.parquet")]).fetchall()
+    cols = [d[0] for d in con.description]
+    con.close()
+    out = {"seconds": round(time.monotonic() - t, 1), "threads": threads}
+    for row in rows:
+        r = dict(zip(cols, row, strict=True))
+        variant = r.pop("variant")
+        out[variant] = {k: [round(x, 1) for x in v] if isinstance(v, list) else v for k, v in r.items()}
+    return out
 
 
 def _peak_rss(proc: subprocess.Popen) -> dict[str, int]:
@@ -99,10 +159,19 @@ def main() -> None:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             peak = _peak_rss(proc)
             wall = time.monotonic() - t
+            report = Path(tmp) / f"report-{events}"
+            summary = json.loads((report / "summary.json").read_text()) if proc.returncode == 0 else {}
+            metrics = ("wakeup_ms", "pickup_ms", "redelivery_ms")
+            spark_says = {r["variant"]: {m: [r[m]["p50"], r[m]["p90"]] for m in metrics}
+                          | {"sent": r["sent"], "never_received": r["ledger"]["never_received"]}
+                          for r in summary.get("per_variant", [])}
+            duck = duckdb_baseline(archive)
             results.append({"events": events, "generate_s": round(gen_s, 1), "compare_wall_s": round(wall, 1),
                             "exit_code": proc.returncode, "peak_rss_mib": peak,
                             "parquet_mb": round(sum(f.stat().st_size for f in (archive / "events").glob("*"))
-                                                / 1e6, 1)})
+                                                / 1e6, 1),
+                            "spark_p50_p90": spark_says, "duckdb": duck,
+                            "spark_over_duckdb": round(wall / duck["seconds"], 1)})
             print(results[-1], flush=True)
     results.append({"note": "peak_rss_mib: largest RSS of each process of the job (python driver, Spark JVM), "
                             "sampled every 0.5 s; master local[2], driver memory 2g"})
