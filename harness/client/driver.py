@@ -59,7 +59,7 @@ class Received:
 
 
 # What send_all takes per message: body, tag, message group (FIFO topics).
-Outgoing = tuple[bytes, "str | None", "str | None"]
+Outgoing = tuple[bytes, str | None, str | None]
 
 
 class Producer(Protocol):
