@@ -105,16 +105,15 @@ def retry_outcomes(events: DataFrame, allowed_deliveries: Mapping[str, Mapping[s
 _ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double"}
 
 
-def _per_group(events: DataFrame, by: list[str], rows: Callable[[pd.DataFrame], pd.DataFrame],
-               schema: pa.Schema) -> DataFrame:
-    """A pandas function of each ``by`` group's events (applyInPandas), with ``schema``'s columns; integer
-    columns travel as nullable integers so a missing time stays missing, not NaN."""
+def _per_run(events: DataFrame, rows: Callable[[pd.DataFrame], pd.DataFrame], schema: pa.Schema) -> DataFrame:
+    """A pandas function of one run's events, run on every run (applyInPandas), with ``schema``'s columns;
+    integer columns travel as nullable integers so a missing time stays missing, not NaN."""
     ints = [f.name for f in schema if str(f.type).startswith("int")]
 
     def one(pdf: pd.DataFrame) -> pd.DataFrame:
         return rows(pdf).astype(dict.fromkeys(ints, "Int64"))
 
-    return events.groupBy(*by).applyInPandas(one, _ddl(schema))
+    return events.groupBy("run_id").applyInPandas(one, _ddl(schema))
 
 
 def _ddl(schema: pa.Schema) -> str:
@@ -155,8 +154,7 @@ def ledger(events: DataFrame,
 
 def fifo(events: DataFrame) -> DataFrame:
     """harness.ordering's rows of FIFO messages, one run at a time (runs without message groups give none)."""
-    return _per_group(events.filter(F.col("message_group").isNotNull()), ["run_id"], ordering.fifo_rows,
-                      ordering.SCHEMA)
+    return _per_run(events.filter(F.col("message_group").isNotNull()), ordering.fifo_rows, ordering.SCHEMA)
 
 
 def dlq_reader_errors(events: DataFrame) -> DataFrame:

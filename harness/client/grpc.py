@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from harness.client import remoting
 from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
 from harness.endpoints import Endpoints
 
+T = TypeVar("T")
+R = TypeVar("R")
 _CLIENT_LOGGER = "rocketmq-python-client"
 REQUEST_TIMEOUT_S = 10
 SETTINGS_TIMEOUT_S = 10
@@ -60,6 +64,17 @@ def to_delivery(m: object) -> Delivery:
                     store_ts_ms=int(store), born_ts_ms=m.born_timestamp, handle=m, tag=m.tag or None)
 
 
+def _each(call: Callable[[T], R], items: list[T]) -> list[R | Exception]:
+    """``call`` on every item, one after another; an item's error is its result and does not stop the rest."""
+    out: list[R | Exception] = []
+    for item in items:
+        try:
+            out.append(call(item))
+        except Exception as e:  # noqa: BLE001 - every client failure is data
+            out.append(e)
+    return out
+
+
 class GrpcProducer:
     def __init__(self, client: object, topic: str, rmq: ModuleType, offload: Offload) -> None:
         self._client = client
@@ -83,16 +98,7 @@ class GrpcProducer:
 
     def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
         # The client sends one message per request; one trip through the thread bridge for all of them.
-        def each() -> list[str | Exception]:
-            out: list[str | Exception] = []
-            for m in messages:
-                try:
-                    out.append(self._client.send(self._message(*m)).message_id)
-                except Exception as e:  # noqa: BLE001 - one failed send does not stop the others
-                    out.append(e)
-            return out
-
-        return self._offload(each)
+        return self._offload(lambda: _each(lambda m: self._client.send(self._message(*m)).message_id, messages))
 
 
 class GrpcPopConsumer:
@@ -112,17 +118,7 @@ class GrpcPopConsumer:
 
     def ack_all(self, deliveries: list[Delivery]) -> list[Exception | None]:
         # The client acks one message per request; one trip through the thread bridge for all of them.
-        def each() -> list[Exception | None]:
-            out: list[Exception | None] = []
-            for d in deliveries:
-                try:
-                    self._client.ack(d.handle)
-                    out.append(None)
-                except Exception as e:  # noqa: BLE001 - one failed ack does not stop the others
-                    out.append(e)
-            return out
-
-        return self._offload(each)
+        return self._offload(lambda: _each(lambda d: self._client.ack(d.handle), deliveries))
 
     def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
         # The client fills Duration.seconds only: whole seconds reach the broker.

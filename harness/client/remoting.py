@@ -218,10 +218,16 @@ def invoke(address: str, cmd: Command, timeout_s: float = 5.0) -> Command:
         conn.close()
 
 
+def failure(resp: Command, what: str) -> RemotingError | None:
+    """None when ``resp`` is a success; otherwise the RemotingError naming ``what`` and the code."""
+    return None if resp.code == SUCCESS else RemotingError(f"{what} failed: code {resp.code}: {resp.remark}")
+
+
 def check(resp: Command, what: str) -> Command:
-    """``resp`` when it is a success; RemotingError naming ``what`` and the code otherwise."""
-    if resp.code != SUCCESS:
-        raise RemotingError(f"{what} failed: code {resp.code}: {resp.remark}")
+    """``resp`` when it is a success; raises its ``failure`` otherwise."""
+    err = failure(resp, what)
+    if err is not None:
+        raise err
     return resp
 
 

@@ -43,6 +43,16 @@ class Receipt:
     handle: PopHandle
 
 
+def _pipelined(conn: Connection, cmds: list[Command], what: str) -> list[Exception | None]:
+    """Send ``cmds`` together on ``conn``; per command None (success) or its error (a transport error is
+    every command's)."""
+    try:
+        responses = conn.calls(cmds, REQUEST_TIMEOUT_S)
+    except remoting.RemotingError as e:
+        return [e] * len(cmds)
+    return [remoting.failure(r, what) for r in responses]
+
+
 class RemotingProducer:
     def __init__(self, conn: Connection, topic: str, write_queues: int) -> None:
         self._conn = conn
@@ -74,18 +84,8 @@ class RemotingProducer:
 
     def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
         requests = [self._request(*m) for m in messages]
-        try:
-            responses = self._conn.calls([cmd for _, cmd in requests], REQUEST_TIMEOUT_S)
-        except remoting.RemotingError as e:
-            return [e] * len(messages)
-        out: list[str | Exception] = []
-        for (msg_id, _), resp in zip(requests, responses, strict=True):
-            try:
-                remoting.check(resp, f"send to {self.topic}")
-                out.append(msg_id)
-            except remoting.RemotingError as e:
-                out.append(e)
-        return out
+        errors = _pipelined(self._conn, [cmd for _, cmd in requests], f"send to {self.topic}")
+        return [msg_id if err is None else err for (msg_id, _), err in zip(requests, errors, strict=True)]
 
 
 class RemotingPopConsumer:
@@ -130,18 +130,7 @@ class RemotingPopConsumer:
         # One ACK_MESSAGE per delivery, written together and answered together (a pipeline, not the
         # broker's batch ack: each message keeps its own request and its own answer).
         cmds = [Command(remoting.ACK_MESSAGE, self._fields(d.handle)) for d in deliveries]
-        try:
-            responses = self._conn.calls(cmds, REQUEST_TIMEOUT_S)
-        except remoting.RemotingError as e:
-            return [e] * len(deliveries)
-        out: list[Exception | None] = []
-        for resp in responses:
-            try:
-                remoting.check(resp, f"ack on {self.topic} as {self.group}")
-                out.append(None)
-            except remoting.RemotingError as e:
-                out.append(e)
-        return out
+        return _pipelined(self._conn, cmds, f"ack on {self.topic} as {self.group}")
 
     def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
         receipt: Receipt = delivery.handle
