@@ -31,7 +31,7 @@ from harness.observability.prometheus import ScrapeTarget
 from harness.scenario import Scenario
 from harness.site import Site, SiteFactory, local_site
 from harness.variants import Variant, with_probe
-from harness.workload.fleet import GRACE_S, LocustFleet, Progress
+from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]
 SCRAPE_INTERVAL_S = 1.0
@@ -70,12 +70,13 @@ def create_resources(ep: Endpoints, scenario: Scenario) -> None:
         d.close()
 
 
-def scrape_targets(run_id: str, endpoints: Sequence[Endpoints], worker_ports: dict[str, dict[str, int]],
-                   advertise_host: str) -> list[ScrapeTarget]:
+def scrape_targets(run_id: str, endpoints: Sequence[Endpoints],
+                   worker_metrics: dict[str, dict[str, str]]) -> list[ScrapeTarget]:
+    """``worker_metrics``: variant -> worker -> host:port of its metrics."""
     targets = []
     for ep in endpoints:
-        targets += [ScrapeTarget("workers", f"{advertise_host}:{port}", ep.variant, run_id)
-                    for port in worker_ports[ep.variant].values()]
+        targets += [ScrapeTarget("workers", address, ep.variant, run_id)
+                    for address in worker_metrics[ep.variant].values()]
         targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(ep.metrics).netloc, ep.variant, run_id))
         if ep.probe:
             targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(ep.probe).netloc, ep.variant, run_id))
@@ -126,9 +127,9 @@ class Run:
             clocks = {ep.variant: self._clock_offset(ep) for ep in endpoints}
             for ep in endpoints:
                 create_resources(ep, self.scenario)
-            fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, site.bind_host,
-                                site.worker_port, log=self.log)
-            prom.start(scrape_targets(self.run_id, endpoints, fleet.ports, site.advertise_host), SCRAPE_INTERVAL_S)
+            workers = site.workers or ProcessWorkers(site.bind_host, site.advertise_host, site.worker_port)
+            fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, workers, log=self.log)
+            prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()
             fleet.start()

@@ -14,6 +14,7 @@ from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.observability.prometheus import Prometheus
 from harness.process import free_port
+from harness.workers import WorkerStarter
 
 Log = Callable[[str], None]
 # A run's brokers and their stores are thrown away after it; their logs are complete by then.
@@ -24,9 +25,11 @@ RUN_BROKER_STOP_S = 5.0
 class Site:
     backend: Backend
     prometheus: Prometheus
-    bind_host: str  # where Locust workers serve their metrics
+    bind_host: str  # where Locust worker processes serve their metrics
     advertise_host: str  # how Prometheus reaches them
     worker_port: Callable[[int], int]  # the n-th worker of the run (0-based) -> its metrics port
+    # What starts the workers; None: processes beside each master, with the three settings above.
+    workers: WorkerStarter | None = None
 
 
 SiteFactory = Callable[[Path, Log], Site]

@@ -1,8 +1,10 @@
-"""The Locust processes of a run: per variant one master and the scenario's workers, all started at once
-so every variant sees the same machine; start, follow, stop.
+"""The Locust side of a run: per variant one master and the scenario's workers, all started at once so
+every variant sees the same machine; start, follow, stop.
 
-Workers are started through harness.workload.launch (the gevent patching the gRPC client survives) and
-each gets its WorkloadSpec as a file named by ENV_SPEC.
+The fleet decides everything about the workers (their command line, their specs, where they serve metrics,
+the check that every worker's events arrived); a WorkerStarter (harness.workers) only starts them: as
+processes beside the master (ProcessWorkers, here) or as pods (harness.backends.k8s.workers). Workers run
+through harness.workload.launch (the gevent patching the gRPC client survives).
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from harness.endpoints import Endpoints
 from harness.errors import HarnessError
 from harness.paths import REPO_ROOT
 from harness.scenario import Scenario
-from harness.workload.spec import ENV_SPEC, MASTER, WorkloadSpec
+from harness.workers import ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
+from harness.workload import shipping
+from harness.workload.spec import MASTER, WorkloadSpec
 
 LOCUSTFILE = REPO_ROOT / "workloads" / "locustfile.py"
-# After the run time, Locust needs a moment to stop users and workers to write their events.
+# After the run time, Locust needs a moment to stop users and workers to write (or send) their events.
 GRACE_S = 90.0
+# Worker pods get this long on top to be scheduled and started.
+START_S = 300
 
 
 @dataclass
@@ -43,9 +49,10 @@ class Progress:
         return self.wakeup_sum_s / self.retries if self.retries else None
 
 
-def _scrape_one(opener: urllib.request.OpenerDirector, port: int) -> Progress | None:
+def _scrape_one(opener: urllib.request.OpenerDirector, address: int | str) -> Progress | None:
+    where = f"127.0.0.1:{address}" if isinstance(address, int) else address
     try:
-        text = opener.open(f"http://127.0.0.1:{port}/metrics", timeout=1).read().decode()
+        text = opener.open(f"http://{where}/metrics", timeout=1).read().decode()
     except OSError:
         return None
     p = Progress()
@@ -62,12 +69,13 @@ def _scrape_one(opener: urllib.request.OpenerDirector, port: int) -> Progress | 
     return p
 
 
-def scrape(ports: Sequence[int], last: dict[int, Progress] | None = None) -> Progress | None:
-    """Sum the workers' counters; None when no worker answered (not started yet, or already gone). With
-    ``last`` (port -> its previous answer, updated here), a worker too busy to answer within a second counts
-    with what it said before, so a sum never drops (a busy producer's worker once showed "sent 0")."""
+def scrape(ports: Sequence[int | str], last: dict[int | str, Progress] | None = None) -> Progress | None:
+    """Sum the workers' counters; None when no worker answered (not started yet, or already gone). ``ports``:
+    a loopback port, or host:port. With ``last`` (port -> its previous answer, updated here), a worker too
+    busy to answer within a second counts with what it said before, so a sum never drops (a busy producer's
+    worker once showed "sent 0")."""
     last = {} if last is None else last
-    # Loopback only: never through an HTTP proxy from the environment.
+    # Never through an HTTP proxy from the environment.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     for port in ports:
         got = _scrape_one(opener, port)
@@ -79,118 +87,204 @@ def scrape(ports: Sequence[int], last: dict[int, Progress] | None = None) -> Pro
     return Progress(*(sum(getattr(p, f) for p in seen) for f in ("sent", "deliveries", "retries", "wakeup_sum_s")))
 
 
+def locust_command() -> list[str]:
+    """Locust with the harness's workload, before the master's or a worker's own options."""
+    return [sys.executable, "-m", "harness.workload.launch", "-f", str(LOCUSTFILE)]
+
+
+def worker_command(master_host: str, master_port: int) -> list[str]:
+    """Every Locust worker's command line, process or pod (a process adds its log file)."""
+    return [*locust_command(), "--worker", "--master-host", master_host, "--master-port", str(master_port)]
+
+
+# What the command needs besides its spec: the harness importable from the locustfile.
+WORKER_ENV = {"PYTHONPATH": str(REPO_ROOT)}
+
+
+def missing_events(shard_dir: Path, names: Sequence[str], shipped: bool) -> list[str]:
+    """The workers whose events are not in ``shard_dir``: no shard, or (sent over) no receipt."""
+    return [w for w in names if not any(shard_dir.glob(f"{w}-*.parquet"))
+            or (shipped and not shipping.receipt(shard_dir, w).is_file())]
+
+
+class ProcessWorkers:
+    """Workers as processes beside their master, on this host (the local backend)."""
+
+    master_bind = master_host = "127.0.0.1"
+    ship_files = False
+
+    def __init__(self, bind_host: str, advertise_host: str, worker_port: Callable[[int], int]) -> None:
+        self.bind_host = bind_host
+        self.advertise_host = advertise_host
+        self.worker_port = worker_port
+        self.plans: dict[str, WorkerPlan] = {}
+        self.pids: dict[str, dict[str, int]] = {}
+
+    def placement(self, n: int) -> Placement:
+        return Placement(self.bind_host, self.worker_port(n))
+
+    def prepare(self, plans: Sequence[WorkerPlan]) -> dict[str, dict[str, str]]:
+        self.plans = {p.variant: p for p in plans}
+        return {p.variant: {w: f"{self.advertise_host}:{pl.metrics_port}" for w, pl in p.placements.items()}
+                for p in plans}
+
+    def start(self, variant: str) -> None:
+        plan = self.plans[variant]
+        env = {**os.environ, **plan.env}
+        self.pids[variant] = {}
+        for name in plan.names:
+            spec = plan.work / f"spec-{name}.json"
+            spec.write_text(plan.specs[name])
+            self.pids[variant][name] = process.spawn(
+                [*plan.command, "--logfile", str(plan.logs / f"locust-{name}.log")],
+                plan.logs / f"locust-{name}.out", cwd=plan.work, env={**env, ENV_SPEC: str(spec)},
+                die_with_parent=True,
+            )
+
+    def running(self, variant: str) -> bool:
+        return any(process.exit_code(p) is None for p in self.pids.get(variant, {}).values())
+
+    def exit_codes(self, variant: str) -> dict[str, int | None]:
+        return {name: process.exit_code(pid) for name, pid in self.pids.get(variant, {}).items()}
+
+    def where(self, variant: str, worker: str) -> str:
+        return ""
+
+    def stop(self) -> None:
+        process.stop_children([p for pids in self.pids.values() for p in pids.values()])
+
+
 @dataclass
 class LocustGroup:
     """The Locust master and workers driving one variant."""
 
     variant: str
     master: int
-    workers: dict[str, int]  # worker name -> pid
-    metrics_ports: dict[str, int]
+    workers: tuple[str, ...]
+    metrics: dict[str, str]  # worker name -> host:port of its metrics
     shard_dir: Path
     logs: Path
     exit_codes: dict[str, int | None] = field(default_factory=dict)
-
-    def pids(self) -> list[int]:
-        return [self.master, *self.workers.values()]
-
-    def running(self) -> bool:
-        return any(process.exit_code(p) is None for p in self.pids())
 
 
 class LocustFleet:
     """Locust for every variant of one run.
 
     ``out(kind, variant)`` names the archive directory for Locust's output ("locust") and logs ("logs");
-    ``worker_port(n)`` the metrics port of the run's n-th worker (0-based), served on ``bind_host``.
+    ``workers`` starts the workers (processes beside the master unless told otherwise). ``prepare()`` gives
+    where every worker serves its metrics before anything runs (Prometheus is told first); ``start()`` starts.
     """
 
     def __init__(self, run_id: str, scenario: Scenario, endpoints: Sequence[Endpoints], work: Path,
-                 out: Callable[[str, str], Path], bind_host: str, worker_port: Callable[[int], int],
+                 out: Callable[[str, str], Path], workers: WorkerStarter,
                  log: Callable[[str], None] = print) -> None:
         self.run_id = run_id
         self.scenario = scenario
         self.endpoints = list(endpoints)
         self.work = work
         self.out = out
-        self.bind_host = bind_host
+        self.workers = workers
         self.log = log
-        n = scenario.workers
-        self.ports = {ep.variant: {f"worker-{i}": worker_port(k * n + i - 1) for i in range(1, n + 1)}
-                      for k, ep in enumerate(self.endpoints)}
+        self.plans: dict[str, WorkerPlan] = {}
+        self.metrics: dict[str, dict[str, str]] = {}  # variant -> worker -> host:port of its metrics
         self.groups: list[LocustGroup] = []
 
     @property
     def shard_dirs(self) -> dict[str, Path]:
         return {g.variant: g.shard_dir for g in self.groups}
 
+    def _shard_dir(self, variant: str) -> Path:
+        return self.work / "locust" / variant / "events"
+
+    def _spec(self, ep: Endpoints, worker: str, placement: Placement | None = None) -> WorkloadSpec:
+        logs = self.out("logs", ep.variant)
+        where = {"events_dir": self._shard_dir(ep.variant), "client_log_dir": logs / "client"}
+        if placement is not None:
+            where.update({"metrics_host": placement.metrics_host, "metrics_port": placement.metrics_port})
+            where.update({k: v for k, v in (("events_dir", placement.events_dir),
+                                            ("client_log_dir", placement.client_log_dir)) if v is not None})
+        return WorkloadSpec(run_id=self.run_id, variant=ep.variant, scenario=self.scenario, endpoints=ep,
+                            worker=worker, ship_files=self.workers.ship_files, **where)
+
+    def prepare(self) -> dict[str, dict[str, str]]:
+        """Plan every variant's workers and get them ready; variant -> worker -> host:port of its metrics."""
+        n = self.scenario.workers
+        deadline = int(self.scenario.run_time_s + GRACE_S + START_S)
+        for k, ep in enumerate(self.endpoints):
+            work = self.work / "locust" / ep.variant
+            self._shard_dir(ep.variant).mkdir(parents=True, exist_ok=True)
+            names = tuple(worker_name(i) for i in range(1, n + 1))
+            placements = {w: self.workers.placement(k * n + i) for i, w in enumerate(names)}
+            master_port = process.free_port()
+            self.plans[ep.variant] = WorkerPlan(
+                run_id=self.run_id, variant=ep.variant, names=names, master_host=self.workers.master_host,
+                master_port=master_port, command=tuple(worker_command(self.workers.master_host, master_port)),
+                env=WORKER_ENV, specs={w: self._spec(ep, w, placements[w]).model_dump_json() for w in names},
+                placements=placements, work=work, logs=self.out("logs", ep.variant), deadline_s=deadline,
+            )
+        self.metrics = self.workers.prepare(list(self.plans.values()))
+        return self.metrics
+
     def start(self) -> None:
+        if not self.plans:
+            self.prepare()
         for ep in self.endpoints:
             self.groups.append(self._start(ep))
+
+    def _running(self, g: LocustGroup) -> bool:
+        return process.exit_code(g.master) is None or self.workers.running(g.variant)
 
     def wait(self, on_tick: Callable[[float, dict[str, Progress]], None] | None = None) -> None:
         """Until every master and worker exited; HarnessError past the scenario's duration and a grace."""
         started = time.monotonic()
         limit = self.scenario.run_time_s + GRACE_S
-        answers: dict[int, Progress] = {}
-        while any(g.running() for g in self.groups):
+        answers: dict[int | str, Progress] = {}
+        while any(self._running(g) for g in self.groups):
             if time.monotonic() - started > limit:
                 raise HarnessError(f"Locust did not finish within {limit:.0f} s; "
                                    f"see {self.groups[0].logs}/locust-master.log")
             if on_tick:
-                counts = {g.variant: scrape(list(g.metrics_ports.values()), answers) for g in self.groups}
+                counts = {g.variant: scrape(list(g.metrics.values()), answers) for g in self.groups}
                 on_tick(time.monotonic() - started, {k: v for k, v in counts.items() if v is not None})
             time.sleep(1.0)
+        # Everything exited: what the workers leave (pods: their logs) is kept, and they are removed.
+        self.workers.stop()
         self._check()
 
     def stop(self) -> None:
-        for g in self.groups:
-            process.stop_children(g.pids())
+        process.stop_children([g.master for g in self.groups])
+        self.workers.stop()
 
     def _check(self) -> None:
         for g in self.groups:
-            g.exit_codes = {name: process.exit_code(pid) for name, pid in {MASTER: g.master, **g.workers}.items()}
-            missing = [w for w in g.workers if not any(g.shard_dir.glob(f"{w}-*.parquet"))]
+            g.exit_codes = {MASTER: process.exit_code(g.master),
+                            **{w: None for w in g.workers}, **self.workers.exit_codes(g.variant)}
+            missing = missing_events(g.shard_dir, g.workers, self.workers.ship_files)
             if missing:
+                where = [f"{w} ({self.workers.where(g.variant, w)})" if self.workers.where(g.variant, w) else w
+                         for w in missing]
                 raise HarnessError(
-                    f"{g.variant}: {', '.join(missing)} wrote no events (exit codes {g.exit_codes}); "
-                    f"see {g.logs}/locust-{missing[0]}.log"
+                    f"{g.variant}: {', '.join(where)} {'sent' if self.workers.ship_files else 'wrote'} no events "
+                    f"(exit codes {g.exit_codes}); see {g.logs}/locust-{missing[0]}.log"
                 )
 
     def _start(self, ep: Endpoints) -> LocustGroup:
         sc = self.scenario
-        work = self.work / "locust" / ep.variant
-        shard_dir = work / "events"
-        shard_dir.mkdir(parents=True, exist_ok=True)
-        logs = self.out("logs", ep.variant)
+        plan = self.plans[ep.variant]
+        logs = plan.logs
         locust_out = self.out("locust", ep.variant)
-        ports = self.ports[ep.variant]
-
-        def spec(worker: str) -> Path:
-            s = WorkloadSpec(run_id=self.run_id, variant=ep.variant, scenario=sc, endpoints=ep, worker=worker,
-                             events_dir=shard_dir, client_log_dir=logs / "client", metrics_host=self.bind_host,
-                             metrics_port=ports.get(worker))
-            return s.write(work / f"spec-{worker}.json")
-
-        master_port = process.free_port()
+        master_spec = self._spec(ep, MASTER).write(plan.work / f"spec-{MASTER}.json")
         users = sc.produce.producers + sc.consumer_count
-        base = [sys.executable, "-m", "harness.workload.launch", "-f", str(LOCUSTFILE)]
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        env = {**os.environ, **WORKER_ENV}
         master = process.spawn(
-            [*base, "--headless", "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-             str(master_port), "--expect-workers", str(sc.workers), "--users", str(users), "--spawn-rate",
-             str(users), "--run-time", f"{int(sc.run_time_s + 1)}s", "--csv", str(locust_out / "stats"),
-             "--csv-full-history", "--html", str(locust_out / "report.html"), "--exit-code-on-error", "0",
-             "--only-summary", "--logfile", str(logs / "locust-master.log")],
-            logs / "locust-master.out", cwd=work, env={**env, ENV_SPEC: str(spec(MASTER))}, die_with_parent=True,
+            [*locust_command(), "--headless", "--master", "--master-bind-host", self.workers.master_bind,
+             "--master-bind-port", str(plan.master_port), "--expect-workers", str(sc.workers), "--users",
+             str(users), "--spawn-rate", str(users), "--run-time", f"{int(sc.run_time_s + 1)}s", "--csv",
+             str(locust_out / "stats"), "--csv-full-history", "--html", str(locust_out / "report.html"),
+             "--exit-code-on-error", "0", "--only-summary", "--logfile", str(logs / "locust-master.log")],
+            logs / "locust-master.out", cwd=plan.work, env={**env, ENV_SPEC: str(master_spec)}, die_with_parent=True,
         )
-        workers = {}
-        for name in ports:
-            workers[name] = process.spawn(
-                [*base, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
-                 "--logfile", str(logs / f"locust-{name}.log")],
-                logs / f"locust-{name}.out", cwd=work, env={**env, ENV_SPEC: str(spec(name))}, die_with_parent=True,
-            )
+        self.workers.start(ep.variant)
         target = ep.grpc if sc.protocol == "grpc" else f"the broker (remoting, name server {ep.namesrv})"
         self.log(f"{ep.variant}: Locust master {master} and {sc.workers} workers driving {target}")
-        return LocustGroup(ep.variant, master, workers, ports, shard_dir, logs)
+        return LocustGroup(ep.variant, master, plan.names, self.metrics[ep.variant], self._shard_dir(ep.variant), logs)
