@@ -1,6 +1,6 @@
 """Where a run happens: this machine, or the load-test pod of a Helm release. The one real difference
 between the two: which backend brings the brokers up, which Prometheus scrapes, and where Locust workers
-serve their metrics. A run takes a Site and never asks which one it got.
+run and serve their metrics. A run takes a Site and never asks which one it got.
 """
 
 from __future__ import annotations
@@ -58,18 +58,23 @@ def _pod_env(name: str) -> str:
 
 def cluster_site(work: Path, log: Log) -> Site:
     """Inside the chart's load-test pod: the release's StatefulSets, the chart's Prometheus (told about the
-    run's targets through HTTP service discovery), worker ports the pod declares."""
+    run's targets through HTTP service discovery), the workers as pods of their own (masters stay here)."""
     from harness.backends.k8s import naming
     from harness.backends.k8s.cluster import K8sBackend
+    from harness.backends.k8s.workers import PodWorkers
     from harness.observability.discovery import DiscoveredPrometheus
 
+    full, namespace, pod_ip = _pod_env(naming.ENV_FULLNAME), _pod_env(naming.ENV_NAMESPACE), _pod_env(naming.ENV_POD_IP)
+    backend = K8sBackend(full, namespace, log=log)
     return Site(
-        backend=K8sBackend(_pod_env(naming.ENV_FULLNAME), _pod_env(naming.ENV_NAMESPACE), log=log),
+        backend=backend,
         prometheus=DiscoveredPrometheus(_pod_env(naming.ENV_PROMETHEUS), "0.0.0.0", naming.SD_PORT,
                                         work / "prometheus"),
         bind_host="0.0.0.0",
-        advertise_host=_pod_env(naming.ENV_POD_IP),
+        advertise_host=pod_ip,
         worker_port=naming.worker_port,
+        workers=PodWorkers(full, namespace, pod_ip, _pod_env(naming.ENV_POD_NAME), _pod_env(naming.ENV_POD_UID),
+                           api_client=backend.api, log=log),
     )
 
 

@@ -89,6 +89,10 @@ def test_values_schema_is_generated_from_the_model():
         ("probe.enabled=maybe", "/probe/enabled"),
         ("fullnameOverride=" + "y" * 50, "longer than 52"),
         ("harnessImage.pullPolicy=Sometimes", "/harnessImage/pullPolicy"),
+        ("loadtest.workers.resources.requests.gpu=1", "invalid propertyName 'gpu'"),
+        ("loadtest.workers.resources.limits.cpu=lots", "/loadtest/workers/resources/limits/cpu"),
+        ("loadtest.workers.replicas=4", "/loadtest/workers"),
+        ("loadtest.workers=null", "/loadtest"),
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):
@@ -116,6 +120,8 @@ def pod_specs(objs: list[dict]) -> list[tuple[str, dict]]:
             out.append((o["metadata"]["name"], o["spec"]["template"]["spec"]))
         elif o["kind"] == "CronJob":
             out.append((o["metadata"]["name"], o["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+        elif o["kind"] == "PodTemplate":
+            out.append((o["metadata"]["name"], o["template"]["spec"]))
     return out
 
 
@@ -283,9 +289,13 @@ def test_load_test_runs_the_harness_with_what_the_chart_mounts(rendered):
             for a in v.agents:
                 assert a.jar in (WAKEUP_FIX_JAR, PROBE_JAR), a.jar
         env = {e["name"]: e for e in harness["env"]}
-        for name in (naming.ENV_FULLNAME, naming.ENV_NAMESPACE, naming.ENV_POD_IP, naming.ENV_PROMETHEUS):
+        for name in (naming.ENV_FULLNAME, naming.ENV_NAMESPACE, naming.ENV_POD_IP, naming.ENV_PROMETHEUS,
+                     naming.ENV_POD_NAME, naming.ENV_POD_UID):
             assert name in env, name
         assert env[naming.ENV_POD_IP]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+        # Its worker pods' owner (deleting this pod deletes them).
+        assert env[naming.ENV_POD_NAME]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        assert env[naming.ENV_POD_UID]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
         assert {"name": "http-sd", "containerPort": naming.SD_PORT} in harness["ports"]
         assert pod["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
 
@@ -311,10 +321,17 @@ def test_role_grants_what_the_backend_calls_and_nothing_cluster_wide(rendered):
         ("", "pods/log"): {"get"},  # container output into the archive
         ("", "pods/exec"): {"create"},  # RocketMQ's log files into the archive
         ("", "configmaps"): {"get", "patch"},  # the run's broker.conf
+        ("", "podtemplates"): {"get"},  # the worker pods' template
+        ("batch", "jobs"): {"create", "get", "delete"},  # the workers' Jobs: made, followed, removed
     }
     for key, verbs in needed.items():
         assert verbs <= rules.get(key, set()), key
     assert all("*" not in verbs for verbs in rules.values())
+    # The workers' Jobs and their template: exactly what the run calls, no list/watch/update, no other
+    # batch resource (CronJobs, Jobs' status) and no write to the template.
+    assert rules[("batch", "jobs")] == needed[("batch", "jobs")]
+    assert rules[("", "podtemplates")] == {"get"}
+    assert {res for group, res in rules if group == "batch"} == {"jobs"}
     assert "secrets" not in {res for _, res in rules}
     binding = one(objs, "RoleBinding")
     assert binding["subjects"][0]["name"] == one(objs, "ServiceAccount")["metadata"]["name"]
@@ -439,3 +456,45 @@ def test_the_docker_less_profile_pulls_nothing_and_runs_without_grafana(rendered
 
     assert {"rmq-pop-harness:dev", cluster_images.PROMETHEUS_IMAGE,
             f"{cluster_images.ROCKETMQ_REPOSITORY}:5.3.3"} == set(images)
+
+
+def test_worker_pods_follow_the_load_test_pods_conventions(rendered):
+    """The run makes its worker pods from this template (harness/backends/k8s/workers.py): the harness image,
+    restricted like the load-test pod, resources from values, no API access, nothing of the host."""
+    for profile, objs in rendered.items():
+        values = values_of(profile)
+        cron_pod = one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        harness = container(cron_pod, "harness")
+        tpl = one(objs, "PodTemplate")
+        assert tpl["metadata"]["name"] == naming.worker_template(env_of(harness)[naming.ENV_FULLNAME])
+        labels = tpl["template"]["metadata"]["labels"]
+        assert labels[naming.COMPONENT] == naming.LOADTEST_WORKER == tpl["metadata"]["labels"][naming.COMPONENT]
+        assert labels[naming.INSTANCE] == RELEASE
+        spec = tpl["template"]["spec"]
+        assert spec["securityContext"] == cron_pod["securityContext"]
+        assert spec["automountServiceAccountToken"] is False and "serviceAccountName" not in spec
+        assert spec["restartPolicy"] == "Never"
+        for host in ("hostNetwork", "hostPID", "hostIPC"):
+            assert not spec.get(host), (profile, host)
+        [worker] = spec["containers"]
+        assert worker["name"] == "worker"
+        assert (worker["image"], worker["imagePullPolicy"]) == (harness["image"], harness["imagePullPolicy"])
+        assert worker["securityContext"] == harness["securityContext"]
+        assert worker["resources"] == values.loadtest.workers.resources.model_dump()
+        # The command, the master's address and the spec are the run's to fill in (one definition, in
+        # harness/workload/fleet.py); the template gives a writable /tmp for the events on a read-only root.
+        assert "command" not in worker and "args" not in worker
+        assert env_of(worker) == {"HOME": "/tmp"}
+        assert {"name": "metrics", "containerPort": naming.WORKER_PORT_BASE} in worker["ports"]
+        assert {"name": "tmp", "mountPath": "/tmp"} in worker["volumeMounts"]
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}} in spec["volumes"]
+        assert not any("hostPath" in v or "persistentVolumeClaim" in v for v in spec["volumes"])
+        # No Service picks the workers up as the load test (Prometheus finds them through the run).
+        svc = one(objs, "Service", f"-{naming.LOADTEST}")
+        assert not all(labels.get(k) == v for k, v in svc["spec"]["selector"].items())
+
+
+def test_worker_resources_come_from_values():
+    objs = render(sets=("loadtest.workers.resources.requests.cpu=250m", "loadtest.workers.resources.limits.memory=2Gi"))
+    [worker] = one(objs, "PodTemplate")["template"]["spec"]["containers"]
+    assert worker["resources"]["requests"]["cpu"] == "250m" and worker["resources"]["limits"]["memory"] == "2Gi"

@@ -15,12 +15,16 @@ import yaml
 
 from harness.backends.k8s import naming
 from harness.backends.k8s.remote import Release, collector_manifest, job_manifest, run_args
+from harness.backends.k8s.workers import job_manifest as workers_job
+from harness.backends.k8s.workers import owner_reference
 from harness.paths import REPO_ROOT
+from harness.workers import ENV_SPEC_JSON, Placement, WorkerPlan
+from harness.workload.fleet import WORKER_ENV, worker_command
 from tests.chart.helm import NAMESPACE, PROFILES, one
 
 SCHEMA_VERSION = "1.32"  # charts/kind/cluster.yaml runs Kubernetes 1.32.0
 # Deliberate findings, each explained where it is skipped (charts/.../_helpers.tpl rph.checkovSkips).
-ALLOWED_SKIPS = {"CKV_K8S_43", "CKV_K8S_15", "CKV2_K8S_6", "CKV_K8S_40", "CKV_K8S_38"}
+ALLOWED_SKIPS = {"CKV_K8S_43", "CKV_K8S_15", "CKV2_K8S_6", "CKV_K8S_40", "CKV_K8S_38", "CKV_K8S_8", "CKV_K8S_9"}
 
 
 def _validate(obj: dict) -> None:
@@ -64,6 +68,28 @@ def test_run_job_and_collector_made_from_the_cronjob_are_valid(profile: Path, re
     mounts = {m["mountPath"] for m in collector["spec"]["containers"][0]["volumeMounts"]}
     assert naming.RUNS_MOUNT in mounts
     assert collector["metadata"]["labels"][naming.COMPONENT] == "collector"
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_worker_job_made_from_the_pod_template_is_valid(profile: Path, rendered):
+    template = one(rendered[profile.name], "PodTemplate")
+    command = worker_command("10.0.0.5", 41234)
+    names = ("worker-1", "worker-2", "worker-3")
+    spec = '{"worker": "worker-1"}'
+    plan = WorkerPlan(run_id="20261122-101500-burst-ab12", variant="patched", names=names, master_host="10.0.0.5",
+                      master_port=41234, command=tuple(command), env=WORKER_ENV,
+                      specs={n: spec.replace("worker-1", n) for n in names},
+                      placements={n: Placement("0.0.0.0", naming.WORKER_PORT_BASE) for n in names},
+                      work=Path("/tmp/w"), logs=Path("/tmp/l"), deadline_s=600)
+    job = workers_job(template, plan, "rmq-rocketmq-pop-harness-workers-1a2b3c4d", NAMESPACE,
+                      owner_reference("rmq-run-x", "0b6e5f7a-0000-4000-8000-000000000001"))
+    _validate(job)
+    pod = job["spec"]["template"]
+    assert job["spec"]["completions"] == 3 and job["spec"]["completionMode"] == "Indexed"
+    assert pod["metadata"]["labels"][naming.RUN_ID] == plan.run_id
+    [c] = pod["spec"]["containers"]
+    assert c["command"] == command and c["image"] == template["template"]["spec"]["containers"][0]["image"]
+    assert {"name": ENV_SPEC_JSON, "value": spec} in c["env"]
 
 
 def _checkov() -> str:

@@ -86,7 +86,9 @@ deliberate, each with its reason: annotations on the workload. Usage: (list "CKV
   "CKV_K8S_15" "IfNotPresent by default because images loaded into kind cannot be pulled; set pullPolicy Always in values for a registry"
   "CKV2_K8S_6" "all traffic is between this release's pods in one namespace; no NetworkPolicy is imposed because kind's CNI and a user's cluster differ, and a wrong one would silently stop scrapes"
   "CKV_K8S_40" "runs as the image's own user (apache/rocketmq uid 3000, grafana uid 472), which owns the image's files"
-  "CKV_K8S_38" "the load test restarts the variants' brokers and reads their logs through the API (a Role limited to this namespace)" }}
+  "CKV_K8S_38" "the load test restarts the variants' brokers and reads their logs through the API (a Role limited to this namespace)"
+  "CKV_K8S_8" "a run's Locust worker is a batch pod: its process exiting is its end; a liveness probe would kill a worker busy past the probe's timeout and lose the run"
+  "CKV_K8S_9" "no Service selects a run's Locust worker: the run reaches it by pod IP, so readiness decides nothing" }}
 {{- range $i, $id := . }}
 checkov.io/skip{{ add1 $i }}: {{ printf "%s=%s" $id (index $reasons $id) | quote }}
 {{- end }}

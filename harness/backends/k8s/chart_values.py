@@ -86,6 +86,10 @@ class RunsVolume(Strict):
     storageClassName: str = ""  # noqa: N815
 
 
+class LoadTestWorkers(Strict):
+    resources: Resources = Field(description="each Locust worker pod's (one per worker per variant)")
+
+
 class LoadTest(Strict):
     scenario: ScenarioName
     variants: list[VariantName] = Field(min_length=1)
@@ -93,6 +97,7 @@ class LoadTest(Strict):
     activeDeadlineSeconds: int = Field(ge=60)  # noqa: N815
     ttlSecondsAfterFinished: int = Field(ge=0)  # noqa: N815
     resources: Resources
+    workers: LoadTestWorkers
     runsVolume: RunsVolume  # noqa: N815
 
 

@@ -18,6 +18,7 @@ RUN_ID = "rmq-harness/run-id"
 # Components.
 ROCKETMQ = "rocketmq"
 LOADTEST = "loadtest"
+LOADTEST_WORKER = "loadtest-worker"  # a run's Locust worker pods, and the PodTemplate they are made from
 # RocketMQ's own default ports, the same in every variant's pod (each pod has its own IP).
 PORTS = {"namesrv": 9876, "broker": 10911, "remoting": 8080, "grpc": 8081, "metrics": 5557, "probe": 5558}
 # The load-test pod: its http_sd endpoint and the first Locust worker's metrics port.
@@ -63,13 +64,21 @@ def endpoints(full: str, namespace: str, variant: str, version: str, probe: bool
 
 
 def worker_port(n: int) -> int:
-    """The metrics port of the run's n-th Locust worker (0-based), declared on the load-test pod."""
+    """The metrics port of the run's n-th Locust worker (0-based) when it runs inside the load-test pod."""
     return WORKER_PORT_BASE + n
+
+
+def worker_template(full: str) -> str:
+    """The PodTemplate a run's worker pods are made from."""
+    return f"{full}-{LOADTEST_WORKER}"
+
 
 # What the chart tells the load-test pod about where it runs.
 ENV_FULLNAME = "RMQ_HARNESS_FULLNAME"
 ENV_NAMESPACE = "RMQ_HARNESS_NAMESPACE"
 ENV_POD_IP = "RMQ_HARNESS_POD_IP"
+ENV_POD_NAME = "RMQ_HARNESS_POD_NAME"  # the load-test pod: the owner of its run's worker Jobs
+ENV_POD_UID = "RMQ_HARNESS_POD_UID"
 ENV_PROMETHEUS = "RMQ_HARNESS_PROMETHEUS_URL"
 # Where the load-test pod mounts the release's variants and the run's scenario.
 VARIANTS_FILE = "/etc/rmq-harness/variants/variants.yaml"
