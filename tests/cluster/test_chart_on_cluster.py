@@ -1,15 +1,18 @@
 """The design card's first use, for real: the chart installed on the Docker-less cluster, a load test run
-as a Job through the k8s backend, its archive collected and compared, and what a run relies on checked in
-the cluster (the agents in the broker pods, Prometheus scraping the run, the runs volume outliving the
-release)."""
+as a Job through the k8s backend (its Locust workers pods of their own), its archive collected and
+compared, and what a run relies on checked in the cluster (the agents in the broker pods, the worker pods
+and every worker's events, Prometheus scraping the run, the runs volume outliving the release)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
 from harness.backends.k8s import naming
 from harness.backends.local import jars
@@ -20,6 +23,8 @@ from tests.chart.helm import CHART, NAMESPACE, RELEASE, helm_binary
 
 PROFILE = CHART / "ci" / "04-docker-less-values.yaml"
 FULL = naming.fullname(RELEASE)
+# `burst` as the chart ships it, with two workers per variant: four worker pods, two of each Job's indexes.
+WORKERS = 2
 
 
 def _helm(*args: str) -> str:
@@ -42,8 +47,12 @@ def release(cluster):
 @pytest.fixture(scope="module")
 def archive(release, tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
+    scenario = yaml.safe_load((REPO_ROOT / "workloads" / "scenarios" / "burst.yaml").read_text())
+    scenario["workers"] = WORKERS
+    path = tmp_path_factory.mktemp("scenario") / "burst.yaml"
+    path.write_text(yaml.safe_dump(scenario))
     assert main(["k8s", "run", "--release", RELEASE, "--namespace", NAMESPACE, "--variant", "unpatched",
-                 "--variant", "patched", "--scenario", "burst", "--probe", "--runs-dir", str(runs)]) == 0
+                 "--variant", "patched", "--scenario", str(path), "--probe", "--runs-dir", str(runs)]) == 0
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     return archive
 
@@ -70,6 +79,37 @@ def test_the_archive_says_which_agents_ran_and_how_far_the_clocks_were(archive):
         assert -10 <= low <= high <= 10
         assert any("observing" in line for line in v["agent_report"]["pop-wakeup-probe.jar"])
     assert (archive / "probe" / "patched.prom").read_text().startswith("# HELP rmq_probe_pop_wakeups_total")
+
+
+def test_the_workers_ran_as_pods_and_every_ones_events_came_back(archive, release):
+    _, v1 = release
+    names = [f"worker-{i}" for i in range(1, WORKERS + 1)]
+    pods = set()
+    for variant in ("unpatched", "patched"):
+        record = json.loads((archive / "logs" / variant / "workers.json").read_text())
+        print(f"{variant}: Job {record['job']}: " + ", ".join(f"{w} {r['pod']} on {r['ip']}"
+                                                              for w, r in record["workers"].items()))
+        assert sorted(record["workers"]) == names
+        for worker, r in record["workers"].items():
+            assert r["pod"].startswith(f"{record['job']}-") and r["exit_code"] == 0 and r["phase"] == "Succeeded"
+            # Its own Locust log, read from the pod before it went.
+            assert "Starting Locust" in (archive / "logs" / variant / f"locust-{worker}.log").read_text()
+            pods.add(r["pod"])
+        ev = pd.read_parquet(archive / "events" / f"{variant}.parquet")
+        assert sorted(ev.worker.unique()) == names, variant
+        assert sorted(p.name for p in (archive / "logs" / variant / "client").iterdir()) == [f"{w}.log" for w in names]
+    assert len(pods) == 2 * WORKERS
+    # Nothing of them is left once the run is over.
+    selector = f"{naming.RUN_ID}={archive.name},{naming.COMPONENT}={naming.LOADTEST_WORKER}"
+    from kubernetes import client
+
+    batch = client.BatchV1Api(v1.api_client)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and (v1.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+                                           or batch.list_namespaced_job(NAMESPACE, label_selector=selector).items):
+        time.sleep(2)
+    assert v1.list_namespaced_pod(NAMESPACE, label_selector=selector).items == []
+    assert batch.list_namespaced_job(NAMESPACE, label_selector=selector).items == []
 
 
 def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
