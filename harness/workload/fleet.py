@@ -171,8 +171,8 @@ class LocustFleet:
     """Locust for every variant of one run.
 
     ``out(kind, variant)`` names the archive directory for Locust's output ("locust") and logs ("logs");
-    ``workers`` starts the workers (processes beside the master unless told otherwise). ``prepare()`` gives
-    where every worker serves its metrics before anything runs (Prometheus is told first); ``start()`` starts.
+    ``workers`` starts the workers (ProcessWorkers beside each master, or pods). ``prepare()`` says where
+    every worker serves its metrics before any master runs (Prometheus is told first); ``start()`` starts.
     """
 
     def __init__(self, run_id: str, scenario: Scenario, endpoints: Sequence[Endpoints], work: Path,
