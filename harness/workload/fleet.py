@@ -33,6 +33,8 @@ LOCUSTFILE = REPO_ROOT / "workloads" / "locustfile.py"
 GRACE_S = 90.0
 # Worker pods get this long on top to be scheduled and started.
 START_S = 300
+# A variant none of whose workers' metrics answered by then is said to have no live progress.
+METRICS_SILENT_S = 30.0
 
 
 @dataclass
@@ -239,13 +241,22 @@ class LocustFleet:
         started = time.monotonic()
         limit = self.scenario.run_time_s + GRACE_S
         answers: dict[int | str, Progress] = {}
+        silent = {g.variant for g in self.groups}
         while any(self._running(g) for g in self.groups):
-            if time.monotonic() - started > limit:
+            elapsed = time.monotonic() - started
+            if elapsed > limit:
                 raise HarnessError(f"Locust did not finish within {limit:.0f} s; "
                                    f"see {self.groups[0].logs}/locust-master.log")
             if on_tick:
                 counts = {g.variant: scrape(list(g.metrics.values()), answers) for g in self.groups}
-                on_tick(time.monotonic() - started, {k: v for k, v in counts.items() if v is not None})
+                on_tick(elapsed, {k: v for k, v in counts.items() if v is not None})
+                for g in self.groups:
+                    if g.variant in silent and (counts[g.variant] is not None or elapsed > METRICS_SILENT_S):
+                        silent.discard(g.variant)
+                        if counts[g.variant] is None:
+                            where = ", ".join(g.metrics.values())
+                            self.log(f"{g.variant}: no worker's metrics answered at {where} within "
+                                     f"{METRICS_SILENT_S:.0f} s: no live progress for it (its events are not affected)")
             time.sleep(1.0)
         # Everything exited: what the workers leave (pods: their logs) is kept, and they are removed.
         self.workers.stop()

@@ -2,6 +2,7 @@
 
 import http.server
 import threading
+from types import SimpleNamespace as NS
 
 from harness.backends.local.ports import port_free
 from harness.workload.fleet import Progress, scrape
@@ -40,3 +41,33 @@ def test_a_worker_that_does_not_answer_counts_with_its_last_answer():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, tmp_path):
+    from harness.workload import fleet
+    from harness.workload.fleet import LocustFleet, LocustGroup
+
+    class Workers:  # workers that run for three ticks and whose metrics nobody can reach
+        ship_files, ticks = False, 3
+
+        def running(self, variant: str) -> bool:
+            self.ticks -= 1
+            return self.ticks > 0
+
+        def stop(self) -> None:
+            pass
+
+        def exit_codes(self, variant: str) -> dict:
+            return {}
+
+    said: list[str] = []
+    f = LocustFleet("r", NS(run_time_s=60), [], tmp_path, lambda *_: tmp_path, Workers(), log=said.append)
+    shards = tmp_path / "events"
+    shards.mkdir()
+    (shards / "worker-1-0000.parquet").write_bytes(b"x")
+    f.groups = [LocustGroup("v", 0, ("worker-1",), {"worker-1": f"127.0.0.1:{_silent_port()}"}, shards, tmp_path)]
+    monkeypatch.setattr(fleet, "METRICS_SILENT_S", 0.0)
+    monkeypatch.setattr(fleet.process, "exit_code", lambda _pid: 0)
+    monkeypatch.setattr(fleet.time, "sleep", lambda _s: None)
+    f.wait(on_tick=lambda *_: None)
+    assert len(said) == 1 and said[0].startswith("v: no worker's metrics answered at 127.0.0.1:")
