@@ -88,6 +88,7 @@ def judge(archives: Sequence[Path], p: Plan, alpha: float, min_effect: float, bo
     spark = local_session("local[*]")
     rule = VerdictRule(alpha=alpha, min_effect=min_effect, bootstrap=bootstrap)
     data = collect(spark, loaded, names, seed=rule.seed, per_run=True)
+    data.close()  # (judged from the samples and tables; no report keeps the rows)
     per_run = []
     for a in loaded:
         row = {"run_id": a.run_id, "aa": analyse(data, p.base.name, p.copy.name, rule, run_id=a.run_id)}

@@ -20,13 +20,14 @@ workers' live metrics), pandas Series (the archive writer, below) and Spark Colu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from harness import ledger, ordering
+from harness import frames
 from harness.expectations import DISTRIBUTIONS
 
 NS_PER_MS = 1_000_000
@@ -75,129 +76,114 @@ def stalled(wait_ms: X, long_poll_ms: X) -> X:
     return wait_ms >= long_poll_ms * STALL_FRACTION
 
 
+# One row per retry delivery, as the archive writer, the run's summary and the Spark analysis see it.
+RETRY_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()), ("group", pa.string()),
+    ("worker", pa.string()), ("consumer", pa.string()), ("ledger_id", pa.string()), ("delivery_attempt", pa.int32()),
+    ("cycle", pa.int32()), ("t_client_ns", pa.int64()), ("poll_started_ns", pa.int64()), ("store_ts_ms", pa.int64()),
+    ("waited", pa.bool_()), *[(d, pa.float64()) for d in DISTRIBUTIONS],
+])
+
+
+def column(events: pd.DataFrame, name: str) -> pd.Series:
+    """A column, or nulls where the events predate it (version 1 archives, hand-made tables)."""
+    return events[name] if name in events.columns else pd.Series(None, index=events.index, dtype=object)
+
+
+def _present(mask: pd.Series) -> pd.Series:
+    """A condition as plain booleans: unknown (a missing value) counts as false."""
+    return mask.fillna(False).astype(bool)
+
+
+def retry_rows(events: pd.DataFrame, messages: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per retry delivery (attempt > 1), RETRY_SCHEMA's columns, indexed as in ``events``: wakeup_ms
+    when its poll was already waiting at the retry's store time, pickup_ms when not, redelivery_ms and
+    nack_retry_ms against the latest nack of the previous attempt of the same message in the same group.
+
+    A nack or retry without a ledger id (a body the harness could not read) is matched to nothing: which
+    message it was is unknown. A run without cycles (version 1) is all cycle 0. ``messages``:
+    message_codes(events), when at hand."""
+    retry = _present(is_retry_delivery(events["kind"], events["delivery_attempt"]))
+    r = pd.DataFrame({c: column(events, c)[retry] for c in RETRY_SCHEMA.names if c not in ("waited", *DISTRIBUTIONS)})
+    r["cycle"] = r["cycle"].fillna(0)
+    latency = wakeup_ms(r["t_client_ns"], r["store_ts_ms"]).astype(float)
+    was_waiting = _present(waited(r["poll_started_ns"], r["store_ts_ms"]))
+    r["waited"] = was_waiting
+    r["wakeup_ms"] = latency.where(was_waiting)
+    r["pickup_ms"] = latency.where(~was_waiting)
+    keys = ["message", "delivery_attempt"]
+    message = message_codes(events) if messages is None else messages
+    r["message"] = message[retry.to_numpy()]
+    nacked = (events["kind"] == "nacked").to_numpy()
+    nacks = pd.DataFrame({c: column(events, c)[nacked]
+                          for c in ["delivery_attempt", LATEST_NACK_ORDER, "invisible_ms"]})
+    nacks["message"] = message[nacked]
+    nacks = nacks[(nacks["message"] >= 0).to_numpy() & nacks["delivery_attempt"].notna().to_numpy()]
+    nacks["due_ms"] = due_ms(nacks["t_client_ns"], nacks["invisible_ms"]).astype(float)
+    nacks["nacked_ns"] = nacks["t_client_ns"].astype("Int64")  # nullable: stays exact through the left merge
+    nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1  # the attempt this nack leads to
+    nacks = nacks.sort_values(LATEST_NACK_ORDER, kind="stable").drop_duplicates(keys, keep="last")
+    joined = r[keys].reset_index().merge(nacks[[*keys, "due_ms", "nacked_ns"]], on=keys, how="left").set_index("index")
+    r["redelivery_ms"] = redelivery_ms(r["t_client_ns"], joined["due_ms"]).astype(float)
+    # Subtract in exact integers first (ns since the epoch do not fit a float's 53 bits), as Spark does.
+    r["nack_retry_ms"] = nack_retry_ms(r["t_client_ns"].astype("Int64"), joined["nacked_ns"]).astype(float)
+    return r.drop(columns="message")
+
+
+def message_codes(events: pd.DataFrame) -> np.ndarray:
+    """An integer per event for its (run, scenario, variant, group, ledger id); -1 where one is missing (it
+    matches nothing, as in a join)."""
+    return frames.codes(pd.DataFrame({c: column(events, c) for c in NACK_KEYS}), NACK_KEYS, nulls=False)
+
+
 def derive(events: pd.DataFrame) -> pd.DataFrame:
     """Return a copy with ``wakeup_ms`` or ``pickup_ms``, ``redelivery_ms`` and ``nack_retry_ms`` filled on
-    retry deliveries (the archive keeps the first three; nack_retry_ms is recomputed where it is needed)."""
+    retry deliveries (retry_rows; the archive keeps the first three)."""
     ev = events.reset_index(drop=True)
-    for c in DISTRIBUTIONS:
-        ev[c] = np.nan
     for c in ("cycle", "poll_started_ns"):  # absent from version 1 events
         if c not in ev.columns:
             ev[c] = np.nan
-    retry = is_retry_delivery(ev["kind"], ev["delivery_attempt"])
-    was_waiting = retry & waited(ev["poll_started_ns"], ev["store_ts_ms"])
-    late = retry & ~was_waiting
-    ev.loc[was_waiting, "wakeup_ms"] = wakeup_ms(ev.loc[was_waiting, "t_client_ns"], ev.loc[was_waiting, "store_ts_ms"])
-    ev.loc[late, "pickup_ms"] = wakeup_ms(ev.loc[late, "t_client_ns"], ev.loc[late, "store_ts_ms"])
-
-    keys = [k for k in NACK_KEYS if k in ev.columns]
-    nacks = ev.loc[ev["kind"] == "nacked", [*keys, "delivery_attempt", LATEST_NACK_ORDER, "invisible_ms"]].copy()
-    if nacks.empty or not retry.any():
-        return ev
-    nacks["due_ms"] = due_ms(nacks["t_client_ns"], nacks["invisible_ms"])
-    nacks["nacked_ns"] = nacks["t_client_ns"].astype("Int64")  # nullable: stays exact through the left merge
-    nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1  # the attempt this nack leads to
-    nacks = nacks.sort_values(LATEST_NACK_ORDER).drop_duplicates([*keys, "delivery_attempt"], keep="last")
-    retries = ev.loc[retry, [*keys, "delivery_attempt"]].reset_index()
-    joined = retries.merge(nacks[[*keys, "delivery_attempt", "due_ms", "nacked_ns"]], on=[*keys, "delivery_attempt"],
-                           how="left")
-    joined = joined.set_index("index")
-    ev.loc[joined.index, "redelivery_ms"] = redelivery_ms(ev.loc[joined.index, "t_client_ns"],
-                                                          joined["due_ms"].astype(float))
-    # Subtract in exact integers first (ns since the epoch do not fit a float's 53 bits), as Spark does.
-    ev.loc[joined.index, "nack_retry_ms"] = nack_retry_ms(ev.loc[joined.index, "t_client_ns"].astype("Int64"),
-                                                          joined["nacked_ns"]).astype(float)
+    rows = retry_rows(ev)
+    for c in DISTRIBUTIONS:
+        ev[c] = rows[c].reindex(ev.index)
     return ev
 
 
-def _dist(values: pd.Series) -> dict[str, float | int | None]:
-    v = values.dropna()
-    out: dict[str, float | int | None] = {"n": int(v.size)}
-    for q in QUANTILES:
-        out[f"p{round(q * 100)}"] = float(np.quantile(v, q)) if v.size else None
-    out["max"] = float(v.max()) if v.size else None
-    return out
-
-
-def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int],
-                   long_poll_ms: float | None = None) -> pd.DataFrame:
+def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int], long_poll_ms: float | None = None,
+                   retries: pd.DataFrame | None = None, messages: np.ndarray | None = None) -> pd.DataFrame:
     """One row per retry the consumers asked for (a nack), with its cycle, whether it came back, how long its
     first delivery waited after the copy was stored (``wait_ms``) and, given the long poll, ``stalled``.
 
     A nack of attempt n expects a delivery of attempt n + 1 to the same group, unless n is the last
     delivery the group allows (``allowed_deliveries``: group -> retryMaxTimes + 1; the message is then
     dead-lettered, not retried). One that never comes is a retry lost (or still pending when the run
-    ended): the verdict counts it as an endless wait.
+    ended): the verdict counts it as an endless wait. A nack without a ledger id cannot be matched to its
+    retry (retry_rows) and counts as never redelivered. ``retries`` (retry_rows(events)) and ``messages``
+    (message_codes(events)): when at hand.
     """
-    keys = [k for k in NACK_KEYS if k in events.columns]
-    nacks = events.loc[events["kind"] == "nacked", [*keys, "delivery_attempt", "cycle"]].copy()
-    nacks = nacks[nacks["delivery_attempt"] < nacks["group"].map(dict(allowed_deliveries)).fillna(float("inf"))]
+    keys = ["message", "delivery_attempt"]
+    message = message_codes(events) if messages is None else messages
+    nacked = (events["kind"] == "nacked").to_numpy()
+    nacks = pd.DataFrame({c: column(events, c)[nacked] for c in [*NACK_KEYS, "delivery_attempt", "cycle"]})
+    nacks["message"] = message[nacked]
+    nacks["cycle"] = nacks["cycle"].fillna(0)
+    allowed = nacks["group"].map(dict(allowed_deliveries)).astype(float).fillna(float("inf"))
+    nacks = nacks[_present(nacks["delivery_attempt"] < allowed)]
     nacks["delivery_attempt"] = nacks["delivery_attempt"] + 1
-    nacks = nacks.drop_duplicates([*keys, "delivery_attempt"])
-    retries = events.loc[is_retry_delivery(events["kind"], events["delivery_attempt"]),
-                         [*keys, "delivery_attempt", "t_client_ns", "store_ts_ms"]]
-    came = (retries.assign(wait_ms=wakeup_ms(retries["t_client_ns"], retries["store_ts_ms"]))
-            .groupby([*keys, "delivery_attempt"], as_index=False)["wait_ms"].min().assign(redelivered=True))
-    out = nacks.merge(came, on=[*keys, "delivery_attempt"], how="left")
+    # Null keys: one expected retry each (as a null-safe distinct counts them), never found.
+    nacks = nacks.drop_duplicates([*NACK_KEYS, "delivery_attempt"])
+    rows = retry_rows(events, message) if retries is None else retries
+    came = pd.DataFrame({"message": message[events.index.get_indexer(rows.index)],
+                         "delivery_attempt": rows["delivery_attempt"].to_numpy(),
+                         "wait_ms": rows["wakeup_ms"].fillna(rows["pickup_ms"]).to_numpy()})
+    came = came[came["message"] >= 0].groupby(keys, as_index=False)["wait_ms"].min().assign(redelivered=True)
+    out = nacks.merge(came, on=keys, how="left").drop(columns="message")
     out["redelivered"] = out["redelivered"].astype("boolean").fillna(False).astype(bool)
     if long_poll_ms is not None:
         out["stalled"] = ~out["redelivered"] | stalled(out["wait_ms"].fillna(0.0), long_poll_ms)
     return out
 
 
-DUPLICATE_KEYS = ["run_id", "group", "ledger_id", "delivery_attempt"]
-
-
-def _ledger_ids(ev: pd.DataFrame, kind: str) -> set[tuple[str, str]]:
-    rows = ev.loc[ev["kind"] == kind, ["run_id", "ledger_id"]]
-    return set(zip(rows["run_id"], rows["ledger_id"], strict=True))
-
-
 def stall_counts(retries: int, count: int) -> dict[str, float | int | None]:
     """The ``stalled.*`` figures of one summary row."""
     return {"retries": retries, "count": count, "share": count / retries if retries else None}
-
-
-def summarize(events: pd.DataFrame, subscriptions: Mapping[str, Mapping[str, Sequence[str]]],
-              allowed_deliveries: Mapping[str, int], long_poll_ms: float) -> list[dict]:
-    """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
-    ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), and the
-    retries that stalled (waited for the scenario's ``long_poll_ms`` to run out).
-
-    Quantiles are numpy's default (linear interpolation); ``events`` must already be derived.
-    """
-    out = []
-    for (scenario, variant), ev in events.groupby(["scenario", "variant"], sort=True):
-        classes = ledger.counts(ledger.classify(ev, subscriptions, allowed_deliveries))
-        fifo = ordering.fifo_rows(ev)
-        kinds = ev["kind"].value_counts()
-        sent_ids, received_ids, acked_ids = (_ledger_ids(ev, k) for k in ("sent", "received", "acked"))
-        recv = ev[ev["kind"] == "received"]
-        outcomes = retry_outcomes(ev, allowed_deliveries, long_poll_ms)
-        out.append({
-            "scenario": scenario,
-            "variant": variant,
-            "sent": int(kinds.get("sent", 0)),
-            "deliveries": int(kinds.get("received", 0)),
-            "retry_deliveries": int((recv["delivery_attempt"] > 1).sum()),
-            "acks": int(kinds.get("acked", 0)),
-            "nacks": int(kinds.get("nacked", 0)),
-            "empty_polls": int(kinds.get("empty_poll", 0)),
-            "errors": int(kinds.get("error", 0)),
-            "ledger": {
-                "sent": len(sent_ids),
-                "received": len(sent_ids & received_ids),
-                "acked": len(sent_ids & acked_ids),
-                "never_received": len(sent_ids - received_ids),
-                "unknown_received": len(received_ids - sent_ids),
-                "duplicate_deliveries": int(recv.duplicated(DUPLICATE_KEYS).sum()),
-                "retries_expected": len(outcomes),
-                "retries_never_redelivered": int((~outcomes["redelivered"]).sum()),
-                **classes,
-            },
-            "cycles": len(ev.loc[ev["kind"] == "sent", ["run_id", "cycle"]].drop_duplicates()),
-            **{d: _dist(ev[d]) for d in DISTRIBUTIONS},
-            "stalled": stall_counts(len(outcomes), int(outcomes["stalled"].sum())),
-            **({"fifo": ordering.fifo_counts(fifo)} if not fifo.empty else {}),
-        })
-    return out

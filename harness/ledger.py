@@ -25,17 +25,19 @@ and every delivery to a pair nobody owed is one of:
 A dead-lettered pair is also checked against the number of deliveries its group allows (retryMaxTimes +
 1): ``dlq_early`` counts those dead-lettered after fewer, ``dlq_late`` after more.
 
-One definition: the run's own summary (harness.latency) and the Spark analysis (per run, through
-applyInPandas) both call ``classify``.
+One definition: the run's own summary and the Spark analysis both call ``classify`` (harness.tally, over a
+whole run or over slices of its messages).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from harness import frames
 from harness.scenario import tag_matches
 
 OWED_CLASSES = ("dead_lettered", "duplicated", "acked_first", "acked_after_retry", "lost")
@@ -52,7 +54,8 @@ NACK_FAILURE_PREFIX = "nack:"
 SCHEMA = pa.schema([
     ("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()), ("ledger_id", pa.string()),
     ("group", pa.string()), ("cycle", pa.int32()), ("origin_topic", pa.string()), ("class", pa.string()),
-    ("deliveries", pa.int64()), ("max_attempt", pa.int32()), ("retries", pa.int32()), ("sent_ns", pa.int64()),
+    ("deliveries", pa.int64()), ("repeats", pa.int64()), ("max_attempt", pa.int32()), ("retries", pa.int32()),
+    ("sent_ns", pa.int64()),
     ("first_received_ns", pa.int64()), ("acked_ns", pa.int64()), ("dead_lettered_ns", pa.int64()),
     ("allowed_deliveries", pa.int32()), ("tag", pa.string()), ("tag_changed", pa.bool_()), ("why", pa.string()),
 ])
@@ -62,6 +65,22 @@ COLUMNS = SCHEMA.names
 # The event columns classify reads; no other column changes its result.
 INPUT_COLUMNS = ["kind", *PAIR, "topic", "origin_topic", "intended_group", "detail", "message_id", "cycle", "tag",
                  "delivery_attempt", "t_client_ns"]
+
+
+def message_ids(events: pd.DataFrame) -> pd.Series:
+    """The id the ledger knows each event's message by: its ledger id, or for a delivery whose body the
+    harness could not read (no ledger id), its broker message id; other events without one share none."""
+    unreadable = (events["kind"] == "received") & events["ledger_id"].isna()
+    if not unreadable.any():
+        return events["ledger_id"]
+    out = events["ledger_id"].astype(object)
+    out[unreadable] = "message:" + events.loc[unreadable, "message_id"].astype(str)
+    return out
+
+
+def message_keys(events: pd.DataFrame) -> np.ndarray:
+    """An integer per event for its message: equal for equal (run, scenario, variant, message_ids)."""
+    return frames.codes(pd.DataFrame({**{c: events[c] for c in KEYS[:-1]}, "ledger_id": message_ids(events)}), KEYS)
 
 
 def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
@@ -82,50 +101,62 @@ def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
     return out[out["group"].notna()]
 
 
-def classify(events: pd.DataFrame, subscriptions: Subscriptions,
-             allowed_deliveries: Mapping[str, int]) -> pd.DataFrame:
+def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliveries: Mapping[str, int],
+             keys: np.ndarray | None = None) -> pd.DataFrame:
     """The ledger of one scenario's events (any number of runs and variants of it); ``subscriptions`` maps
     each topic to its groups and their consumers' tag filters (harness.scenario.Scenario.subscriptions),
-    ``allowed_deliveries`` each group to its retryMaxTimes + 1. Returns one row per pair, ``COLUMNS``."""
-    ev = events.loc[events["kind"].isin(KINDS), [c for c in INPUT_COLUMNS if c in events.columns]].copy()
+    ``allowed_deliveries`` each group to its retryMaxTimes + 1. Returns one row per pair, ``COLUMNS``.
+    ``keys``: message_keys(events), when at hand."""
+    wanted = events["kind"].isin(KINDS).to_numpy()
+    columns = [c for c in INPUT_COLUMNS if c in events.columns]
+    # (No copy of millions of events when every one is wanted; new columns go to this frame only.)
+    ev = events.copy(deep=False) if wanted.all() else events.loc[wanted, columns].copy()
     for c in INPUT_COLUMNS:
         if c not in ev.columns:  # absent from old or hand-made event tables
             ev[c] = None
     # A body the harness cannot read has no ledger id: the delivery is still counted, by message id.
-    unreadable = (ev["kind"] == "received") & ev["ledger_id"].isna()
-    ev.loc[unreadable, "ledger_id"] = "message:" + ev.loc[unreadable, "message_id"].astype(str)
+    ev["ledger_id"] = message_ids(ev)
     # Every (run, scenario, variant, ledger id) becomes one integer, once: the joins below are on numbers,
     # not on four string columns (the cost of a ledger of millions of messages).
-    ev["key"] = ev.groupby(KEYS, dropna=False, sort=False).ngroup()
+    ev["key"] = frames.codes(ev, KEYS) if keys is None else keys[wanted]
     names = ev.drop_duplicates("key")[["key", *KEYS]]
-    pair = ["key", "group"]
-    sent = (ev[ev["kind"] == "sent"].sort_values("t_client_ns", kind="stable")
-            .drop_duplicates("key")[["key", "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
+    kind = ev["kind"]
+    sent = (ev.loc[kind == "sent", ["key", "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
+            .sort_values("t_client_ns", kind="stable").drop_duplicates("key")
             .rename(columns={"t_client_ns": "sent_ns"}))
     sent["origin_topic"] = sent["origin_topic"].fillna(sent["topic"])  # the producer's topic is the origin
     # Nullable integers: times stay exact (ns) through the outer merges below.
     sent = sent.drop(columns="topic").astype({"sent_ns": "Int64"})
     owed = _owed(sent, subscriptions).drop(columns="intended_group")
+    # Each (message, group) pair one integer too: key * width + the group's number (a missing group is one).
+    event_groups, groups = pd.factorize(ev["group"], use_na_sentinel=False)
+    number = {g: i for i, g in enumerate(groups)}
+    for g in owed["group"].unique():
+        number.setdefault(g, len(number))
+    width = max(1, len(number))
+    pair = "pair"
+    ev["pair"] = ev["key"].to_numpy() * width + event_groups
+    owed["pair"] = owed["key"].to_numpy() * width + owed["group"].map(number).to_numpy(dtype=np.int64)
 
-    recv = ev[ev["kind"] == "received"][[*pair, "delivery_attempt", "t_client_ns", "tag"]]
+    recv = ev.loc[kind == "received", [pair, "delivery_attempt", "t_client_ns", "tag"]]
     recv = recv.rename(columns={"tag": "received_tag"})
-    acked = (ev[ev["kind"] == "acked"].groupby(pair, dropna=False)["t_client_ns"].min()
+    acked = (ev.loc[kind == "acked", [pair, "t_client_ns"]].groupby(pair)["t_client_ns"].min()
              .rename("acked_ns").astype("Int64").reset_index())
-    dead = (ev[ev["kind"] == "dlq_seen"].groupby(pair, dropna=False)["t_client_ns"].min()
+    dead = (ev.loc[kind == "dlq_seen", [pair, "t_client_ns"]].groupby(pair)["t_client_ns"].min()
             .rename("dead_lettered_ns").astype("Int64").reset_index())
-    failed_nack = (ev["kind"] == "error") & ev["detail"].fillna("").str.startswith(NACK_FAILURE_PREFIX)
-    nacks = ev[(ev["kind"] == "nacked") | failed_nack][[*pair, "delivery_attempt"]].dropna()
+    failed_nack = (kind == "error") & ev["detail"].fillna("").str.startswith(NACK_FAILURE_PREFIX)
+    nacks = ev.loc[((kind == "nacked") | failed_nack) & ev["group"].notna(), [pair, "delivery_attempt"]].dropna()
     explained = (nacks.assign(delivery_attempt=nacks["delivery_attempt"] + 1).drop_duplicates()
                  .assign(explained=True))
-    retries = explained.groupby(pair, dropna=False).size().rename("retries").reset_index()
+    retries = explained.groupby(pair).size().rename("retries").reset_index()
 
-    r = (recv.merge(explained, on=[*pair, "delivery_attempt"], how="left").merge(acked, on=pair, how="left")
-         .merge(sent[["key", "tag"]], on="key", how="left"))
+    r = (recv.merge(explained, on=[pair, "delivery_attempt"], how="left").merge(acked, on=pair, how="left")
+         .assign(key=lambda f: f[pair] // width).merge(sent[["key", "tag"]], on="key", how="left"))
     r["tag_changed"] = r["received_tag"].fillna("") != r["tag"].fillna("")
     r["unexplained"] = (r["delivery_attempt"] > 1) & r["explained"].isna()
-    r["repeat"] = r.duplicated([*pair, "delivery_attempt"])
+    r["repeat"] = r.duplicated([pair, "delivery_attempt"])
     r["after_ack"] = r["acked_ns"].notna() & (r["t_client_ns"] > r["acked_ns"])
-    per_pair = r.groupby(pair, dropna=False).agg(
+    per_pair = r.groupby(pair).agg(
         deliveries=("t_client_ns", "size"), max_attempt=("delivery_attempt", "max"),
         first_received_ns=("t_client_ns", "min"), unexplained=("unexplained", "sum"), repeat=("repeat", "sum"),
         after_ack=("after_ack", "sum"), tag_changed=("tag_changed", "any")).reset_index()
@@ -139,21 +170,24 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions,
 
     # Seen somewhere nobody was owed: delivered, or found in a DLQ without a delivery the harness saw.
     seen = per_pair.merge(dead, on=pair, how="outer")
-    stray = seen.merge(owed[pair].assign(owed=True), on=pair, how="left")
+    stray = seen.merge(owed[[pair]].assign(owed=True), on=pair, how="left")
     stray = stray[stray["owed"].isna()].drop(columns="owed")
+    stray["key"] = stray[pair] // width
+    stray["group"] = np.asarray(list(number), dtype=object)[stray[pair].to_numpy() % width]
     known = stray.merge(sent[["key", "origin_topic", "cycle", "sent_ns", "tag"]], on="key", how="left")
     known["class"] = known["sent_ns"].notna().map({True: "cross_topic", False: "unknown"})
     known["why"] = known["class"].map({"cross_topic": "delivered to a group it was not sent for",
                                        "unknown": "not sent by this run"})
     out = (pd.concat([rows, known], ignore_index=True) if len(known) else rows).merge(names, on="key", how="left")
+    out["repeats"] = out["repeat"]
     for c in COLUMNS:
         if c not in out.columns:
             out[c] = None
     out = out[COLUMNS]
-    for c in ("deliveries", "retries"):
+    for c in ("deliveries", "repeats", "retries"):
         out[c] = out[c].fillna(0).astype("int64")
     out["tag_changed"] = out["tag_changed"].astype("boolean").fillna(False).astype(bool)
-    return out.sort_values(["run_id", "variant", "group", "ledger_id"], ignore_index=True)
+    return out
 
 
 def _owed_class(rows: pd.DataFrame) -> pd.Series:
@@ -180,14 +214,23 @@ def _why(rows: pd.DataFrame) -> pd.Series:
     return why
 
 
-def counts(ledger: pd.DataFrame) -> dict[str, int]:
-    """Pairs per class, every class present (zero included), ``owed`` pairs, and the dead-lettered ones that
-    got fewer (``dlq_early``) or more (``dlq_late``) deliveries than their group allows."""
-    by = ledger["class"].value_counts()
-    dead = ledger[ledger["class"] == "dead_lettered"]
+def tallies(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per ``by`` (columns of ``rows``, a ledger): pairs per class, ``owed`` pairs, deliveries beyond one per
+    attempt (``duplicate_deliveries``), and the dead-lettered pairs that got fewer (``dlq_early``) or more
+    (``dlq_late``) deliveries than their group allows; every figure a column, zero included."""
+    owed = rows["class"].isin(OWED_CLASSES)
+    dead = rows["class"] == "dead_lettered"
     # By attempt number, as the broker counts (an attempt delivered twice is a duplicate, not a late DLQ).
-    got, allowed = dead["max_attempt"].astype(float).fillna(0), dead["allowed_deliveries"].astype(float)
-    owed = ledger["class"].isin(OWED_CLASSES)
-    return {"owed": int(owed.sum()), **{c: int(by.get(c, 0)) for c in CLASSES},
-            "dlq_early": int((got < allowed).sum()), "dlq_late": int((got > allowed).sum()),
-            "tag_changed": int((owed & ledger["tag_changed"]).sum())}
+    got = rows["max_attempt"].astype(float).fillna(0)
+    allowed = rows["allowed_deliveries"].astype(float)
+    flags = pd.DataFrame({
+        "owed": owed, **{c: rows["class"] == c for c in CLASSES},
+        "dlq_early": dead & (got < allowed), "dlq_late": dead & (got > allowed),
+        "tag_changed": owed & rows["tag_changed"].astype(bool), "duplicate_deliveries": rows["repeats"],
+    }, index=rows.index).astype("int64")
+    return flags.groupby([rows[b] for b in by], dropna=False).sum() if by else flags.sum().to_frame().T
+
+
+def counts(ledger: pd.DataFrame) -> dict[str, int]:
+    """``tallies`` of a whole ledger, as one dict."""
+    return {k: int(v) for k, v in tallies(ledger, []).iloc[0].items()}

@@ -24,12 +24,12 @@ from harness.archive.writer import ArchiveStaging
 from harness.client.driver import CLIENT_UNFIT, driver
 from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
-from harness.latency import summarize
 from harness.observability.dashboards import panel_queries
 from harness.observability.probe import read_probe
 from harness.observability.prometheus import ScrapeTarget
 from harness.scenario import Scenario
 from harness.site import Site, SiteFactory, local_site
+from harness.tally import summarize
 from harness.variants import Variant, with_probe
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 

@@ -22,7 +22,9 @@ import datetime as dt
 import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +34,21 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repos
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
+from harness import ordering  # noqa: E402
 from harness.errors import ConfigError, HarnessError  # noqa: E402
-from harness.expectations import evaluate, per_nack, probe_counts  # noqa: E402
-from harness.latency import DISTRIBUTIONS, stall_counts  # noqa: E402
+from harness.expectations import (  # noqa: E402
+    DISTRIBUTIONS,  # noqa: E402
+    evaluate,
+    per_nack,
+    probe_counts,
+)
 from harness.ordering import fifo_counts  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
+from harness.tally import nest, table  # noqa: E402
+from spark.facts import LEDGER, RETRIES  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
 from spark.stats import (  # noqa: E402
     COMPARED,
@@ -95,22 +106,10 @@ def check_variants(archives: Sequence[Archive], wanted: Sequence[str], roles: Se
         raise ConfigError("--baseline and --candidate name the same variant")
 
 
-def _nest(row: dict) -> dict:
-    """per_variant row -> the summary.json shape."""
-    keys = ("run_id", "scenario", "variant", "runs", "cycles", "sent", "deliveries", "retry_deliveries", "acks",
-            "nacks", "empty_polls", "errors")
-    out = {k: row[k] for k in keys if k in row}
-    out = {k: (int(v) if isinstance(v, int | float) and v is not None else v) for k, v in out.items()}
-    out["ledger"] = {k.removeprefix("ledger_"): int(row[k] or 0) for k in row if k.startswith("ledger_")}
-    for m in DISTRIBUTIONS:
-        out[m] = {"n": int(row[f"{m}_n"] or 0), **{q: row[f"{m}_{q}"] for q in ("p50", "p90", "p99", "max")}}
-    out["stalled"] = stall_counts(out["ledger"].get("retries_expected", 0), int(row.get("stalled_count") or 0))
-    return out
-
-
 @dataclass
 class Collected:
-    """What Spark computed; everything after it is plain Python."""
+    """What Spark computed; everything after it is plain Python. ``scratch`` holds the retry and ledger rows
+    (Parquet parts) until a report takes them (``stage``) or ``close`` drops them."""
 
     archives: list[Archive]
     scenarios: dict[str, Scenario]  # by name, as the newest archive of it ran it
@@ -118,16 +117,16 @@ class Collected:
     per_run: list[dict]  # nested, per (run_id, scenario, variant)
     samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered)
     plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
-    retries: object  # Spark DataFrames written to the report: retry deliveries, the per-variant table,
-    per_variant_table: object  # the message ledger
-    ledger: object
+    per_variant_table: pd.DataFrame  # flat, per (scenario, variant): per_variant.parquet
+    scratch: Path
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def _capped(df: object, cap: int, seed: int) -> pd.DataFrame:
-    """Every row to the driver, or a uniform sample of about ``cap`` rows when there are more (each row kept
-    with the same chance: no sort of all of them)."""
-    n = df.count()
-    return (df if n <= cap else df.sample(fraction=cap / n, seed=seed)).toPandas()
+def _capped(df: pd.DataFrame, cap: int, seed: int) -> pd.DataFrame:
+    """Every row, or a uniform sample of ``cap`` rows when there are more."""
+    return df if len(df) <= cap else df.sample(n=cap, random_state=seed)
 
 
 def collect(spark: object, archives: list[Archive], variants: Sequence[str], seed: int = 1,
@@ -135,44 +134,48 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     from pyspark.sql import functions as F
 
     from spark.analysis import (
-        cycle_samples,
         dlq_reader_errors,
         fifo,
-        ledger,
-        per_variant,
-        retry_deliveries,
-        retry_outcomes,
+        measured_samples,
+        message_facts,
+        outcome_samples,
+        retry_rows,
+        routing,
     )
 
-    events = read_events(spark, archives).filter(F.col("variant").isin(list(variants))).cache()
-    retries = retry_deliveries(events).cache()
-    scenario_by_run = {a.run_id: scenario_of(a) for a in archives}
-    outcomes = retry_outcomes(events, {run: sc.allowed_deliveries() for run, sc in scenario_by_run.items()},
-                              {run: sc.consume.long_poll_s * 1000 for run, sc in scenario_by_run.items()}).cache()
-    led = ledger(events, {run: (sc.subscriptions(), sc.allowed_deliveries())
-                          for run, sc in scenario_by_run.items()}).cache()
-    table = per_variant(events, retries, outcomes, led).cache()
-    rows = [r.asDict(recursive=True) for r in table.collect()]
-    runs = [r.asDict(recursive=True) for r in per_variant(events, retries, outcomes, led,
-                                                          by=("run_id", "scenario", "variant")).collect()
-            ] if per_run else []
-    samples = _capped(cycle_samples(retries, outcomes), SAMPLE_CAP * max(1, len(rows)), seed)
-    plot = _capped(retries.select("scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"),
-                   PLOT_CAP * max(1, len(rows)), seed)
-    fifo_rows = fifo(events).toPandas()
-    dlq_errors = [r.asDict() for r in dlq_reader_errors(events).collect()]
-    events.unpersist()
-    outcomes.unpersist()
+    scratch = Path(tempfile.mkdtemp(prefix="rmq-harness-facts-"))
+    try:
+        tallies = message_facts(spark, archives, variants, scratch, routing(archives))
+        retries = retry_rows(scratch, ["run_id", "scenario", "variant", "cycle", "t_client_ns", *DISTRIBUTIONS])
+        flat = table(tallies, retries, ["scenario", "variant"])
+        rows = flat.to_dict("records")
+        runs = table(tallies, retries, ["run_id", "scenario", "variant"]).to_dict("records") if per_run else []
+        measured = _capped(measured_samples(retries), SAMPLE_CAP * max(1, len(rows)), seed)
+        samples = pd.concat([measured, outcome_samples(tallies)], ignore_index=True)
+        plot = _capped(retries[["scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"]],
+                       PLOT_CAP * max(1, len(rows)), seed)
+        del retries
+        # Strings compared per comparison below: as categories, a comparison of small integers.
+        samples = samples.astype({c: "category" for c in ("scenario", "variant", "metric")})
+        events = read_events(spark, archives).filter(F.col("variant").isin(list(variants)))
+        checks = tallies.groupby("name")["value"].sum()
+        # Two more passes over the events, only where the tasks saw something for them to check.
+        fifo_rows = (fifo(events).toPandas() if checks.get("fifo_events", 0)
+                     else ordering.SCHEMA.empty_table().to_pandas())
+        dlq_errors = ([r.asDict() for r in dlq_reader_errors(events).collect()]
+                      if checks.get("dlq_reader_errors", 0) else [])
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
     scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
-    nested = [_nest(r) for r in rows]
+    nested = [nest(r) for r in rows]
     add_probes(archives, nested)
     add_fifo(fifo_rows, nested)
     for r in nested:
         r["dlq_reader_errors"] = [{k: e[k] for k in ("group", "errors", "example")} for e in dlq_errors
                                   if (e["scenario"], e["variant"]) == (r["scenario"], r["variant"])]
-    return Collected(archives, scenarios, nested, [_nest(r) for r in runs], samples, plot,
-                     retries, table, led)
+    return Collected(archives, scenarios, nested, [nest(r) for r in runs], samples, plot, flat, scratch)
 
 
 def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:
@@ -288,17 +291,19 @@ def write(c: Collected, result: dict, out: Path) -> dict:
 
 
 def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object]) -> dict:
-    """Write a report directory: staged next to ``out``, renamed into place when complete, never over one."""
+    """Write a report directory: staged next to ``out``, renamed into place when complete, never over one.
+    The retry and ledger rows move there from ``c.scratch`` (directories of Parquet parts)."""
     if out.exists():
         raise ConfigError(f"{out} already exists; reports are never overwritten (choose another --out)")
     staging = out.with_name(f".{out.name}.partial")
     staging.mkdir(parents=True)
-    c.per_variant_table.coalesce(1).write.parquet(str(staging / "per_variant.parquet"))
-    c.retries.coalesce(1).write.parquet(str(staging / "retries.parquet"))
-    c.ledger.coalesce(1).write.parquet(str(staging / "ledger.parquet"))
+    pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False), staging / "per_variant.parquet")
+    for name in (RETRIES, LEDGER):
+        shutil.move(c.scratch / name, staging / f"{name}.parquet")
     (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     render(summary, c.plot, c.samples, staging)
     staging.rename(out)
+    c.close()
     return {**summary, "out": str(out.resolve()), "report": str((out / "report.html").resolve())}
 
 
@@ -319,14 +324,14 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
     check_variants(archives, wanted, roles)
     rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
     collected = collect(spark, archives, wanted, seed=rule.seed)
-    result = analyse(collected, args.baseline, args.candidate, rule)
-    now = dt.datetime.now(dt.UTC)
-    out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-{args.candidate}-vs-{args.baseline}"
-    summary = write(collected, result, out)
-    collected.retries.unpersist()
-    collected.per_variant_table.unpersist()
-    collected.ledger.unpersist()
-    return summary
+    try:
+        result = analyse(collected, args.baseline, args.candidate, rule)
+        now = dt.datetime.now(dt.UTC)
+        out = Path(args.out) if args.out else \
+            Path("reports") / f"{now:%Y%m%d-%H%M%S}-{args.candidate}-vs-{args.baseline}"
+        return write(collected, result, out)
+    finally:
+        collected.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -191,13 +191,13 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
     archives = load_archives(args.archives, spark=spark, warn=lambda s: None)
     rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
     c = collect(spark, archives, variants, seed=rule.seed)
-    result = analyse_matrix(c, variants, rule, failed, not_applicable)
-    now = dt.datetime.now(dt.UTC)
-    out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-matrix"
-    summary = write(c, result, out)
-    for df in (c.retries, c.per_variant_table, c.ledger):
-        df.unpersist()
-    return summary
+    try:
+        result = analyse_matrix(c, variants, rule, failed, not_applicable)
+        now = dt.datetime.now(dt.UTC)
+        out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-matrix"
+        return write(c, result, out)
+    finally:
+        c.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

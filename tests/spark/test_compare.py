@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.latency import derive, summarize
+from harness.latency import derive
+from harness.tally import summarize
 from spark.jobs.compare import parser, run
 from tests import synth
 

@@ -5,7 +5,8 @@ import pandas as pd
 from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.events import EVENT_SCHEMA_VERSION, write_parquet
-from harness.latency import derive, summarize
+from harness.latency import derive
+from harness.tally import summarize
 from spark.io import load_archives, scenario_of
 from spark.jobs.compare import collect
 from tests import synth

@@ -1,12 +1,17 @@
-"""The ledger through Spark (split by message across partitions, Arrow-backed strings) is classify's ledger:
-every edge case of tests/unit/test_ledger.py at once, in two runs and two variants, row for row."""
+"""The facts through Spark (a task per file or per share of one, or Spark reading the events and splitting
+them by message) are the facts of the whole run at once: classify's ledger row for row and the same tallies,
+over every edge case of tests/unit/test_ledger.py, in two runs and two variants."""
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
-from harness.events import SCHEMA, to_table
+from harness import tally
+from harness.events import EVENT_SCHEMA_VERSION, SCHEMA, to_table
 from harness.ledger import COLUMNS, classify
+from spark import facts
+from spark.io import Archive
 from tests.unit.test_ledger import SUBS, _ev, _sent
 
 ALLOWED = {"G": 3, "H": 3, "A": 3, "B": 3}
@@ -49,16 +54,23 @@ def _plain(v: object) -> object:
     return str(v)
 
 
-def test_the_spark_ledger_is_the_pandas_ledger_row_for_row(spark):
-    from spark.analysis import ledger  # its module needs a running Spark
+@pytest.mark.parametrize("route", ["by file", "by shares of a file", "read by spark"])
+def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeypatch, route):
+    from spark.analysis import message_facts  # its module needs a running Spark
 
     events = _cases()
+    path = tmp_path / "events.parquet"
+    pq.write_table(to_table([{c: r.get(c) for c in SCHEMA.names} for r in events]), path)
+    archive = Archive(str(tmp_path), {"run_id": "r1", "event_schema_version": EVENT_SCHEMA_VERSION,
+                                      "variants": [{"name": "v"}, {"name": "w"}]}, [str(path)])
+    if route == "by shares of a file":
+        monkeypatch.setattr(facts, "SHARE_EVENTS", 25)
+    routing = {run: facts.Routing(SUBS, ALLOWED, 20_000.0) for run in ("r1", "r2")}
+    got_tallies = message_facts(spark, [archive], ["v", "w"], tmp_path / "scratch", routing,
+                                read_by_spark=route == "read by spark")
+    whole = tally.slice_facts(pd.DataFrame(events), SUBS, ALLOWED, 20_000.0)
     want = classify(pd.DataFrame(events), SUBS, ALLOWED)
-    table = to_table([{c: r.get(c) for c in SCHEMA.names} for r in events])
-    df = spark.createDataFrame(table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(),
-                                                             pa.int32(): pd.Int32Dtype()}.get))
-    routing = {run: (SUBS, ALLOWED) for run in ("r1", "r2")}
-    got = ledger(df, routing).toPandas()
+    got = pd.read_parquet(tmp_path / "scratch" / facts.LEDGER)
     assert len(got) == len(want) > 40
     key = ["run_id", "variant", "group", "ledger_id"]
     got = got.sort_values(key, ignore_index=True)[COLUMNS]
@@ -67,3 +79,6 @@ def test_the_spark_ledger_is_the_pandas_ledger_row_for_row(spark):
         assert [_plain(v) for v in got[c]] == [_plain(v) for v in want[c]], c
     assert set(want["class"]) >= {"acked_first", "acked_after_retry", "lost", "dead_lettered", "duplicated",
                                   "cross_topic", "unknown"}
+    by = ["run_id", "variant", "name"]
+    assert (got_tallies.groupby(by)["value"].sum().to_dict() == whole.tallies.groupby(by)["value"].sum().to_dict())
+    assert len(pd.read_parquet(tmp_path / "scratch" / facts.RETRIES)) == len(whole.retries) > 0

@@ -27,6 +27,8 @@ COMPONENTS = {
     "harness.latency": "contracts",
     "harness.ledger": "contracts",
     "harness.ordering": "contracts",
+    "harness.tally": "contracts",
+    "harness.frames": "contracts",
     "harness.metrics": "contracts",
     "harness.archive.schema": "contracts",
     "harness.process": "process",

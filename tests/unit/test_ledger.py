@@ -40,7 +40,7 @@ def test_every_pair_gets_exactly_one_class():
     assert led.set_index("ledger_id").loc["never", "why"] == "never delivered"
     assert led.set_index("ledger_id").loc["unacked", "why"] == "delivered, never acked"
     c = counts(led)
-    assert set(c) == {"owed", *CLASSES, "dlq_early", "dlq_late", "tag_changed"}
+    assert set(c) == {"owed", *CLASSES, "dlq_early", "dlq_late", "tag_changed", "duplicate_deliveries"}
     assert c["owed"] == 5 and c["lost"] == 2 and c["cross_topic"] == 0
     assert (c["dlq_early"], c["dlq_late"]) == (1, 0)  # dead-lettered after 1 of the 3 deliveries allowed
 

@@ -1,0 +1,195 @@
+"""What the events of a set of whole messages add to a summary, and the summary made of them.
+
+``slice_facts`` takes events holding every event of each message they hold (a whole run, or the share of a
+run's messages one Spark task reads) and returns the retry deliveries (harness.latency.retry_rows), the
+ledger rows (harness.ledger.classify) and additive tallies per (run, scenario, variant, cycle). A summary
+over any number of slices is the sum of their tallies and the quantiles of their retry rows
+(``totals``, ``nest``): the run's own summary takes its run as one slice, the Spark analysis adds up the
+slices of many archives. One definition of every count, whichever engine adds them up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from harness import frames, ledger, ordering
+from harness.expectations import COUNTS, DISTRIBUTIONS, LEDGER
+from harness.latency import QUANTILES, column, retry_outcomes, retry_rows, stall_counts
+
+BY_RUN = ["run_id", "scenario", "variant"]
+# Events of these kinds are counted under these names.
+KIND_TALLIES = {"sent": "sent", "received": "deliveries", "acked": "acks", "nacked": "nacks",
+                "empty_poll": "empty_polls", "error": "errors"}
+TALLIES = (*[c for c in COUNTS if c != "cycles"], *[f"ledger_{k}" for k in LEDGER], "stalled_count")
+TALLY_SCHEMA = pa.schema([("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()),
+                          ("cycle", pa.int32()), ("name", pa.string()), ("value", pa.int64())])
+# Counted besides TALLIES, not summarised: events of FIFO messages, errors reading a dead-letter queue.
+CHECKS = ("fifo_events", "dlq_reader_errors")
+STATISTICS = ("n", *[f"p{round(q * 100)}" for q in QUANTILES], "max")
+
+
+@dataclass(frozen=True)
+class Facts:
+    retries: pd.DataFrame  # harness.latency.RETRY_SCHEMA
+    ledger: pd.DataFrame  # harness.ledger.SCHEMA
+    tallies: pd.DataFrame  # TALLY_SCHEMA, long: one row per (run, scenario, variant, cycle, name)
+
+
+def _sums(keys: pd.DataFrame, values: Mapping[str, np.ndarray | pd.Series]) -> pd.DataFrame:
+    """Per distinct row of ``keys`` (a null is a value of its own): the sums of ``values`` and ``rows``, the
+    number of rows (numpy over harness.frames' integer per row)."""
+    dense, frame = frames.levels(keys, list(keys.columns), frames.codes(keys, list(keys.columns)))
+    frame["rows"] = np.bincount(dense, minlength=len(frame)).astype(np.int64)
+    for name, v in values.items():
+        sums = np.bincount(dense, weights=np.asarray(v, dtype=float), minlength=len(frame))
+        frame[name] = np.rint(sums).astype(np.int64)
+    return frame
+
+
+def _long(frame: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Per-(run, scenario, variant, cycle) columns ``names`` -> TALLY_SCHEMA rows (zeros left out)."""
+    out = frame.melt(id_vars=[*BY_RUN, "cycle"], value_vars=list(names), var_name="name", value_name="value")
+    return out[out["value"] != 0]
+
+
+def _kinds(ev: pd.DataFrame) -> pd.DataFrame:
+    per = _sums(ev[[*BY_RUN, "cycle", "kind"]], {})
+    per["kind"] = per["kind"].map(KIND_TALLIES)
+    return per.dropna(subset=["kind"]).pivot_table(index=[*BY_RUN, "cycle"], columns="kind", values="rows",
+                                                   aggfunc="sum", fill_value=0, dropna=False).reset_index()
+
+
+def _messages(ev: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
+    """Per message (``keys``: harness.ledger.message_keys): sent, received, acked; counted in its first cycle."""
+    kind = ev["kind"]
+    seen = kind.isin(["sent", "received", "acked"]).to_numpy()
+    dense, first = frames.levels(ev, BY_RUN, keys[seen], np.flatnonzero(seen))
+    flags = {k: np.bincount(dense, weights=(kind == k).to_numpy(dtype=float)[seen], minlength=len(first)) > 0
+             for k in ("sent", "received", "acked")}
+    first["cycle"] = pd.Series(ev["cycle"].to_numpy()[seen]).groupby(dense).min().to_numpy()
+    sent, received, acked = flags["sent"], flags["received"], flags["acked"]
+    return _sums(first, {"ledger_sent": sent, "ledger_received": sent & received, "ledger_acked": sent & acked,
+                         "ledger_never_received": sent & ~received, "ledger_unknown_received": ~sent & received})
+
+
+MESSAGE_TALLIES = ("ledger_sent", "ledger_received", "ledger_acked", "ledger_never_received",
+                   "ledger_unknown_received")
+
+
+def slice_facts(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
+                long_poll_ms: float) -> Facts:
+    """The facts of ``events`` (whole messages of one scenario; any runs and variants of it)."""
+    ev = events.copy(deep=False)  # a column added below must not reach the caller's frame
+    ev["cycle"] = (ev["cycle"] if "cycle" in ev.columns else pd.Series(0, index=ev.index)).fillna(0)
+    keys = ledger.message_keys(ev)
+    # latency.message_codes from the keys at hand (the ledger id's factorisation is the costly part): the
+    # same equalities, and -1 wherever a key column is missing.
+    messages = frames.codes(pd.DataFrame({"key": keys, "group": ev["group"]}), ["key", "group"], nulls=False)
+    messages[pd.DataFrame({c: ev[c] for c in [*BY_RUN, "ledger_id"]}).isna().any(axis=1).to_numpy()] = -1
+    retries = retry_rows(ev, messages)
+    outcomes = retry_outcomes(ev, allowed_deliveries, long_poll_ms, retries, messages)
+    rows = ledger.classify(ev, subscriptions, allowed_deliveries, keys)
+    by_cycle = [*BY_RUN, "cycle"]
+    kinds = _kinds(ev)
+    led = ledger.tallies(rows.assign(cycle=rows["cycle"].fillna(0)), by_cycle).add_prefix("ledger_").reset_index()
+    out = _sums(outcomes[by_cycle], {"ledger_retries_never_redelivered": ~outcomes["redelivered"],
+                                     "stalled_count": outcomes["stalled"]})
+    parts = [
+        _long(kinds, [c for c in kinds.columns if c in KIND_TALLIES.values()]),
+        _long(_sums(retries[by_cycle], {}).rename(columns={"rows": "retry_deliveries"}), ["retry_deliveries"]),
+        _long(_messages(ev, keys), MESSAGE_TALLIES),
+        _long(led, [c for c in led.columns if c.startswith("ledger_")]),
+        _long(out.rename(columns={"rows": "ledger_retries_expected"}),
+              ["ledger_retries_expected", "ledger_retries_never_redelivered", "stalled_count"]),
+    ]
+    # What tells the analysis whether the FIFO and dead-letter reader checks have anything to look at.
+    is_error = (ev["kind"] == "error").to_numpy()
+    errors = np.zeros(len(ev), dtype=bool)
+    if is_error.any():
+        topics = column(ev, "topic")[is_error].astype(object).fillna("")
+        errors[is_error] = topics.str.startswith("%DLQ%").to_numpy(dtype=bool)
+    parts.append(_long(_sums(ev[by_cycle], {"fifo_events": column(ev, "message_group").notna(),
+                                            "dlq_reader_errors": errors}), CHECKS))
+    parts = [p for p in parts if len(p)]
+    tallies = pd.concat(parts, ignore_index=True) if parts else TALLY_SCHEMA.empty_table().to_pandas()
+    tallies = tallies.astype({"cycle": "int64", "value": "int64"})
+    return Facts(retries, rows, tallies[TALLY_SCHEMA.names])
+
+
+def totals(tallies: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per ``by``: every TALLIES figure summed over the slices (zero included), ``runs`` (runs with events)
+    and ``cycles`` (the cycles, of all runs, in which something was sent)."""
+    by = list(by)
+    if tallies.empty:
+        return pd.DataFrame(columns=[*by, "runs", "cycles", *TALLIES])
+    wide = (tallies.pivot_table(index=by, columns="name", values="value", aggfunc="sum", fill_value=0)
+            .reindex(columns=list(TALLIES), fill_value=0))
+    wide["runs"] = tallies.groupby(by)["run_id"].nunique()
+    sent = tallies[(tallies["name"] == "sent") & (tallies["value"] > 0)]
+    wide["cycles"] = sent.drop_duplicates([*by, "run_id", "cycle"]).groupby(by).size()
+    wide = wide.fillna({"cycles": 0}).astype({"cycles": "int64"})
+    return wide.reset_index()[[*by, "runs", "cycles", *TALLIES]]
+
+
+def distributions(retries: pd.DataFrame) -> dict[str, int | float | None]:
+    """The flat ``{metric}_{statistic}`` figures of a set of retry rows (numpy's linear quantiles, as Spark's)."""
+    out: dict[str, int | float | None] = {}
+    for m in DISTRIBUTIONS:
+        v = retries[m].dropna().to_numpy(dtype=float) if m in retries else np.array([])
+        out[f"{m}_n"] = int(v.size)
+        for q in QUANTILES:
+            out[f"{m}_p{round(q * 100)}"] = float(np.quantile(v, q)) if v.size else None
+        out[f"{m}_max"] = float(v.max()) if v.size else None
+    return out
+
+
+def nest(row: Mapping[str, object]) -> dict:
+    """A flat row (``totals`` plus ``distributions`` columns) -> the summary's shape."""
+    keys = ("run_id", "scenario", "variant", "runs", *COUNTS)
+    out = {k: row[k] for k in keys if k in row}
+    out = {k: (int(v) if isinstance(v, int | float | np.integer | np.floating) and v is not None else v)
+           for k, v in out.items()}
+    out["ledger"] = {k: int(row.get(f"ledger_{k}") or 0) for k in LEDGER}
+    for m in DISTRIBUTIONS:
+        out[m] = {s: (int(row.get(f"{m}_n") or 0) if s == "n" else _number(row.get(f"{m}_{s}"))) for s in STATISTICS}
+    out["stalled"] = stall_counts(out["ledger"]["retries_expected"], int(row.get("stalled_count") or 0))
+    return out
+
+
+def _number(v: object) -> float | None:
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
+
+
+def table(tallies: pd.DataFrame, retries: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per ``by``: ``totals`` and the ``distributions`` of the retry rows, flat (what ``nest`` shapes)."""
+    by = list(by)
+    dists = pd.DataFrame([{**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                           **distributions(group)} for key, group in retries.groupby(by, sort=False)],
+                         columns=[*by, *[f"{m}_{s}" for m in DISTRIBUTIONS for s in STATISTICS]])
+    out = totals(tallies, by).merge(dists.astype({b: object for b in by}), on=by, how="left")
+    counts = [f"{m}_n" for m in DISTRIBUTIONS]
+    out[counts] = out[counts].apply(pd.to_numeric).fillna(0).astype("int64")
+    return out.sort_values(by, ignore_index=True)
+
+
+def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
+              long_poll_ms: float) -> list[dict]:
+    """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
+    ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
+    that stalled (waited for the scenario's ``long_poll_ms`` to run out) and the FIFO order checks."""
+    facts = slice_facts(events, subscriptions, allowed_deliveries, long_poll_ms)
+    out = []
+    for row in table(facts.tallies, facts.retries, ["scenario", "variant"]).to_dict("records"):
+        summary = nest(row)
+        summary.pop("runs")
+        fifo = ordering.fifo_rows(events[(events["scenario"] == row["scenario"])
+                                         & (events["variant"] == row["variant"])])
+        if not fifo.empty:
+            summary["fifo"] = ordering.fifo_counts(fifo)
+        out.append(summary)
+    return out
