@@ -1,7 +1,8 @@
-"""The Spark analysis of run archives: the message facts of every archive, split into tasks by message
-(spark.facts, harness.tally), added up per (scenario, variant) or per run, and the samples the verdict
-compares. Spark schedules the tasks and does what spans them: the exact quantiles over every retry, the
-samples, the FIFO and dead-letter checks. No deployment, no report.
+"""The Spark analysis of run archives: the message facts of every archive computed by Spark tasks, each
+holding whole messages (spark.facts, harness.tally), then what spans the tasks: their tallies added up,
+the exact quantiles and the verdict's samples from the retry rows they wrote, and, where the tasks saw any
+FIFO messages or dead-letter reader errors, a pass of Spark over the events for those checks. No
+deployment, no report.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from spark import facts
 from spark.io import Archive, read_events, scenario_of
 from spark.stats import MEDIAN, STATISTIC
 
-# Version 1 archives have no cycles: each run is one cycle there.
-CYCLE = F.coalesce(F.col("cycle"), F.lit(0))
 LATENCIES = [m for m, statistic in STATISTIC.items() if statistic == MEDIAN]
 
 
