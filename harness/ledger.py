@@ -119,7 +119,7 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliver
     # Every (run, scenario, variant, ledger id) becomes one integer, once: the joins below are on numbers,
     # not on four string columns (the cost of a ledger of millions of messages).
     ev["key"] = frames.codes(ev, KEYS) if keys is None else keys[wanted]
-    names = ev.drop_duplicates("key")[["key", *KEYS]]
+    names = ev.loc[~ev["key"].duplicated().to_numpy(), ["key", *KEYS]]
     kind = ev["kind"]
     sent = (ev.loc[kind == "sent", ["key", "topic", "origin_topic", "intended_group", "cycle", "tag", "t_client_ns"]]
             .sort_values("t_client_ns", kind="stable").drop_duplicates("key")

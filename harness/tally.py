@@ -108,13 +108,14 @@ def slice_facts(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allow
               ["ledger_retries_expected", "ledger_retries_never_redelivered", "stalled_count"]),
     ]
     # What tells the analysis whether the FIFO and dead-letter reader checks have anything to look at.
+    fifo = column(ev, "message_group").notna().to_numpy()
     is_error = (ev["kind"] == "error").to_numpy()
     errors = np.zeros(len(ev), dtype=bool)
     if is_error.any():
         topics = column(ev, "topic")[is_error].astype(object).fillna("")
         errors[is_error] = topics.str.startswith("%DLQ%").to_numpy(dtype=bool)
-    parts.append(_long(_sums(ev[by_cycle], {"fifo_events": column(ev, "message_group").notna(),
-                                            "dlq_reader_errors": errors}), CHECKS))
+    if fifo.any() or errors.any():
+        parts.append(_long(_sums(ev[by_cycle], {"fifo_events": fifo, "dlq_reader_errors": errors}), CHECKS))
     parts = [p for p in parts if len(p)]
     tallies = pd.concat(parts, ignore_index=True) if parts else TALLY_SCHEMA.empty_table().to_pandas()
     tallies = tallies.astype({"cycle": "int64", "value": "int64"})
