@@ -28,6 +28,9 @@ KIND_TALLIES = {"sent": "sent", "received": "deliveries", "acked": "acks", "nack
 TALLIES = (*[c for c in COUNTS if c != "cycles"], *[f"ledger_{k}" for k in LEDGER], "stalled_count")
 TALLY_SCHEMA = pa.schema([("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()),
                           ("cycle", pa.int32()), ("name", pa.string()), ("value", pa.int64())])
+# The tallies counted per message (each message once, whatever its groups).
+MESSAGE_TALLIES = ("ledger_sent", "ledger_received", "ledger_acked", "ledger_never_received",
+                   "ledger_unknown_received")
 # Counted besides TALLIES, not summarised: events of FIFO messages, errors reading a dead-letter queue.
 CHECKS = ("fifo_events", "dlq_reader_errors")
 STATISTICS = ("n", *[f"p{round(q * 100)}" for q in QUANTILES], "max")
@@ -75,10 +78,6 @@ def _messages(ev: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     sent, received, acked = flags["sent"], flags["received"], flags["acked"]
     return _sums(first, {"ledger_sent": sent, "ledger_received": sent & received, "ledger_acked": sent & acked,
                          "ledger_never_received": sent & ~received, "ledger_unknown_received": ~sent & received})
-
-
-MESSAGE_TALLIES = ("ledger_sent", "ledger_received", "ledger_acked", "ledger_never_received",
-                   "ledger_unknown_received")
 
 
 def slice_facts(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
