@@ -106,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     run_opts.add_argument("--protocol", choices=PROTOCOLS, default=None,
                           help="run the scenario's form over this protocol (NAME-PROTOCOL; default: its own)")
     run_opts.add_argument("--duration", type=float, default=None, help="override the scenario's duration_s")
+    run_opts.add_argument("--fault", action="append", dest="faults", metavar="ACTION:TARGET@AT_S[+DURATION_S]",
+                          help="inject this fault instead of the scenario's own (repeatable; e.g. kill9:broker@30+10, "
+                               "sigstop:proxy@30+10, restart:namesrv@30); the scenario is named after its faults")
     run_opts.add_argument("--runs-dir", type=Path, default=Path("runs"),
                           help="where run archives go (default: runs/)")
     run_opts.add_argument("--probe", action="store_true",
@@ -274,6 +277,34 @@ def print_summary(summary: Sequence[dict]) -> None:
     console.print(t)
 
 
+def _open_ms(ms: float | None, still_open: bool | None, how: str) -> str:
+    """A duration that may have no end in sight: at least this long, and ``how`` it ended."""
+    return "-" if ms is None else f">= {_fmt_ms(ms)} ({how})" if still_open else _fmt_ms(ms)
+
+
+def print_faults(summary: Sequence[dict]) -> None:
+    """Per fault and variant: how long its target was away, what happened to the messages in flight, and how
+    long sends and deliveries stopped."""
+    rows = [f for s in summary for f in s.get("faults") or []]
+    if not rows:
+        return
+    t = Table(title="faults: the (message, group) pairs in flight across each (sent before its target was back, "
+                    "not yet acked when it began), the longest wait for a delivery, and the longest gaps between "
+                    "successful sends and between deliveries, overlapping it")
+    for col in ("fault", "at", "variant", "away", "in flight", "lost", "dup", "dlq", "acked after retry",
+                "longest wait", "sends stopped", "deliveries stopped", "error"):
+        t.add_column(col, justify="left" if col in ("fault", "variant", "error") else "right")
+    for f in rows:
+        away = "-" if f["window_s"] is None else f"{f['window_s']:.1f} s"
+        counts = (str(f[k]) if f[k] is not None else "-"
+                  for k in ("exposed", "lost", "duplicated", "dead_lettered", "acked_after_retry"))
+        t.add_row(f["label"], f"{f['at_s']:g} s", f["variant"], away, *counts,
+                  _open_ms(f["longest_wait_ms"], f["longest_wait_open"], "never delivered"),
+                  _open_ms(f.get("send_gap_ms"), f.get("send_gap_open"), "none since"),
+                  _open_ms(f.get("delivery_gap_ms"), f.get("delivery_gap_open"), "none since"), f["error"] or "")
+    console.print(t)
+
+
 def print_probes(probes: dict[str, list[dict]]) -> None:
     """Wakeups seen by the broker-side probe, per variant, group and cause."""
     t = Table(title="pop long-poll wakeups seen inside the broker (pop-wakeup-probe)")
@@ -314,6 +345,7 @@ def _run(args: argparse.Namespace) -> int:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
                      on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id).execute()
     print_summary(result.summary)
+    print_faults(result.summary)
     if result.probes:
         print_probes(result.probes)
     console.print(f"run archive: {result.archive}")
@@ -321,13 +353,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _scenario(args: argparse.Namespace) -> object:
-    from harness.scenario import load_scenario, on_protocol
+    from harness.scenario import load_scenario, on_protocol, parse_fault, parse_scenario, with_faults
 
     scenario = load_scenario(args.scenario)
     if getattr(args, "protocol", None):
         scenario = on_protocol(scenario, args.protocol)
+    # The faults first: a shorter --duration is checked against the faults that will run.
+    if getattr(args, "faults", None):
+        scenario = with_faults(scenario, [parse_fault(f) for f in args.faults])
     if args.duration is not None:
-        scenario = type(scenario).model_validate({**scenario.model_dump(), "duration_s": args.duration})
+        scenario = parse_scenario({**scenario.model_dump(), "duration_s": args.duration},
+                                  f"{scenario.source} (--duration {args.duration:g})")
     return scenario
 
 
@@ -355,6 +391,7 @@ def _k8s_run(args: argparse.Namespace) -> int:
     [archive] = cluster.fetch([run_id], args.runs_dir)
     manifest = json.loads((archive / "manifest.json").read_text())
     print_summary(manifest["summary"])
+    print_faults(manifest["summary"])
     if manifest.get("probe"):
         print_probes(manifest["probe"])
     console.print(f"run archive: {archive}")

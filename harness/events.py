@@ -18,9 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # 2: the cycle column, cycle_start / cycle_end events, pickup_ms. 3: the tag column. 4: message_group.
-# 5: started_ns. Readers take every earlier version too.
-EVENT_SCHEMA_VERSION = 5
-KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end")
+# 5: started_ns. 6: the fault kind (written by the harness, worker "harness"). Readers take every earlier
+# version too.
+EVENT_SCHEMA_VERSION = 6
+KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end",
+         "fault")
 
 SCHEMA = pa.schema(
     [
@@ -43,7 +45,7 @@ SCHEMA = pa.schema(
         ("invisible_ms", pa.int64()),  # nacked: the invisible duration requested; received: at receive
         ("origin_topic", pa.string()),  # from the message body: the topic it was first sent to
         ("intended_group", pa.string()),  # from the message body
-        ("detail", pa.string()),  # error text; cycle_end: drained | timeout
+        ("detail", pa.string()),  # error text; cycle_end: drained | timeout; fault: what was done to which process
         ("cycle", pa.int32()),  # the produce-and-nack cycle the message belongs to (from its body)
         ("tag", pa.string()),  # sent: the tag given; received / dlq_seen: the tag the message arrived with
         ("message_group", pa.string()),  # FIFO: the message group it was sent in (from its body)

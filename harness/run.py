@@ -24,6 +24,8 @@ from harness.archive.writer import ArchiveStaging
 from harness.client.driver import CLIENT_UNFIT, driver
 from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
+from harness.events import EventLog
+from harness.faults import HARNESS_WORKER, Injector
 from harness.observability.dashboards import panel_queries
 from harness.observability.probe import read_probe
 from harness.observability.prometheus import ScrapeTarget
@@ -38,6 +40,8 @@ SCRAPE_INTERVAL_S = 1.0
 # Wakeup subtracts the broker's store time from the client's receive time: a clock offset between them
 # is a bias of that size. Refused when the measured bounds lie wholly beyond this.
 MAX_CLOCK_OFFSET_MS = 10.0
+# A fault still in progress when the load ends (a broker starting again) is waited for this long.
+FAULT_FINISH_S = 300.0
 
 
 @dataclass
@@ -77,9 +81,10 @@ def scrape_targets(run_id: str, endpoints: Sequence[Endpoints],
     for ep in endpoints:
         targets += [ScrapeTarget("workers", address, ep.variant, run_id)
                     for address in worker_metrics[ep.variant].values()]
-        targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(ep.metrics).netloc, ep.variant, run_id))
-        if ep.probe:
-            targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(ep.probe).netloc, ep.variant, run_id))
+        for node in ep.brokers:
+            targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(node.metrics).netloc, ep.variant, run_id))
+            if node.probe:
+                targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(node.probe).netloc, ep.variant, run_id))
     return targets
 
 
@@ -122,8 +127,10 @@ class Run:
         site: Site = self.site_factory(self.work, self.log)
         backend, prom = site.backend, site.prometheus
         fleet: LocustFleet | None = None
+        faults = Injector(backend, [v.name for v in self.variants], self.scenario.faults, self.log)
         try:
-            endpoints = backend.up(self.variants)
+            endpoints = backend.up(self.variants, self.scenario.topology)
+            faults.prepare()
             clocks = {ep.variant: self._clock_offset(ep) for ep in endpoints}
             for ep in endpoints:
                 create_resources(ep, self.scenario)
@@ -133,7 +140,9 @@ class Run:
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()
             fleet.start()
+            faults.start()
             fleet.wait(self.on_tick)
+            faults.finish(timeout_s=FAULT_FINISH_S)
             probes = self._collect_probes(endpoints, staging)
             configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
             agents = {ep.variant: backend.agent_report(ep.variant) for ep in endpoints}
@@ -148,6 +157,7 @@ class Run:
                 fleet.stop()
             prom.stop()
             backend.down()
+            faults.release()
             backend.collect(staging.dir("logs"))
             self.log(f"run failed; what it wrote so far is in {staging.path}")
             raise
@@ -158,10 +168,19 @@ class Run:
                 step()
             except Exception as e:  # noqa: BLE001 - reported, and the archive is still written
                 self.log(f"warning: {what} failed: {e}")
+        faults.release()
+        records = [r.as_dict() for r in faults.records]
+        for variant, shard_dir in fleet.shard_dirs.items():
+            rows = [r.event() for r in faults.records if r.variant == variant]
+            if rows:
+                log = EventLog(shard_dir, HARNESS_WORKER, self._event_common(variant))
+                for row in rows:
+                    log.record("fault", **row)
+                log.flush()
         merged = staging.merge_events(fleet.shard_dirs)
         sc = self.scenario
         summary = summarize(merged, sc.subscriptions(), sc.allowed_deliveries(),
-                            sc.consume.long_poll_s * 1000) if not merged.empty else []
+                            sc.consume.long_poll_s * 1000, records) if not merged.empty else []
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
             broker_configs=configs, agent_reports=agents, clock_offsets=clocks,
@@ -170,13 +189,22 @@ class Run:
             duration_s=time.monotonic() - t0, summary=summary, probes=probes,
             prometheus={"scrape_interval_s": SCRAPE_INTERVAL_S, "series": exported,
                         "observer_effect": self.scenario.observer_effect},
+            faults=records,
         ))
         shutil.rmtree(self.work, ignore_errors=True)
+        if faults.failed:
+            first = faults.failed[0]
+            raise HarnessError(f"{len(faults.failed)} fault(s) not carried out as planned, e.g. {first.variant}: "
+                               f"{first.label}: {first.error} (the archive {archive} records them)")
         unfit = merged.loc[(merged["kind"] == "error") & merged["detail"].fillna("").str.startswith(CLIENT_UNFIT)]
         if not unfit.empty:
             raise HarnessError(f"{unfit['detail'].iloc[0]} ({len(unfit)} times; the archive is {archive}, "
                                "but its wakeups cannot be trusted)")
         return RunResult(archive, summary, merged, probes)
+
+    def _event_common(self, variant: str) -> dict[str, str]:
+        return {"run_id": self.run_id, "variant": variant, "scenario": self.scenario.name, "worker": HARNESS_WORKER,
+                "protocol": self.scenario.protocol}
 
     def _clock_offset(self, ep: Endpoints) -> tuple[float, float]:
         lo, hi = readiness.clock_offset_ms(ep, self.scenario.protocol)
@@ -188,16 +216,20 @@ class Run:
         return lo, hi
 
     def _collect_probes(self, endpoints: Sequence[Endpoints], staging: ArchiveStaging) -> dict[str, list[dict]]:
-        """Save each mounted wakeup probe's counters (before the brokers stop) as probe/<variant>.prom."""
-        out = {}
+        """Save each mounted wakeup probe's counters (before the brokers stop) as probe/<variant>.prom (a
+        topology's other brokers: probe/<variant>-<broker>.prom); the manifest gets every broker's samples.
+        A broker a fault started again counts from its restart."""
+        out: dict[str, list[dict]] = {}
         for ep in endpoints:
-            if not ep.probe:
-                continue
-            try:
-                text, samples = read_probe(ep.probe)
-            except OSError as e:
-                self.log(f"{ep.variant}: wakeup probe at {ep.probe} did not answer ({e})")
-                continue
-            (staging.dir("probe") / f"{ep.variant}.prom").write_text(text)
-            out[ep.variant] = samples
+            for node in ep.brokers:
+                if not node.probe:
+                    continue
+                try:
+                    text, samples = read_probe(node.probe)
+                except OSError as e:
+                    self.log(f"{ep.variant}: wakeup probe of {node.name} at {node.probe} did not answer ({e})")
+                    continue
+                name = ep.variant if node.name == "broker" else f"{ep.variant}-{node.name}"
+                (staging.dir("probe") / f"{name}.prom").write_text(text)
+                out.setdefault(ep.variant, []).extend(samples)
         return out

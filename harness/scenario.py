@@ -7,6 +7,7 @@ long. It says nothing about brokers: the same scenario runs against every varian
 
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
 from typing import Annotated, Literal, get_args
@@ -28,8 +29,8 @@ from harness.errors import ConfigError
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 6  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;
-# 6: consume.delay_s
+SCHEMA_VERSION = 7  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;
+# 6: consume.delay_s; 7: topology, faults
 
 
 def _rule(text: str) -> str:
@@ -203,8 +204,82 @@ class Series(_Strict):
         return self
 
 
+# Processes a fault can hit, by what they are in RocketMQ. With the proxy in local mode the broker and the
+# proxy are one JVM, so only `broker` names it.
+FaultTarget = Literal["namesrv", "broker", "broker-b", "slave", "proxy"]
+FAULT_TARGETS: tuple[str, ...] = get_args(FaultTarget)
+FaultAction = Literal["kill9", "sigstop", "restart"]
+FAULT_ACTIONS: tuple[str, ...] = get_args(FaultAction)
+
+
+class Topology(_Strict):
+    """The shape of every variant's deployment. A scenario holds it, not a variant: a comparison judges
+    builds, so both sides must run on the same shape."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    proxy: Literal["local", "cluster"] = Field(
+        "local", description="local: the broker runs inside the proxy's JVM (upstream's `mqbroker --enable-proxy`); "
+        "cluster: a broker JVM per broker and one proxy JVM of its own in front of them")
+    masters: int = Field(1, ge=1, le=2, description="master brokers in the cluster (broker, broker-b)")
+    slave: bool = Field(False, description="a slave of the first master that acts as master while it is down "
+                        "(enableSlaveActingMaster, RIP-32)")
+
+    @model_validator(mode="after")
+    def _shape(self) -> Topology:
+        if self.proxy == "local" and (self.masters > 1 or self.slave):
+            what = "two masters" if self.masters > 1 else "a slave"
+            raise ValueError(f"proxy: local runs one broker inside the proxy's JVM; {what} needs proxy: cluster")
+        return self
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The processes a fault can name in this topology."""
+        out = ["namesrv", "broker"]
+        if self.masters > 1:
+            out.append("broker-b")
+        if self.slave:
+            out.append("slave")
+        if self.proxy == "cluster":
+            out.append("proxy")
+        return tuple(out)
+
+
+# One broker inside the proxy's JVM: upstream's `mqbroker --enable-proxy`, what every scenario ran before topologies.
+SINGLE = Topology()
+
+
+class Fault(_Strict):
+    """One fault, injected into every variant at the same moment of the load."""
+
+    at_s: float = Field(ge=0, le=86_400, description="seconds after the load starts (Locust started)")
+    action: FaultAction = Field(description="kill9: SIGKILL, started again after duration_s; sigstop: SIGSTOP, "
+                                "SIGCONT after duration_s; restart: SIGTERM, wait for the exit, start again")
+    target: FaultTarget
+    duration_s: float | None = Field(None, ge=0, le=3_600, description="sigstop: how long it stays stopped "
+                                     "(required); kill9: how long it stays dead before it is started again "
+                                     "(default 0: at once, as a supervisor would)")
+
+    @model_validator(mode="after")
+    def _duration(self) -> Fault:
+        if self.action == "sigstop" and self.duration_s is None:
+            raise ValueError("duration_s: sigstop needs how long the process stays stopped")
+        if self.action == "restart" and self.duration_s is not None:
+            raise ValueError("duration_s: a restart starts the process again as soon as it exited")
+        return self
+
+    @property
+    def hold_s(self) -> float:
+        """How long the fault keeps its target away, as planned (a restart: only as long as it takes)."""
+        return self.duration_s or 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.action} {self.target}" + (f" {self.duration_s:g} s" if self.duration_s else "")
+
+
 class Scenario(_Strict):
-    schema_version: Literal[1, 2, 3, 4, 5, 6] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4, 5, 6, 7] = SCHEMA_VERSION
     name: ResourceName
     description: str = ""
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
@@ -233,6 +308,9 @@ class Scenario(_Strict):
     workers: int = Field(2, ge=1, le=64, description="Locust worker processes")
     series: Series | None = Field(None, description="run once per number of groups (see Series); a point of "
                                   "it has one number and names the series in `of`")
+    topology: Topology = Field(default_factory=Topology, description="the deployment every variant runs on")
+    faults: list[Fault] = Field(default_factory=list, description="faults injected during the load, into every "
+                                "variant at once (harness.faults); each is in the manifest and the events")
     _source: str = PrivateAttr("scenario")
 
     @model_validator(mode="before")
@@ -273,6 +351,7 @@ class Scenario(_Strict):
             i = next(i for i, g in enumerate(self.groups) if g.fifo)
             raise ValueError(f"groups.{i}.fifo: FIFO pop over remoting (order=true) is not built yet; "
                              "use protocol grpc")
+        self._check_topology()
         if self.protocol == "grpc":
             lo, hi = GRPC_LONG_POLL_RANGE_S
             if not lo <= self.consume.long_poll_s <= hi:
@@ -282,6 +361,32 @@ class Scenario(_Strict):
                 raise ValueError(f"consume.invisible_s: {self.consume.invisible_s} under the gRPC proxy's "
                                  f"minimum of {GRPC_MIN_INVISIBLE_S} s")
         return self
+
+    def _check_topology(self) -> None:
+        topo = self.topology
+        if self.protocol == "remoting" and (topo.masters > 1 or topo.slave):
+            raise ValueError("topology: the remoting driver pops from the first master only; run two masters or "
+                             "a slave over protocol grpc")
+        for i, f in enumerate(self.faults):
+            if f.target not in topo.targets:
+                why = {"proxy": "the proxy runs inside the broker's JVM (topology.proxy: local); set "
+                                "topology.proxy: cluster for a proxy of its own, or target broker",
+                       "broker-b": "the topology has one master (topology.masters: 2 adds broker-b)",
+                       "slave": "the topology has no slave (topology.slave: true)"}[f.target]
+                raise ValueError(f"faults.{i}.target: {f.target}: {why}")
+            if f.at_s + f.hold_s >= self.duration_s:
+                raise ValueError(f"faults.{i}: {f.label} at {f.at_s:g} s ends after the load's duration_s "
+                                 f"({self.duration_s:g} s); faults happen while the load runs")
+        by_target: dict[str, list[tuple[int, Fault]]] = {}
+        for i, f in enumerate(self.faults):
+            by_target.setdefault(f.target, []).append((i, f))
+        for target, faults in by_target.items():
+            faults.sort(key=lambda x: x[1].at_s)
+            # Faults on one target run one after another (a later one waits until its target is back).
+            for (_, a), (j, b) in zip(faults, faults[1:], strict=False):
+                if b.at_s < a.at_s + a.hold_s:
+                    raise ValueError(f"faults.{j}: {b.label} at {b.at_s:g} s overlaps {a.label} at {a.at_s:g} s "
+                                     f"on {target}")
 
     @property
     def expectations(self) -> list[expectations.Expectation]:
@@ -444,3 +549,30 @@ def load_scenario(name_or_path: str) -> Scenario:
         raise ConfigError(f"{name_or_path}: {path} has no point {point!r} (its numbers of groups: "
                           f"{', '.join(map(str, points))})")
     return parse_scenario(points[int(point)], f"{path} (series point {point})")
+
+
+_FAULT_SPEC = re.compile(r"^(?P<action>[a-z0-9]+):(?P<target>[a-z-]+)@(?P<at>[0-9.]+)(\+(?P<duration>[0-9.]+))?$")
+
+
+def parse_fault(spec: str) -> Fault:
+    """``ACTION:TARGET@AT_S[+DURATION_S]`` (e.g. kill9:broker@30+10) -> a Fault; ConfigError naming what is wrong."""
+    m = _FAULT_SPEC.match(spec)
+    if not m:
+        raise ConfigError(f"--fault {spec!r}: expected ACTION:TARGET@AT_S[+DURATION_S], e.g. kill9:broker@30+10 "
+                          f"(actions: {', '.join(FAULT_ACTIONS)}; targets: {', '.join(FAULT_TARGETS)})")
+    data = {"action": m["action"], "target": m["target"], "at_s": m["at"]}
+    if m["duration"] is not None:
+        data["duration_s"] = m["duration"]
+    try:
+        return Fault.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, f"--fault {spec}")) from None
+
+
+def with_faults(scenario: Scenario, faults: list[Fault]) -> Scenario:
+    """The scenario with ``faults`` instead of its own, named after them (NAME-ACTION-TARGET...), so archives of
+    different fault schedules are never pooled as one scenario."""
+    data = scenario.model_dump()
+    suffix = "-".join(f"{f.action}-{f.target}" for f in faults) or "nofaults"
+    data.update(name=f"{scenario.name}-{suffix}"[:100], faults=[f.model_dump() for f in faults])
+    return parse_scenario(data, f"{scenario.source} (with --fault)")

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from harness import frames, ledger, ordering
 from harness.expectations import COUNTS, DISTRIBUTIONS, LEDGER
+from harness.fault_impact import impact
 from harness.latency import QUANTILES, column, retry_outcomes, retry_rows, stall_counts
 
 BY_RUN = ["run_id", "scenario", "variant"]
@@ -178,11 +179,13 @@ def table(tallies: pd.DataFrame, retries: pd.DataFrame, by: Sequence[str]) -> pd
 
 
 def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-              long_poll_ms: float) -> list[dict]:
+              long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
     """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
     ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
-    that stalled (waited for the scenario's ``long_poll_ms`` to run out) and the FIFO order checks."""
+    that stalled (waited for the scenario's ``long_poll_ms`` to run out), the FIFO order checks and, when the
+    run injected ``faults`` (harness.faults.FaultRecord.as_dict), what each did (harness.fault_impact)."""
     facts = slice_facts(events, subscriptions, allowed_deliveries, long_poll_ms)
+    impacts = impact(facts.ledger, facts.retries, faults) if faults else []
     out = []
     for row in table(facts.tallies, facts.retries, ["scenario", "variant"]).to_dict("records"):
         summary = nest(row)
@@ -191,5 +194,7 @@ def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed
                                          & (events["variant"] == row["variant"])])
         if not fifo.empty:
             summary["fifo"] = ordering.fifo_counts(fifo)
+        if faults:
+            summary["faults"] = [f for f in impacts if f["variant"] == row["variant"]]
         out.append(summary)
     return out

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from harness import ordering, tally
+from harness.fault_impact import TIMES, impact
 from spark import facts
 from spark.io import Archive, read_events, scenario_of
 from spark.stats import MEDIAN, STATISTIC
@@ -134,3 +135,41 @@ def outcome_samples(tallies: pd.DataFrame) -> pd.DataFrame:
     return out.astype({"cycle": "int64", "value": "float64"})
 
 
+
+
+def fault_impacts(archives: Sequence[Archive], scratch: Path, retries: pd.DataFrame,
+                  variants: Sequence[str]) -> tuple[list[dict], pd.DataFrame]:
+    """What each fault of every archive that injected any did to ``variants``' messages
+    (harness.fault_impact, over that run's ledger rows under ``scratch`` and its ``retries``), with the run id
+    and scenario of each; and those runs' traffic per second since their first send (scenario, variant,
+    run_id, second, sends, deliveries: successful sends and first deliveries)."""
+    runs = {a.run_id: a for a in archives if a.manifest.get("faults")}
+    if not runs:
+        return [], pd.DataFrame(columns=TIMELINE)
+    rows = pq.read_table(Path(scratch) / facts.LEDGER, columns=["run_id", "variant", "class", *TIMES],
+                         filters=[("run_id", "in", list(runs))]).to_pandas()
+    for c in TIMES:
+        rows[c] = rows[c].astype("Int64")
+    out, lines = [], []
+    for run_id, a in runs.items():
+        records = [r for r in a.manifest["faults"] if r.get("variant") in variants]
+        mine = rows[rows["run_id"] == run_id]
+        scenario = scenario_of(a).name
+        got = impact(mine, retries[retries["run_id"] == run_id], records)
+        t0 = mine["sent_ns"].min()
+        # The window in seconds since the run's first send, as the timeline's.
+        out += [{"run_id": run_id, "scenario": scenario, **g,
+                 **{k: (r[ns] - t0) / 1e9 if r.get(ns) is not None and not pd.isna(t0) else None
+                    for k, ns in (("from_s", "started_ns"), ("to_s", "ended_ns"))}}
+                for g, r in zip(got, records, strict=True)]
+        # Every second from the first send to the last thing seen, zero where nothing happened.
+        seconds = pd.RangeIndex(0, int((mine[TIMES].max().max() - t0) // 10**9) + 1, name="second")
+        for variant, v in mine.groupby("variant"):
+            counts = {name: ((v[col].dropna() - t0) // 10**9).astype("int64").value_counts()
+                      for name, col in (("sends", "sent_ns"), ("deliveries", "first_received_ns"))}
+            per = pd.DataFrame(counts).reindex(seconds).fillna(0).astype("int64").reset_index()
+            lines.append(per.assign(scenario=scenario, variant=variant, run_id=run_id))
+    return out, pd.concat(lines, ignore_index=True)[TIMELINE] if lines else pd.DataFrame(columns=TIMELINE)
+
+
+TIMELINE = ["scenario", "variant", "run_id", "second", "sends", "deliveries"]

@@ -71,6 +71,7 @@ def build(
     summary: list[dict[str, Any]],
     probes: dict[str, list[dict[str, Any]]],
     prometheus: dict[str, Any],
+    faults: Sequence[dict[str, Any]] = (),
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -99,4 +100,5 @@ def build(
         summary=summary,
         probe=probes,
         prometheus=prometheus,
+        faults=list(faults),
     )

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 # 2: per variant the agents' own report of their installation and the measured clock offset.
-MANIFEST_SCHEMA_VERSION = 2
+# 3: faults (what was injected, where, when, and when the target was back); endpoints may list several brokers.
+MANIFEST_SCHEMA_VERSION = 3
 MANIFEST = "manifest.json"
 
 
@@ -24,7 +25,7 @@ class VariantInfo(BaseModel):
     jars: str | None = None  # a local build's directory, when not from Maven Central
     agents: list[AgentInfo] = Field(default_factory=list)
     broker_config: dict[str, Any] = Field(default_factory=dict)  # the broker.conf as started
-    endpoints: dict[str, str] = Field(default_factory=dict)
+    endpoints: dict[str, Any] = Field(default_factory=dict)
     # What each agent printed when it installed (jar name -> lines); a run refuses a variant without it.
     agent_report: dict[str, list[str]] = Field(default_factory=dict)
     # Bounds of (broker clock - load generator clock) measured at the start of the run, ms.
@@ -54,7 +55,7 @@ class Manifest(BaseModel):
     started_at: str  # ISO 8601, UTC
     ended_at: str
     duration_s: float
-    faults: list[dict[str, Any]] = Field(default_factory=list)
+    faults: list[dict[str, Any]] = Field(default_factory=list)  # harness.faults.FaultRecord, one per variant
     files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
     summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.latency.summarize at write time
     # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).

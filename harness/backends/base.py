@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.endpoints import Endpoints
+from harness.scenario import SINGLE, Topology
 from harness.variants import Variant
 
 
@@ -24,9 +25,39 @@ class Health:
     detail: str  # one line: what is wrong, or the process ids when all is well
 
 
+class ServerProcess(Protocol):
+    """One server process of a variant, as its backend runs it: what a fault (harness.faults) acts on."""
+
+    def describe(self) -> str:
+        """One line: which process this is now (e.g. its PID or pod)."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL; returns once it is gone."""
+        ...
+
+    def pause(self) -> None:
+        """SIGSTOP."""
+        ...
+
+    def resume(self) -> None:
+        """SIGCONT."""
+        ...
+
+    def terminate(self) -> None:
+        """SIGTERM; returns once it exited (killed when it would not)."""
+        ...
+
+    def start(self) -> None:
+        """Start it again as it was (same settings, same store); returns once it serves again and its agents,
+        if any, are installed (HarnessError otherwise)."""
+        ...
+
+
 class Backend(Protocol):
-    def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
-        """Start each variant and return once every one has passed harness.readiness.wait_serving."""
+    def up(self, variants: Sequence[Variant], topology: Topology = SINGLE) -> list[Endpoints]:
+        """Start each variant in ``topology`` and return once every one has passed
+        harness.readiness.wait_serving."""
         ...
 
     def endpoints(self) -> list[Endpoints]:
@@ -48,6 +79,10 @@ class Backend(Protocol):
     def agent_report(self, name: str) -> dict[str, list[str]]:
         """What each agent of a variant printed when it was installed (jar name -> lines), for the manifest.
         ``up`` refuses a variant whose agents did not install."""
+        ...
+
+    def process(self, name: str, target: str) -> ServerProcess:
+        """The process of variant ``name`` that a fault on ``target`` (harness.scenario.FAULT_TARGETS) hits."""
         ...
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
-from harness.client import remoting
+from harness.client.admin import RemotingAdmin
 from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
 from harness.endpoints import Endpoints
 
@@ -125,7 +125,7 @@ class GrpcPopConsumer:
         self._offload(lambda: self._client.change_invisible_duration(delivery.handle, invisible_s))
 
 
-class GrpcDriver:
+class GrpcDriver(RemotingAdmin):
     protocol = "grpc"
 
     def __init__(self, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> None:
@@ -142,12 +142,6 @@ class GrpcDriver:
         self._offload(client.startup)
         self._clients.append(client)
         return client
-
-    def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None:
-        remoting.create_topic(self.endpoints.broker, name, queues=queues, message_type=message_type)
-
-    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
-        remoting.create_group(self.endpoints.broker, name, retry_max_times=retry_max_times, orderly=orderly)
 
     def producer(self, topic: str) -> GrpcProducer:
         client = self._started(self._rmq.Producer(self._config(), (topic,)))

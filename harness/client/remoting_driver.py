@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.client import remoting
+from harness.client.admin import RemotingAdmin
 from harness.client.driver import Delivery, Offload, Outgoing, Received, direct
 from harness.client.remoting import Command, Connection
 from harness.client.remoting_messages import (
@@ -142,7 +143,7 @@ class RemotingPopConsumer:
         receipt.handle = receipt.handle.changed(int(f["popTime"]), int(f["invisibleTime"]), int(f["reviveQid"]))
 
 
-class RemotingDriver:
+class RemotingDriver(RemotingAdmin):
     protocol = "remoting"
 
     def __init__(self, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> None:
@@ -156,12 +157,6 @@ class RemotingDriver:
         conn = Connection(r.broker)
         self._conns.append(conn)
         return r, conn
-
-    def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None:
-        remoting.create_topic(self.endpoints.broker, name, queues=queues, message_type=message_type)
-
-    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
-        remoting.create_group(self.endpoints.broker, name, retry_max_times=retry_max_times, orderly=orderly)
 
     def producer(self, topic: str) -> RemotingProducer:
         r, conn = self._connect(topic)

@@ -7,7 +7,8 @@ Three steps, as Apache Otava keeps them apart: ``collect`` (Spark: archives -> t
 the per-cycle samples), ``analyse`` (pure: samples -> the comparisons and the verdict, one summary dict),
 ``write`` (the report directory). `rmq-harness calibrate` calls the same three.
 
-Writes into the output directory (staged, renamed into place when complete, never overwritten):
+Writes into the output directory (staged in ``.<name>.partial`` beside it, marked by an INCOMPLETE file
+until it is renamed into place when complete; never overwritten; an interrupted report's staging is removed):
     summary.json        SUMMARY_SCHEMA_VERSION; docs/summary.md
     per_variant.parquet one row per (scenario, variant)
     retries.parquet     one row per retry delivery with wakeup / pickup / redelivery recomputed
@@ -23,10 +24,11 @@ import json
 import math
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repository importable
@@ -71,8 +73,13 @@ from spark.stats import (  # noqa: E402
 #    primary comparison is the scenario's verdict_metric.
 SUMMARY_SCHEMA_VERSION = 4
 EXIT_REGRESSION = 3
+INCOMPLETE = "INCOMPLETE"  # in a report's staging directory until it is renamed into place
 SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
 PLOT_CAP = 20_000
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -119,6 +126,8 @@ class Collected:
     plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
     per_variant_table: pd.DataFrame  # flat, per (scenario, variant): per_variant.parquet
     scratch: Path
+    # Runs with faults: traffic per second (spark.analysis.TIMELINE); empty without faults.
+    timeline: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -135,6 +144,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
 
     from spark.analysis import (
         dlq_reader_errors,
+        fault_impacts,
         fifo,
         measured_samples,
         message_facts,
@@ -154,6 +164,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
         samples = pd.concat([measured, outcome_samples(tallies)], ignore_index=True)
         plot = _capped(retries[["scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"]],
                        PLOT_CAP * max(1, len(rows)), seed)
+        impacts, timeline = fault_impacts(archives, scratch, retries, variants)
         del retries
         # Strings compared per comparison below: as categories, a comparison of small integers.
         samples = samples.astype({c: "category" for c in ("scenario", "variant", "metric")})
@@ -173,9 +184,13 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     add_probes(archives, nested)
     add_fifo(fifo_rows, nested)
     for r in nested:
+        mine = [f for f in impacts if (f["scenario"], f["variant"]) == (r["scenario"], r["variant"])]
+        if mine:
+            r["faults"] = mine
+    for r in nested:
         r["dlq_reader_errors"] = [{k: e[k] for k in ("group", "errors", "example")} for e in dlq_errors
                                   if (e["scenario"], e["variant"]) == (r["scenario"], r["variant"])]
-    return Collected(archives, scenarios, nested, [nest(r) for r in runs], samples, plot, flat, scratch)
+    return Collected(archives, scenarios, nested, [nest(r) for r in runs], samples, plot, flat, scratch, timeline)
 
 
 def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:
@@ -276,7 +291,7 @@ def json_safe(node: object) -> object:
     return node
 
 
-def write(c: Collected, result: dict, out: Path) -> dict:
+def write(c: Collected, result: dict, out: Path, log: Callable[[str], None] = _stderr) -> dict:
     from spark.report.render import render
 
     now = dt.datetime.now(dt.UTC)
@@ -287,29 +302,75 @@ def write(c: Collected, result: dict, out: Path) -> dict:
         "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants} for a in c.archives],
         "per_variant": [r for r in c.per_variant if r["variant"] in (result["baseline"], result["candidate"])],
     })
-    return stage(c, summary, out, render)
+    return stage(c, summary, out, render, log)
 
 
-def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object]) -> dict:
-    """Write a report directory: staged next to ``out``, renamed into place when complete, never over one.
-    The retry and ledger rows move there from ``c.scratch`` (directories of Parquet parts)."""
+def _mark_incomplete(staging: Path, out: Path) -> None:
+    note = (f"INCOMPLETE: this report was never completed.\n"
+            f"It was being written by process {os.getpid()} on {socket.gethostname()}, started "
+            f"{dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}, to become {out}.\n"
+            "This file is written when the staging directory is created and removed just before the directory is "
+            f"renamed to {out.name}; a directory whose name starts with '.' and ends with '.partial' is never a "
+            "complete report. If that process is no longer running, it was killed: delete this directory (the "
+            "comparison can be run again).\n")
+    tmp = staging / f".{INCOMPLETE}.tmp"
+    tmp.write_text(note)
+    tmp.replace(staging / INCOMPLETE)
+
+
+def _writer_alive(staging: Path) -> bool:
+    """Whether the process an INCOMPLETE marker names still runs on this host."""
+    import re
+
+    import psutil
+
+    try:
+        text = (staging / INCOMPLETE).read_text()
+    except OSError:
+        return False
+    m = re.search(r"written by process (\d+) on (\S+), started", text)
+    return bool(m) and m.group(2) == socket.gethostname() and psutil.pid_exists(int(m.group(1)))
+
+
+def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object],
+          log: Callable[[str], None] = _stderr) -> dict:
+    """Write a report directory: staged next to ``out`` (marked INCOMPLETE meanwhile), renamed into place
+    when complete, never over one; an interrupted or failed write removes its staging directory. The retry
+    and ledger rows move there from ``c.scratch`` (directories of Parquet parts)."""
     if out.exists():
         raise ConfigError(f"{out} already exists; reports are never overwritten (choose another --out)")
     staging = out.with_name(f".{out.name}.partial")
+    if staging.exists():
+        if not (staging / INCOMPLETE).is_file() or _writer_alive(staging):
+            raise ConfigError(f"{staging} exists (another comparison writing {out}?); remove it or choose "
+                              "another --out")
+        shutil.rmtree(staging)  # left by a killed comparison: never a report
     staging.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False), staging / "per_variant.parquet")
-    for name in (RETRIES, LEDGER):
-        shutil.move(c.scratch / name, staging / f"{name}.parquet")
-    (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    render(summary, c.plot, c.samples, staging)
-    staging.rename(out)
+    try:
+        _mark_incomplete(staging, out)
+        log(f"writing the report: {staging}")
+        pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False),
+                       staging / "per_variant.parquet")
+        for name in (RETRIES, LEDGER):
+            shutil.move(c.scratch / name, staging / f"{name}.parquet")
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        render(summary, c.plot, c.samples, staging)
+        (staging / INCOMPLETE).unlink()
+        staging.rename(out)
+    except BaseException:
+        # Ctrl-C or a failure: nothing half-written stays behind (a report is made again from the archives).
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     c.close()
     return {**summary, "out": str(out.resolve()), "report": str((out / "report.html").resolve())}
 
 
-def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: object | None = None) -> dict:
-    """The whole job; returns the summary (also written to summary.json)."""
-    from spark.session import local_session
+def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: object | None = None,
+        log: Callable[[str], None] = _stderr) -> dict:
+    """The whole job; returns the summary (also written to summary.json). ``log``: a line when Spark starts,
+    one when it starts working and one when the report is being written. A Ctrl-C or SIGTERM comes out as
+    KeyboardInterrupt."""
+    from spark.session import interruptible, local_session
 
     if args.out and Path(args.out).exists():
         raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
@@ -319,19 +380,24 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
         check_variants(load_archives(args.archives, skip_bad=args.skip_bad, warn=warn), wanted, roles)
     if spark is None:
         # Under spark-submit the submit's master rules; run from Python, local[*].
-        spark = local_session(args.master or (None if under_spark_submit() else "local[*]"))
-    archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
-    check_variants(archives, wanted, roles)
-    rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
-    collected = collect(spark, archives, wanted, seed=rule.seed)
-    try:
-        result = analyse(collected, args.baseline, args.candidate, rule)
-        now = dt.datetime.now(dt.UTC)
-        out = Path(args.out) if args.out else \
-            Path("reports") / f"{now:%Y%m%d-%H%M%S}-{args.candidate}-vs-{args.baseline}"
-        return write(collected, result, out)
-    finally:
-        collected.close()
+        master = args.master or (None if under_spark_submit() else "local[*]")
+        log(f"starting Spark ({master or 'spark-submit'})")
+        spark = local_session(master)
+    with interruptible(spark):
+        archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
+        check_variants(archives, wanted, roles)
+        log(f"comparing {args.candidate} against {args.baseline} on Spark {spark.version}: "
+            f"{len(archives)} archive(s)")
+        rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
+        collected = collect(spark, archives, wanted, seed=rule.seed)
+        try:
+            result = analyse(collected, args.baseline, args.candidate, rule)
+            now = dt.datetime.now(dt.UTC)
+            out = Path(args.out) if args.out else \
+                Path("reports") / f"{now:%Y%m%d-%H%M%S}-{args.candidate}-vs-{args.baseline}"
+            return write(collected, result, out, log)
+        finally:
+            collected.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

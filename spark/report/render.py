@@ -103,6 +103,38 @@ def _series(rows: list[dict], name: str, variants: list[str], path: Path) -> Non
     _save(fig, left, f"{name}: wakeups per nack", path, legend=bool(left.lines))
 
 
+def _timeline(lines: pd.DataFrame, faults: list[dict], variants: list[str], path: Path) -> None:
+    """Successful sends and first deliveries per second of one scenario's fault runs, the faults' windows
+    shaded (target signalled -> back)."""
+    fig, axes = plt.subplots(len(variants), 1, figsize=(9, 2.4 * len(variants)), sharex=True, squeeze=False)
+    for ax, v in zip(axes[:, 0], variants, strict=True):
+        mine = lines[lines["variant"] == v].groupby("second")[["sends", "deliveries"]].sum()
+        ax.step(mine.index, mine["sends"], where="post", label="sends/s")
+        ax.step(mine.index, mine["deliveries"], where="post", label="first deliveries/s")
+        for f in faults:
+            if f["variant"] == v and f.get("from_s") is not None:
+                end = f["to_s"] if f.get("to_s") is not None else mine.index.max()
+                ax.axvspan(f["from_s"], end, color="red", alpha=0.15, label=f"{f['label']} ({f['target']} away)")
+        ax.set_ylabel(v)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds since the run's first send")
+    axes[0, 0].set_title("traffic around the faults (each run's own clock; shaded: the fault's window)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fault_plots(summary_rows: list[dict], timeline: pd.DataFrame | None, scenario: str, variants: list[str],
+                 plots_dir: Path) -> list[dict]:
+    faults = [f for r in summary_rows if r["scenario"] == scenario for f in r.get("faults") or []]
+    if timeline is None or timeline.empty or not faults:
+        return []
+    path = plots_dir / f"{scenario}-faults-timeline.png"
+    _timeline(timeline[timeline["scenario"] == scenario], faults, variants, path)
+    return [{"file": f"plots/{path.name}", "title": "traffic around the faults"}]
+
+
 def _cycle_medians(samples: pd.DataFrame, scenario: str, variants: list[str]) -> dict[str, tuple]:
     """Per variant: (index, the wakeup median of each cycle), the unit the verdict compares."""
     cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
@@ -121,9 +153,11 @@ def _page(template: str, out: Path, **context: object) -> Path:
     return path
 
 
-def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) -> Path:
+def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
+           timeline: pd.DataFrame | None = None) -> Path:
     """``plot``: a sample of retry deliveries (scenario, variant, t_client_ns, wakeup_ms, redelivery_ms);
-    ``samples``: the per-cycle values the verdict compared. Writes plots/ and report.html into ``out``."""
+    ``samples``: the per-cycle values the verdict compared; ``timeline``: traffic per second of runs with
+    faults (spark.analysis.TIMELINE). Writes plots/ and report.html into ``out``."""
     plots_dir = out / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
     variants = [summary["baseline"], summary["candidate"]]
@@ -147,11 +181,12 @@ def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) 
             path = plots_dir / f"{scenario}-{name}.png"
             fn(arg, metric, path)
             items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
-        plots[scenario] = items
+        plots[scenario] = items + _fault_plots(summary["per_variant"], timeline, scenario, variants, plots_dir)
     return _page("report.html.j2", out, summary=summary, plots=plots)
 
 
-def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path) -> Path:
+def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
+                  timeline: pd.DataFrame | None = None) -> Path:
     """The matrix report: overview, expectations, ledger, then per scenario its comparisons against the
     baseline and two plots over every variant (cycle levels, wakeup CDF)."""
     plots_dir = out / "plots"
@@ -169,7 +204,7 @@ def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out:
             path = plots_dir / f"{scenario}-{name}.png"
             fn(arg, "wakeup_ms", path)
             items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
-        plots[scenario] = items
+        plots[scenario] = items + _fault_plots(summary["per_variant"], timeline, scenario, variants, plots_dir)
     for name, rows in summary.get("series", {}).items():
         path = plots_dir / f"series-{name}.png"
         _series(rows, name, variants, path)

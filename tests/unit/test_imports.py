@@ -28,6 +28,7 @@ COMPONENTS = {
     "harness.ledger": "contracts",
     "harness.ordering": "contracts",
     "harness.tally": "contracts",
+    "harness.fault_impact": "contracts",
     "harness.frames": "contracts",
     "harness.metrics": "contracts",
     "harness.archive.schema": "contracts",
@@ -36,6 +37,7 @@ COMPONENTS = {
     "harness.readiness": "readiness",
     "harness.backends": "backends",
     "harness.backends.base": "backend-interface",
+    "harness.faults": "faults",
     "harness.cluster": "cluster",
     "harness.observability": "observability",
     "harness.workload": "workload",
@@ -62,13 +64,15 @@ ALLOWED = {
     # The machine under a cluster: it knows nothing of RocketMQ, runs or the chart.
     "cluster": {"base", "process"},
     "backends": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface"},
+    # Faults act on a backend's processes through its interface, never on a particular backend.
+    "faults": {"base", "inputs", "backend-interface"},
     "observability": {"base", "contracts", "process"},
     "workload": {"base", "inputs", "contracts", "process", "client"},
     "archive": {"base", "inputs", "contracts", "process"},
     "site": {"base", "process", "backend-interface", "backends", "observability"},
     # The sequence of a run sees every stage but never a particular backend: the site brings that.
-    "run": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface", "observability",
-            "workload", "archive", "site"},
+    "run": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface", "faults",
+            "observability", "workload", "archive", "site"},
     "cli": set(COMPONENTS.values()),
     # Analysis reads the scenario of each archive (its expectations, its subscriptions) from the manifest.
     "analysis": {"base", "inputs", "contracts", "report"},

@@ -19,6 +19,7 @@ def test_slot_layout_keeps_rocketmq_digits():
     p = VariantPorts.for_slot(1)
     assert (p.namesrv, p.broker, p.grpc, p.proxy_remoting, p.metrics) == (20176, 20111, 20181, 20180, 20157)
     assert p.all()["broker fast remoting"] == 20109 and p.all()["broker HA"] == 20112
+    assert p.node("slave").listen == 20121 and p.node("broker-b").metrics == 20137
 
 
 def test_allocate_skips_taken_and_busy_slots():

@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness import readiness
-from harness.backends.base import parse_properties
+from harness.backends.base import ServerProcess, parse_properties
 from harness.backends.k8s import naming, transfer
 from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
+from harness.scenario import SINGLE, Topology
 from harness.variants import Variant
 
 CONFIG_KEY = "broker.conf"
@@ -105,7 +106,10 @@ class K8sBackend:
 
     # --- the Backend interface -------------------------------------------------------------
 
-    def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
+    def up(self, variants: Sequence[Variant], topology: Topology = SINGLE) -> list[Endpoints]:
+        if topology != SINGLE:
+            raise ConfigError(f"topology {topology.model_dump()}: the chart deploys one broker inside its proxy per "
+                              "variant; other topologies run on the local backend only (for now)")
         sets = {v.name: self._statefulset(v) for v in variants}
         for v in variants:
             self._configure(v)
@@ -161,6 +165,10 @@ class K8sBackend:
 
     def broker_config(self, name: str) -> dict[str, str]:
         return parse_properties(self._configs.get(name, ""))
+
+    def process(self, name: str, target: str) -> ServerProcess:
+        raise ConfigError(f"faults ({target} of {name}): not built for the k8s backend yet; run the scenario on "
+                          "the local backend")
 
     # --- internals -------------------------------------------------------------------------
 

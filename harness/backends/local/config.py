@@ -1,19 +1,21 @@
-"""The files and command lines of one local variant: name server, and proxy with the broker inside.
+"""The files and command lines of one local variant, in the scenario's topology: a name server, the brokers
+(inside the proxy's JVM when the proxy runs in local mode, each a JVM of its own in cluster mode), the proxy.
 
-Pure functions of (variant, ports, directories), so they can be checked without starting anything.
+Pure functions of (variant, ports, directories, topology), so they can be checked without starting anything.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends.local.jars import MAIN_CLASSES, Distribution
-from harness.backends.local.ports import VariantPorts
+from harness.backends.local.ports import NodePorts, VariantPorts
 from harness.paths import REPO_ROOT
 from harness.process import owner_flag
+from harness.scenario import SINGLE, Topology
 from harness.variants import LOOPBACK_JAR, Scalar, Variant
 
 LOOPBACK = "127.0.0.1"
@@ -44,6 +46,7 @@ BROKER_DEFAULTS: dict[str, Scalar] = {
 
 NAMESRV_JVM = ["-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=128m"]
 BROKER_JVM = ["-Xms512m", "-Xmx1g", "-XX:MaxDirectMemorySize=512m"]
+PROXY_JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=256m"]
 COMMON_JVM = [
     "-XX:+UseG1GC",
     "-XX:-OmitStackTraceInFastThrow",
@@ -55,7 +58,8 @@ COMMON_JVM = [
 
 @dataclass(frozen=True)
 class VariantDirs:
-    """Where one variant's processes keep their files (under a run or state directory)."""
+    """Where one variant's processes keep their files (under a run or state directory): each process its own
+    user.home (store, logs) under ``root/<process>``."""
 
     root: Path
 
@@ -68,27 +72,32 @@ class VariantDirs:
         # The servers refuse to start unless rocketmq.home.dir exists; nothing is read from it.
         return self.root / "rocketmq-home"
 
+    def home(self, process: str) -> Path:
+        return self.root / process
+
     @property
     def namesrv_home(self) -> Path:
-        return self.root / "namesrv"
+        return self.home("namesrv")
 
     @property
     def proxy_home(self) -> Path:
-        return self.root / "proxy"
+        return self.home("proxy")
 
-    @property
-    def store(self) -> Path:
-        return self.proxy_home / "store"
+    def store(self, process: str) -> Path:
+        return self.home(process) / "store"
 
-    def stdout(self, role: str) -> Path:
-        return self.root / f"{role}.out"
+    def stdout(self, process: str) -> Path:
+        return self.root / f"{process}.out"
 
-    def server_logs(self, role: str) -> Path:
-        home = self.namesrv_home if role == "namesrv" else self.proxy_home
-        return home / "logs" / "rocketmqlogs"
+    def server_logs(self, process: str) -> Path:
+        return self.home(process) / "logs" / "rocketmqlogs"
 
-    def create(self) -> None:
-        for d in (self.conf, self.rocketmq_home, self.namesrv_home, self.proxy_home):
+    def config_file(self, process: str) -> Path:
+        """The file a process is started with: namesrv.conf, rmq-proxy.json, <broker node>.conf."""
+        return self.conf / {"namesrv": "namesrv.conf", "proxy": "rmq-proxy.json"}.get(process, f"{process}.conf")
+
+    def create(self, processes: Sequence[str]) -> None:
+        for d in (self.conf, self.rocketmq_home, *(self.home(p) for p in processes)):
             d.mkdir(parents=True, exist_ok=True)
 
 
@@ -96,31 +105,78 @@ def broker_name(variant: Variant) -> str:
     return f"broker-{variant.name}"
 
 
+@dataclass(frozen=True)
+class Node:
+    """One broker of a variant's topology: ``name`` is what a fault targets (broker, broker-b, slave)."""
+
+    name: str
+    broker_name: str
+    broker_id: int  # 0: a master; the slave of a master shares its brokerName with id 1
+    ports: NodePorts
+
+    @property
+    def master(self) -> bool:
+        return self.broker_id == 0
+
+
+def node_names(topology: Topology) -> list[str]:
+    """The brokers of ``topology``: the first master, its slave, the second master."""
+    return ["broker", *(["slave"] if topology.slave else []), *(["broker-b"] if topology.masters > 1 else [])]
+
+
+def nodes(variant: Variant, topology: Topology, ports: VariantPorts) -> list[Node]:
+    first = broker_name(variant)
+    names = {"broker": (first, 0), "slave": (first, 1), "broker-b": (f"{first}-b", 0)}
+    return [Node(n, *names[n], ports.node(n)) for n in node_names(topology)]
+
+
+def processes(topology: Topology) -> tuple[str, ...]:
+    """The variant's processes in start order (stop order is the reverse): with the proxy in local mode the
+    first broker runs inside the proxy's JVM."""
+    return ("namesrv", "proxy") if topology.proxy == "local" else ("namesrv", *node_names(topology), "proxy")
+
+
+def host_process(target: str, topology: Topology) -> str:
+    """The process a fault on ``target`` (a scenario's fault target) hits."""
+    return "proxy" if target == "broker" and topology.proxy == "local" else target
+
+
 def namesrv_properties(ports: VariantPorts) -> dict[str, Scalar]:
     return {"listenPort": ports.namesrv, "bindAddress": LOOPBACK}
 
 
-def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs) -> dict[str, Scalar]:
+def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs, topology: Topology = SINGLE,
+                      node: Node | None = None) -> dict[str, Scalar]:
+    node = node or nodes(variant, topology, ports)[0]
+    process = host_process(node.name, topology)
+    shape: dict[str, Scalar] = {}
+    if topology.slave:
+        # RIP-32: while the master is down its slave serves pops and acks and writes checkpoints to the
+        # brokers still up. A variant may still choose SYNC_MASTER.
+        shape = {"enableSlaveActingMaster": True, "brokerRole": "ASYNC_MASTER"}
     owned: dict[str, Scalar] = {
         "brokerClusterName": CLUSTER,
-        "brokerName": broker_name(variant),
-        "brokerId": 0,
-        "listenPort": ports.broker,
+        "brokerName": node.broker_name,
+        "brokerId": node.broker_id,
+        "listenPort": node.ports.listen,
+        "haListenPort": node.ports.ha,
         "bindAddress": LOOPBACK,
         "brokerIP1": LOOPBACK,
         "namesrvAddr": f"{LOOPBACK}:{ports.namesrv}",
-        "storePathRootDir": str(dirs.store),
-        "storePathCommitLog": str(dirs.store / "commitlog"),
+        "storePathRootDir": str(dirs.store(process)),
+        "storePathCommitLog": str(dirs.store(process) / "commitlog"),
         "metricsPromExporterHost": LOOPBACK,
-        "metricsPromExporterPort": ports.metrics,
+        "metricsPromExporterPort": node.ports.metrics,
     }
-    return {**BROKER_DEFAULTS, **variant.broker, **owned}
+    if not node.master:
+        owned["brokerRole"] = "SLAVE"
+    return {**BROKER_DEFAULTS, **shape, **variant.broker, **owned}
 
 
-def proxy_settings(variant: Variant, ports: VariantPorts) -> dict[str, Scalar]:
+def proxy_settings(variant: Variant, ports: VariantPorts, topology: Topology = SINGLE) -> dict[str, Scalar]:
     owned: dict[str, Scalar] = {
         "rocketMQClusterName": CLUSTER,
-        "proxyMode": "local",
+        "proxyMode": topology.proxy,
         "grpcServerPort": ports.grpc,
         "remotingListenPort": ports.proxy_remoting,
         "namesrvAddr": f"{LOOPBACK}:{ports.namesrv}",
@@ -135,40 +191,50 @@ def render_properties(props: Mapping[str, Scalar]) -> str:
     return "".join(f"{k}={fmt(v)}\n" for k, v in props.items())
 
 
-def write_configs(variant: Variant, ports: VariantPorts, dirs: VariantDirs) -> dict[str, Path]:
-    dirs.create()
-    files = {
-        "namesrv": dirs.conf / "namesrv.conf",
-        "broker": dirs.conf / "broker.conf",
-        "proxy": dirs.conf / "rmq-proxy.json",
-    }
+def write_configs(variant: Variant, ports: VariantPorts, dirs: VariantDirs,
+                  topology: Topology = SINGLE) -> dict[str, Path]:
+    """Every process's file, by process; the first broker's is ``broker`` whichever process runs it."""
+    dirs.create(processes(topology))
+    files = {"namesrv": dirs.config_file("namesrv"), "proxy": dirs.config_file("proxy")}
     files["namesrv"].write_text(render_properties(namesrv_properties(ports)))
-    files["broker"].write_text(render_properties(broker_properties(variant, ports, dirs)))
-    files["proxy"].write_text(json.dumps(proxy_settings(variant, ports), indent=2) + "\n")
+    for node in nodes(variant, topology, ports):
+        files[node.name] = dirs.config_file(node.name)
+        files[node.name].write_text(render_properties(broker_properties(variant, ports, dirs, topology, node)))
+    files["proxy"].write_text(json.dumps(proxy_settings(variant, ports, topology), indent=2) + "\n")
     return files
 
 
-def _jvm(role: str, java: str, dist: Distribution, home: Path, dirs: VariantDirs, token: str) -> list[str]:
-    argv = [java, *COMMON_JVM, *(NAMESRV_JVM if role == "namesrv" else BROKER_JVM)]
+def _jvm(java: str, dist: Distribution, home: Path, dirs: VariantDirs, token: str, sizes: Sequence[str],
+         logback: str) -> list[str]:
+    """``logback``: whose bundled logback config the JVM takes (namesrv, proxy, broker)."""
+    argv = [java, *COMMON_JVM, *sizes]
     argv += [
         f"-Drocketmq.home.dir={dirs.rocketmq_home}",
         f"-Duser.home={home}",
         f"-XX:ErrorFile={home}/hs_err_%p.log",
         owner_flag(token),
     ]
-    if role in dist.logback:
-        argv.append(f"-Drmq.logback.configurationFile={dist.logback[role]}")
+    if logback in dist.logback:
+        argv.append(f"-Drmq.logback.configurationFile={dist.logback[logback]}")
     return argv
 
 
-def agent_options(options: str, ports: VariantPorts) -> str:
-    """Agent argument strings may name the variant's ports: {probe_port}, {metrics_port}."""
-    return options.replace("{probe_port}", str(ports.probe)).replace("{metrics_port}", str(ports.metrics))
+def agent_options(options: str, ports: VariantPorts | NodePorts) -> str:
+    """Agent argument strings may name the broker's ports: {probe_port}, {metrics_port}."""
+    node = ports if isinstance(ports, NodePorts) else ports.node("broker")
+    return options.replace("{probe_port}", str(node.probe)).replace("{metrics_port}", str(node.metrics))
+
+
+def _broker_agents(variant: Variant, node: NodePorts) -> list[str]:
+    """The loopback-bind agent first, then the variant's agents and JVM options (every broker JVM)."""
+    agents = [f"-javaagent:{a.path()}" + (f"={agent_options(a.options, node)}" if a.options else "")
+              for a in variant.agents]
+    return [f"-javaagent:{REPO_ROOT / LOOPBACK_JAR}", *agents, *variant.jvm_options]
 
 
 def namesrv_command(java: str, dist: Distribution, dirs: VariantDirs, conf: Path, token: str) -> list[str]:
     return [
-        *_jvm("namesrv", java, dist, dirs.namesrv_home, dirs, token),
+        *_jvm(java, dist, dirs.namesrv_home, dirs, token, NAMESRV_JVM, "namesrv"),
         "-cp", dist.classpath(), MAIN_CLASSES["namesrv"], "-c", str(conf),
     ]
 
@@ -181,19 +247,45 @@ def proxy_command(
     dirs: VariantDirs,
     files: Mapping[str, Path],
     token: str,
+    topology: Topology = SINGLE,
 ) -> list[str]:
-    agents = [
-        f"-javaagent:{a.path()}" + (f"={agent_options(a.options, ports)}" if a.options else "")
-        for a in variant.agents
-    ]
+    if topology.proxy == "local":
+        # The broker runs inside: its heap, its agents and its broker.conf.
+        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, BROKER_JVM, "proxy"),
+               *_broker_agents(variant, ports.node("broker"))]
+        brokers = ["-bc", str(files["broker"])]
+    else:
+        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, PROXY_JVM, "proxy"),
+               f"-javaagent:{REPO_ROOT / LOOPBACK_JAR}"]
+        brokers = []
     return [
-        *_jvm("proxy", java, dist, dirs.proxy_home, dirs, token),
-        f"-javaagent:{REPO_ROOT / LOOPBACK_JAR}",
-        *agents,
-        *variant.jvm_options,
+        *jvm,
         "-cp", dist.classpath(), MAIN_CLASSES["proxy"],
-        "-pm", "local",
-        "-bc", str(files["broker"]),
+        "-pm", topology.proxy,
+        *brokers,
         "-pc", str(files["proxy"]),
         "-n", f"{LOOPBACK}:{ports.namesrv}",
     ]
+
+
+def broker_command(java: str, dist: Distribution, variant: Variant, ports: VariantPorts, dirs: VariantDirs,
+                   node: Node, conf: Path, token: str) -> list[str]:
+    """A broker JVM of its own (the proxy in cluster mode)."""
+    return [
+        *_jvm(java, dist, dirs.home(node.name), dirs, token, BROKER_JVM, "broker"),
+        *_broker_agents(variant, node.ports),
+        "-cp", dist.classpath(), MAIN_CLASSES["broker"],
+        "-c", str(conf),
+        "-n", f"{LOOPBACK}:{ports.namesrv}",
+    ]
+
+
+def commands(java: str, dist: Distribution, variant: Variant, ports: VariantPorts, dirs: VariantDirs,
+             files: Mapping[str, Path], token: str, topology: Topology = SINGLE) -> dict[str, list[str]]:
+    """Every process's command line, by process, in start order."""
+    out = {"namesrv": namesrv_command(java, dist, dirs, files["namesrv"], token)}
+    if topology.proxy == "cluster":
+        for node in nodes(variant, topology, ports):
+            out[node.name] = broker_command(java, dist, variant, ports, dirs, node, files[node.name], token)
+    out["proxy"] = proxy_command(java, dist, variant, ports, dirs, files, token, topology)
+    return out

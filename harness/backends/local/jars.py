@@ -32,7 +32,8 @@ MAIN_CLASSES = {
 }
 # Logback configs the upstream jars bundle; extracted so each process can be pointed at its own
 # (with every jar on one classpath the first bundled one would otherwise win).
-LOGBACK_RESOURCES = {"namesrv": "rmq.namesrv.logback.xml", "proxy": "rmq.proxy.logback.xml"}
+LOGBACK_RESOURCES = {"namesrv": "rmq.namesrv.logback.xml", "proxy": "rmq.proxy.logback.xml",
+                     "broker": "rmq.broker.logback.xml"}
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _MARKER = "complete.json"
 

@@ -1,8 +1,10 @@
-"""The local backend: per variant a name server and a proxy in local mode (the broker inside it),
-each its own JVM, with its own ports, user.home, store and logs under one work directory.
+"""The local backend: per variant a name server, the brokers of the scenario's topology and a proxy, each
+its own JVM (the first broker inside the proxy's when the proxy runs in local mode), with its own ports,
+user.home, store and logs under one work directory.
 
-A variant's directory holds ``state.json`` (ports, PIDs, owner token) while it is up, so a later
-command (`brokers status`, `brokers down`) finds and stops exactly those processes.
+A variant's directory holds ``state.json`` (ports, PIDs, command lines, owner token) while it is up, so a
+later command (`brokers status`, `brokers down`) finds and stops exactly those processes, and a fault can
+start a process again as it was.
 """
 
 from __future__ import annotations
@@ -18,20 +20,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from harness import process, readiness
 from harness.backends.base import Health, parse_properties
 from harness.backends.local import config
 from harness.backends.local.jars import Distribution, distribution_for
 from harness.backends.local.ports import VariantPorts, allocate
 from harness.client import remoting
-from harness.endpoints import Endpoints
+from harness.endpoints import BrokerNode, Endpoints
 from harness.errors import ConfigError, HarnessError
 from harness.paths import REPO_ROOT
 from harness.process import find_java
+from harness.scenario import SINGLE, Topology
 from harness.variants import LOOPBACK_JAR, Variant, mounts_probe
 
 STATE_FILE = "state.json"
-ROLES = ("namesrv", "proxy")  # start order; stop order is the reverse
 
 
 def tcp_open(address: str, timeout_s: float = 0.5) -> bool:
@@ -63,19 +67,33 @@ class LocalVariant:
     started_at: float
     probe: bool = False
     agents: list[str] = field(default_factory=list)  # the variant's agent jars, as the variant names them
+    topology: Topology = SINGLE
+    commands: dict[str, list[str]] = field(default_factory=dict)  # process -> its command line, as started
+
+    @property
+    def processes(self) -> tuple[str, ...]:
+        return config.processes(self.topology)
+
+    def node_address(self, node: str) -> str:
+        return f"{config.LOOPBACK}:{self.ports.node(node).listen}"
 
     @property
     def endpoints(self) -> Endpoints:
         lo = config.LOOPBACK
+        nodes = tuple(
+            BrokerNode(n, self.node_address(n), f"http://{lo}:{self.ports.node(n).metrics}/metrics",
+                       f"http://{lo}:{self.ports.node(n).probe}/metrics" if self.probe else "", master=n != "slave")
+            for n in config.node_names(self.topology))
         return Endpoints(
             variant=self.name,
             version=self.version,
             grpc=f"{lo}:{self.ports.grpc}",
             remoting=f"{lo}:{self.ports.proxy_remoting}",
-            broker=f"{lo}:{self.ports.broker}",
+            broker=nodes[0].address,
             namesrv=f"{lo}:{self.ports.namesrv}",
-            metrics=f"http://{lo}:{self.ports.metrics}/metrics",
-            probe=f"http://{lo}:{self.ports.probe}/metrics" if self.probe else "",
+            metrics=nodes[0].metrics,
+            probe=nodes[0].probe,
+            nodes=nodes if len(nodes) > 1 else (),
         )
 
     def save(self) -> None:
@@ -87,6 +105,9 @@ class LocalVariant:
             "pids": self.pids,
             "started_at": self.started_at,
             "probe": self.probe,
+            "agents": self.agents,
+            "topology": self.topology.model_dump(),
+            "commands": self.commands,
         }
         tmp = self.dirs.root / f".{STATE_FILE}.tmp"
         tmp.write_text(json.dumps(state, indent=2))
@@ -104,6 +125,9 @@ class LocalVariant:
             pids={k: int(v) for k, v in s["pids"].items()},
             started_at=s["started_at"],
             probe=s.get("probe", False),
+            agents=s.get("agents", []),
+            topology=Topology.model_validate(s.get("topology", {})),
+            commands=s.get("commands", {}),
         )
 
     def alive(self) -> dict[str, bool]:
@@ -111,7 +135,8 @@ class LocalVariant:
 
     def log_tail(self, role: str) -> str:
         out = tail(self.dirs.stdout(role))
-        main_log = self.dirs.server_logs(role) / ("namesrv.log" if role == "namesrv" else "proxy.log")
+        name = {"namesrv": "namesrv.log", "proxy": "proxy.log"}.get(role, "broker.log")
+        main_log = self.dirs.server_logs(role) / name
         errors = [ln for ln in tail(main_log, 400).splitlines() if "ERROR" in ln or "Exception" in ln]
         parts = [f"--- {self.dirs.stdout(role)} (last lines) ---\n{out}" if out else ""]
         if errors:
@@ -144,7 +169,7 @@ class LocalBackend:
 
     # --- the Backend interface -------------------------------------------------------------
 
-    def up(self, variants: Sequence[Variant]) -> list[Endpoints]:
+    def up(self, variants: Sequence[Variant], topology: Topology = SINGLE) -> list[Endpoints]:
         java = find_java()
         if not (REPO_ROOT / LOOPBACK_JAR).is_file():
             raise HarnessError(f"{LOOPBACK_JAR} not built: run `make setup` (builds broker-patches/)")
@@ -163,7 +188,10 @@ class LocalBackend:
         started: list[LocalVariant] = []
         try:
             for v, ports in zip(variants, slots, strict=True):
-                started.append(self._start(java, v, dists[v.name], ports))
+                started.append(self._start(java, v, dists[v.name], ports, topology))
+            deadline = time.monotonic() + self.ready_timeout_s
+            for lv in started:
+                self._start_rest(lv, deadline)
             for lv in started:
                 self._wait_ready(lv)
         except BaseException:
@@ -195,15 +223,25 @@ class LocalBackend:
             dirs = config.VariantDirs(root)
             target = dest / root.name
             shutil.copytree(dirs.conf, target / "conf", dirs_exist_ok=True)
-            for role in ROLES:
-                if dirs.stdout(role).exists():
-                    shutil.copy2(dirs.stdout(role), target / f"{role}.out")
+            for out in sorted(root.glob("*.out")):
+                role = out.stem
+                shutil.copy2(out, target / out.name)
                 logs = dirs.server_logs(role)
                 if logs.is_dir():
                     shutil.copytree(logs, target / role, dirs_exist_ok=True)
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
         return self._agents.get(name, {})
+
+    def process(self, name: str, target: str) -> LocalProcess:
+        root = self.workdir / name
+        if not (root / STATE_FILE).is_file():
+            raise HarnessError(f"variant {name} is not up")
+        lv = LocalVariant.load(root)
+        proc = config.host_process(target, lv.topology)
+        if proc not in lv.pids:
+            raise ConfigError(f"variant {name} has no {target} (its processes: {', '.join(lv.pids)})")
+        return LocalProcess(self, lv, target, proc)
 
     def broker_config(self, name: str) -> dict[str, str]:
         conf = config.VariantDirs(self.workdir / name).conf / "broker.conf"
@@ -222,8 +260,9 @@ class LocalBackend:
                 continue
             problems = []
             try:
-                if ep.broker not in remoting.cluster_info(ep.namesrv):
-                    problems.append("broker not registered with the name server")
+                info = remoting.cluster_info(ep.namesrv)
+                problems += [f"{n.name} {n.address} not registered with the name server" for n in ep.brokers
+                             if n.address not in info]
             except remoting.RemotingError as e:
                 problems.append(f"name server: {e}")
             if not tcp_open(ep.grpc):
@@ -255,9 +294,10 @@ class LocalBackend:
             # A stopped variant's directory (old store and logs) is scratch: start clean.
             shutil.rmtree(root)
 
-    def _start(self, java: str, v: Variant, dist: Distribution, ports: VariantPorts) -> LocalVariant:
+    def _start(self, java: str, v: Variant, dist: Distribution, ports: VariantPorts,
+               topology: Topology) -> LocalVariant:
         dirs = config.VariantDirs(self.workdir / v.name)
-        files = config.write_configs(v, ports, dirs)
+        files = config.write_configs(v, ports, dirs, topology)
         lv = LocalVariant(
             name=v.name,
             version=v.version,
@@ -268,78 +308,178 @@ class LocalBackend:
             started_at=time.time(),
             probe=mounts_probe(v),
             agents=[a.jar for a in v.agents],
+            topology=topology,
         )
-        commands = {
-            "namesrv": config.namesrv_command(java, dist, dirs, files["namesrv"], lv.token),
-            "proxy": config.proxy_command(java, dist, v, ports, dirs, files, lv.token),
-        }
-        home_env = {**os.environ}
-        for role in ROLES:
-            home = dirs.namesrv_home if role == "namesrv" else dirs.proxy_home
-            # Some RocketMQ code reads $HOME rather than user.home (e.g. client-side logs).
-            env = {**home_env, "HOME": str(home), "ROCKETMQ_HOME": str(dirs.rocketmq_home)}
-            (dirs.root / f"{role}.cmd").write_text(" ".join(commands[role]) + "\n")
-            lv.pids[role] = process.spawn(
-                commands[role], dirs.stdout(role), cwd=home, env=env, die_with_parent=self.attached
-            )
-            lv.save()  # after each spawn, so a crash right here still leaves its PID findable
-        self.log(f"{v.name}: started RocketMQ {v.version} (name server {lv.pids['namesrv']}, proxy {lv.pids['proxy']})")
+        lv.commands = config.commands(java, dist, v, ports, dirs, files, lv.token, topology)
+        for role in lv.processes:
+            if role == "proxy" and topology.proxy == "cluster":
+                break  # it creates its system topics on the cluster at start: after the brokers (_wait_ready)
+            self._spawn(lv, role)
+        pids = ", ".join(f"{role} {pid}" for role, pid in lv.pids.items())
+        self.log(f"{v.name}: started RocketMQ {v.version} ({pids})")
         return lv
+
+    def _spawn(self, lv: LocalVariant, role: str) -> int:
+        home = lv.dirs.home(role)
+        # Some RocketMQ code reads $HOME rather than user.home (e.g. client-side logs).
+        env = {**os.environ, "HOME": str(home), "ROCKETMQ_HOME": str(lv.dirs.rocketmq_home)}
+        (lv.dirs.root / f"{role}.cmd").write_text(" ".join(lv.commands[role]) + "\n")
+        lv.pids[role] = process.spawn(lv.commands[role], lv.dirs.stdout(role), cwd=home, env=env,
+                                      die_with_parent=self.attached)
+        lv.save()  # after each spawn, so a crash right here still leaves its PID findable
+        return lv.pids[role]
+
+    def _brokers_in(self, lv: LocalVariant, role: str) -> list[str]:
+        """The broker nodes a process runs: itself, or the first broker inside a local-mode proxy."""
+        if role in config.node_names(lv.topology):
+            return [role]
+        return ["broker"] if role == "proxy" and lv.topology.proxy == "local" else []
 
     def _wait_ready(self, lv: LocalVariant) -> None:
         ep = lv.endpoints
         deadline = time.monotonic() + self.ready_timeout_s
+        t0 = time.monotonic()
+        steps = []
+        for role in lv.processes:
+            self._wait_process(lv, role, deadline)
+            steps.append(time.monotonic() - t0)
+        main = "proxy"
+        alive = self._alive_check(lv, main, "a send/pop round trip")
+        rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive, detail=lambda: lv.log_tail(main))
+        report: dict[str, list[str]] = {}
+        for role in lv.processes:
+            report.update(self._check_agents(lv, role, offset=0))
+        self._agents[lv.name] = report
+        # Where start-up time goes: each process serving in start order, then admin + round trip.
+        marks = ", ".join(f"{r} {s:.1f}" for r, s in zip(lv.processes, steps, strict=True))
+        total = time.monotonic() - t0
+        self.log(f"{lv.name}: ready in {total:.1f} s ({marks} s; round trip {rt.seconds * 1000:.0f} ms)")
 
-        def alive(role: str, what: str) -> Callable[[], None]:
-            def check() -> None:
-                if not process.alive(lv.pids[role], lv.token):
-                    raise HarnessError(f"{lv.name}: the {role} process exited during start-up while waiting for {what}",
-                                       detail=lv.log_tail(role))
+    def _start_rest(self, lv: LocalVariant, deadline: float) -> None:
+        """Start the processes ``_start`` held back (a cluster-mode proxy) once those before them serve."""
+        for role in lv.processes:
+            if role in lv.pids:
+                continue
+            for before in lv.processes[: lv.processes.index(role)]:
+                self._wait_process(lv, before, deadline)
+            self.log(f"{lv.name}: brokers registered; started the {role} (pid {self._spawn(lv, role)})")
+
+    def _alive_check(self, lv: LocalVariant, role: str, what: str) -> Callable[[], None]:
+        def check() -> None:
+            if not process.alive(lv.pids[role], lv.token):
+                raise HarnessError(f"{lv.name}: the {role} process exited during start-up while waiting for {what}",
+                                   detail=lv.log_tail(role))
+        return check
+
+    def _wait_process(self, lv: LocalVariant, role: str, deadline: float) -> None:
+        """Until ``role`` serves: the name server listens; a broker is registered with the name server; the
+        proxy's gRPC port listens (with the broker inside, once that is registered)."""
+        ep = lv.endpoints
+
+        def registered(node: str) -> Callable[[], bool]:
+            def check() -> bool:
+                try:
+                    return lv.node_address(node) in remoting.cluster_info(ep.namesrv)
+                except remoting.RemotingError:
+                    return False
             return check
 
-        def wait(what: str, role: str, ready: Callable[[], bool]) -> None:
+        waits: list[tuple[str, Callable[[], bool]]] = []
+        if role == "namesrv":
+            waits.append((f"name server {ep.namesrv}", lambda: tcp_open(ep.namesrv)))
+        for node in self._brokers_in(lv, role):
+            waits.append((f"{node} {lv.node_address(node)} to register with the name server", registered(node)))
+        if role == "proxy":
+            waits.append((f"gRPC {ep.grpc}", lambda: tcp_open(ep.grpc)))
+        for what, ready in waits:
+            alive = self._alive_check(lv, role, what)
             while not ready():
-                alive(role, what)()
+                alive()
                 if time.monotonic() > deadline:
                     raise HarnessError(f"{lv.name}: not ready after {self.ready_timeout_s:.0f} s: waiting for {what}",
                                        detail=lv.log_tail(role))
                 time.sleep(0.2)
 
-        def registered() -> bool:
-            try:
-                return ep.broker in remoting.cluster_info(ep.namesrv)
-            except remoting.RemotingError:
-                return False
-
-        t0 = time.monotonic()
-        steps = []
-        for what, role, check in (
-            (f"name server {ep.namesrv}", "namesrv", lambda: tcp_open(ep.namesrv)),
-            (f"broker {ep.broker} to register with the name server", "proxy", registered),
-            (f"gRPC {ep.grpc}", "proxy", lambda: tcp_open(ep.grpc)),
-        ):
-            wait(what, role, check)
-            steps.append(time.monotonic() - t0)
-        rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive("proxy", "a send/pop round trip"),
-                                    detail=lambda: lv.log_tail("proxy"))
-        # A patched variant whose agent did not install would run, and be measured, unpatched.
-        output = lv.dirs.stdout("proxy").read_text(errors="replace")
+    def _check_agents(self, lv: LocalVariant, role: str, offset: int) -> dict[str, list[str]]:
+        """A broker JVM's agents, from what it printed after ``offset`` bytes of its output: a patched variant
+        whose agent did not install would run, and be measured, unpatched. Keyed by jar (and node, when the
+        variant has several brokers)."""
+        nodes = self._brokers_in(lv, role)
+        if not nodes:
+            return {}
+        with open(lv.dirs.stdout(role), "rb") as f:
+            f.seek(offset)
+            output = f.read().decode(errors="replace")
         jars = [LOOPBACK_JAR, *lv.agents]
         problems = readiness.agent_problems(output, jars)
         if problems:
-            raise HarnessError(f"{lv.name}: agents not active: {'; '.join(problems)}", detail=lv.log_tail("proxy"))
-        self._agents[lv.name] = readiness.agent_report(output, jars)
-        # Where start-up time goes: name server up, broker registered, gRPC open, admin + round trip.
-        marks = ", ".join(f"{s:.1f}" for s in steps)
-        total = time.monotonic() - t0
-        self.log(f"{lv.name}: ready in {total:.1f} s (steps at {marks} s; round trip {rt.seconds * 1000:.0f} ms)")
+            raise HarnessError(f"{lv.name}: agents not active in {role}: {'; '.join(problems)}",
+                               detail=lv.log_tail(role))
+        several = len(config.node_names(lv.topology)) > 1
+        return {(f"{nodes[0]}/{jar}" if several else jar): lines
+                for jar, lines in readiness.agent_report(output, jars).items()}
 
     def _stop(self, variants: Sequence[LocalVariant]) -> None:
-        # Proxies (brokers) first, all at once, so a broker never loses its name server mid-shutdown.
-        for role in reversed(ROLES):
+        # Proxies first, then brokers, all variants at once, so a broker never loses its name server
+        # mid-shutdown.
+        order = list(dict.fromkeys(r for lv in variants for r in reversed(lv.processes)))
+        order.sort(key=lambda r: {"proxy": 0, "namesrv": 2}.get(r, 1))
+        for role in order:
             targets = [(lv.pids[role], lv.token) for lv in variants if role in lv.pids]
             killed = process.stop(targets, self.stop_timeout_s)
             if killed:
                 self.log(f"killed {role} {killed}: no exit within {self.stop_timeout_s:.0f} s of SIGTERM")
         for lv in variants:
             (lv.dirs.root / STATE_FILE).unlink(missing_ok=True)
+
+
+class LocalProcess:
+    """One process of a local variant, for a fault: signals by PID after checking the owner token; a start
+    runs the command line it was started with, on the same store, and waits until it serves again.
+
+    A process started here dies with the thread that started it (setpriv --pdeathsig): a caller on a thread
+    of its own keeps that thread alive until the run is over (harness.faults does)."""
+
+    def __init__(self, backend: LocalBackend, lv: LocalVariant, target: str, role: str) -> None:
+        self.backend = backend
+        self.lv = lv
+        self.target = target
+        self.role = role
+
+    def describe(self) -> str:
+        where = "" if self.target == self.role else f" (in the {self.role} JVM)"
+        return f"{self.target}{where} pid {self.lv.pids[self.role]}"
+
+    def _proc(self) -> psutil.Process:
+        proc = process.owned(self.lv.pids[self.role], self.lv.token)
+        if proc is None:
+            raise HarnessError(f"{self.lv.name}: {self.describe()} is not running")
+        return proc
+
+    def kill(self) -> None:
+        proc = self._proc()
+        proc.kill()
+        proc.wait(timeout=30)
+        process.exit_code(proc.pid)  # reap it
+
+    def pause(self) -> None:
+        self._proc().suspend()
+
+    def resume(self) -> None:
+        self._proc().resume()
+
+    def terminate(self) -> None:
+        pid = self.lv.pids[self.role]
+        killed = process.stop([(pid, self.lv.token)], self.backend.stop_timeout_s)
+        if killed:
+            self.backend.log(f"{self.lv.name}: killed {self.describe()}: no exit within "
+                             f"{self.backend.stop_timeout_s:.0f} s of SIGTERM")
+        process.exit_code(pid)
+
+    def start(self) -> None:
+        if process.alive(self.lv.pids[self.role], self.lv.token):
+            raise HarnessError(f"{self.lv.name}: {self.describe()} is still running")
+        offset = self.lv.dirs.stdout(self.role).stat().st_size if self.lv.dirs.stdout(self.role).exists() else 0
+        self.backend._spawn(self.lv, self.role)
+        self.backend._wait_process(self.lv, self.role, time.monotonic() + self.backend.ready_timeout_s)
+        self.backend._check_agents(self.lv, self.role, offset)

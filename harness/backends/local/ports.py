@@ -2,8 +2,10 @@
 
 Each variant gets a slot of 100 ports and keeps RocketMQ's familiar last digits inside it
 (name server ..76, broker ..11 with ..09 and ..12 beside it, proxy remoting ..80, gRPC ..81, broker
-metrics ..57, wakeup probe ..58), so `ss -ltnp` output reads at a glance. Slots sit below the kernel's
-ephemeral range so outgoing connections never take them.
+metrics ..57, wakeup probe ..58), so `ss -ltnp` output reads at a glance. The other brokers of a topology
+keep the pattern one decade away: the slave ..21 (metrics ..47, probe ..48), the second master ..31
+(metrics ..37, probe ..38). Slots sit below the kernel's ephemeral range so outgoing connections never
+take them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,24 @@ from harness.errors import HarnessError
 BASE_PORT = 20000
 SLOT_SIZE = 100
 MAX_SLOTS = 120  # up to port 31999, under the default ephemeral range (32768+)
+
+
+@dataclass(frozen=True)
+class NodePorts:
+    """The ports of one broker process: its listen port (also listen - 2, fast remoting, and listen + 1, HA),
+    its metrics exporter and its wakeup probe."""
+
+    listen: int
+    metrics: int
+    probe: int
+
+    @property
+    def ha(self) -> int:
+        return self.listen + 1
+
+
+# Broker node -> offsets of (listen, metrics, probe) within a slot.
+NODE_OFFSETS = {"broker": (11, 57, 58), "slave": (21, 47, 48), "broker-b": (31, 37, 38)}
 
 
 @dataclass(frozen=True)
@@ -38,18 +58,22 @@ class VariantPorts:
         return cls(slot, namesrv=b + 76, broker=b + 11, proxy_remoting=b + 80, grpc=b + 81, metrics=b + 57,
                    probe=b + 58)
 
+    def node(self, name: str) -> NodePorts:
+        """The ports of a broker node (broker, broker-b, slave) of this slot."""
+        if name == "broker":
+            return NodePorts(self.broker, self.metrics, self.probe)
+        base = self.broker - NODE_OFFSETS["broker"][0]
+        listen, metrics, probe = NODE_OFFSETS[name]
+        return NodePorts(base + listen, base + metrics, base + probe)
+
     def all(self) -> dict[str, int]:
-        """Every port the variant's processes listen on, by role."""
-        return {
-            "namesrv": self.namesrv,
-            "broker": self.broker,
-            "broker fast remoting": self.broker - 2,
-            "broker HA": self.broker + 1,
-            "proxy remoting": self.proxy_remoting,
-            "gRPC": self.grpc,
-            "broker metrics": self.metrics,
-            "wakeup probe": self.probe,
-        }
+        """Every port the variant's processes may listen on, by role (every topology's)."""
+        out = {"namesrv": self.namesrv, "proxy remoting": self.proxy_remoting, "gRPC": self.grpc}
+        for name in NODE_OFFSETS:
+            n = self.node(name)
+            out.update({name: n.listen, f"{name} fast remoting": n.listen - 2, f"{name} HA": n.ha,
+                        f"{name} metrics": n.metrics, f"{name} wakeup probe": n.probe})
+        return out
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

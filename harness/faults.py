@@ -1,0 +1,162 @@
+"""Faults during a run: each of the scenario's faults is injected into every variant at the same moment of
+the load, through the backend's ServerProcess (harness.backends.base), and what happened is kept as a
+FaultRecord per variant: which process it hit, when, and when its target was back (the manifest's
+``faults`` and a ``fault`` event in the variant's events).
+
+Each (variant, target) has a thread of its own that runs that target's faults in order, so faults on
+different processes may overlap while one process never gets a second fault before it is back. The
+threads live until ``release``: a process a fault starts again dies with the thread that started it
+(harness.process.spawn, setpriv --pdeathsig), so they must outlive the run's brokers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from harness.backends.base import Backend, ServerProcess
+from harness.scenario import Fault
+
+HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
+
+
+@dataclass
+class FaultRecord:
+    """One fault as it happened to one variant. Times are wall-clock ns, as the events' (t_client_ns)."""
+
+    variant: str
+    action: str
+    target: str
+    at_s: float  # as planned, seconds after the load started
+    duration_s: float | None
+    process: str = ""  # which process it hit (its PID or pod), as it was then
+    started_ns: int | None = None  # the signal was sent
+    ended_ns: int | None = None  # the target served again (kill9, restart) or was resumed (sigstop)
+    back: str = ""  # the process that serves after it (a new PID after kill9 or restart)
+    error: str | None = None  # what went wrong, if it could not be carried out as planned
+    delay_s: float = 0.0  # how late it started against the plan (a previous fault on the target took longer)
+
+    @property
+    def label(self) -> str:
+        return f"{self.action} {self.target}" + (f" {self.duration_s:g} s" if self.duration_s else "")
+
+    @property
+    def window_s(self) -> float | None:
+        """How long the target was away (signal to back), when it came back."""
+        if self.started_ns is None or self.ended_ns is None:
+            return None
+        return (self.ended_ns - self.started_ns) / 1e9
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "label": self.label, "window_s": self.window_s}
+
+    def event(self) -> dict[str, object]:
+        """The `fault` event row (harness.events): started_ns when injected, t_client_ns when back."""
+        detail = f"{self.label}: {self.process}" + (f" -> {self.back}" if self.back else "")
+        if self.error:
+            detail += f"; error: {self.error}"
+        return {"variant": self.variant, "worker": HARNESS_WORKER, "consumer": HARNESS_WORKER,
+                "started_ns": self.started_ns, "t_client_ns": self.ended_ns or self.started_ns or time.time_ns(),
+                "detail": detail[:500]}
+
+
+def act(proc: ServerProcess, fault: Fault, record: FaultRecord, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Carry out ``fault`` on ``proc``, filling ``record``'s times."""
+    record.process = proc.describe()
+    record.started_ns = time.time_ns()
+    if fault.action == "sigstop":
+        proc.pause()
+        sleep(fault.hold_s)
+        proc.resume()
+        record.ended_ns = time.time_ns()
+        return
+    if fault.action == "kill9":
+        proc.kill()
+        sleep(fault.hold_s)
+    else:
+        proc.terminate()
+    proc.start()
+    record.ended_ns = time.time_ns()
+    record.back = proc.describe()
+
+
+@dataclass
+class Injector:
+    """The scenario's faults for the variants of one run."""
+
+    backend: Backend
+    variants: Sequence[str]
+    faults: Sequence[Fault]
+    log: Callable[[str], None] = print
+    records: list[FaultRecord] = field(default_factory=list)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _closing: threading.Event = field(default_factory=threading.Event)  # the load ended: no new faults
+    _over: threading.Event = field(default_factory=threading.Event)  # the run is over: the threads may end
+    _done: dict[str, threading.Event] = field(default_factory=dict)
+    _processes: dict[tuple[str, str], ServerProcess] = field(default_factory=dict)
+
+    def prepare(self) -> None:
+        """Find every target before the load starts, so a backend that cannot inject says so at once."""
+        for v in self.variants:
+            for f in self.faults:
+                if (v, f.target) not in self._processes:
+                    self._processes[(v, f.target)] = self.backend.process(v, f.target)
+
+    def start(self) -> None:
+        """Call when the load starts: the faults' at_s count from now."""
+        if not self._processes:
+            self.prepare()
+        t0 = time.monotonic()
+        for v in self.variants:
+            for target in dict.fromkeys(f.target for f in self.faults):
+                mine = sorted((f for f in self.faults if f.target == target), key=lambda f: f.at_s)
+                key = f"{v}/{target}"
+                self._done[key] = threading.Event()
+                t = threading.Thread(target=self._run, args=(v, target, mine, t0, self._done[key]),
+                                     name=f"fault-{key}", daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _run(self, variant: str, target: str, faults: list[Fault], t0: float, done: threading.Event) -> None:
+        proc = self._processes[(variant, target)]
+        try:
+            for f in faults:
+                record = FaultRecord(variant, f.action, f.target, f.at_s, f.duration_s)
+                self.records.append(record)
+                if self._closing.wait(max(0.0, t0 + f.at_s - time.monotonic())):
+                    record.error = "not injected: the load ended first"
+                    continue
+                record.delay_s = round(max(0.0, time.monotonic() - t0 - f.at_s), 3)
+                self.log(f"{variant}: fault {f.label} on {proc.describe()} at {time.monotonic() - t0:.1f} s")
+                try:
+                    act(proc, f, record)
+                except Exception as e:  # noqa: BLE001 - what went wrong is the record's, and the run goes on
+                    record.error = f"{type(e).__name__}: {e}"
+                    self.log(f"{variant}: fault {f.label} failed: {record.error}")
+                    continue
+                self.log(f"{variant}: {f.target} back after {record.window_s:.1f} s ({record.back or proc.describe()})")
+        finally:
+            done.set()
+        # Anything started above dies with this thread: keep it until the run's brokers are down.
+        self._over.wait()
+
+    def finish(self, timeout_s: float) -> None:
+        """The load ended: faults not begun are not injected; wait (up to ``timeout_s``) for those in progress."""
+        self._closing.set()
+        deadline = time.monotonic() + timeout_s
+        for key, done in self._done.items():
+            if not done.wait(max(0.0, deadline - time.monotonic())):
+                self.log(f"fault on {key} still in progress after the load ended; not waited for")
+
+    def release(self) -> None:
+        """The run is over (its brokers are down): let the threads end."""
+        self._closing.set()
+        self._over.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    @property
+    def failed(self) -> list[FaultRecord]:
+        return [r for r in self.records if r.error]

@@ -1,0 +1,70 @@
+"""A real run with faults: a broker, a name server and a proxy of their own, each hit once while the load
+runs; the run goes on, and its archive says what was done, when, and what became of every message."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import process
+from harness.backends.local import LocalBackend
+from harness.cli import main
+
+SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-faults.yaml"
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--runs-dir", str(runs)]) == 0
+    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    return archive
+
+
+def test_each_fault_hit_its_process_and_it_came_back(archive: Path):
+    m = json.loads((archive / "manifest.json").read_text())
+    faults = {f["label"]: f for f in m["faults"]}
+    assert set(faults) == {"sigstop broker 3 s", "kill9 namesrv", "restart proxy"}
+    for f in faults.values():
+        assert f["error"] is None and f["variant"] == "unpatched"
+        assert f["started_ns"] < f["ended_ns"] and f["delay_s"] < 5
+    stop = faults["sigstop broker 3 s"]
+    assert 3.0 <= stop["window_s"] < 10 and stop["back"] == ""  # the same process, resumed
+    for label in ("kill9 namesrv", "restart proxy"):
+        # A new process serves afterwards.
+        assert faults[label]["back"] and faults[label]["back"] != faults[label]["process"]
+    # The run's own processes: namesrv, broker and proxy each a JVM of its own, their logs archived.
+    logs = archive / "logs" / "unpatched"
+    assert {"namesrv.out", "broker.out", "proxy.out"} <= {p.name for p in logs.iterdir()}
+    assert (logs / "broker" / "broker.log").exists()
+
+
+def test_the_faults_are_events_with_their_windows(archive: Path):
+    ev = pd.read_parquet(archive / "events" / "unpatched.parquet")
+    faults = ev[ev.kind == "fault"].sort_values("started_ns")
+    assert faults.worker.tolist() == ["harness"] * 3
+    assert [d.split(":")[0] for d in faults.detail] == ["sigstop broker 3 s", "kill9 namesrv", "restart proxy"]
+    assert (faults.started_ns < faults.t_client_ns).all()
+
+
+def test_every_message_is_accounted_for_across_the_faults(archive: Path):
+    [s] = json.loads((archive / "manifest.json").read_text())["summary"]
+    ledger = s["ledger"]
+    assert s["sent"] > 0 and ledger["owed"] == s["sent"]
+    classes = ("acked_first", "acked_after_retry", "duplicated", "dead_lettered", "lost")
+    assert sum(ledger[c] for c in classes) == ledger["owed"]
+    rows = {f["label"]: f for f in s["faults"]}
+    assert set(rows) == {"sigstop broker 3 s", "kill9 namesrv", "restart proxy"}
+    for f in rows.values():
+        # Steady traffic means something was in flight across each fault, and waited at least its window.
+        assert f["exposed"] > 0 and f["longest_wait_ms"] is not None
+        assert sum(f[c] for c in ("acked_first", "acked_after_retry", "duplicated", "dead_lettered",
+                                  "lost")) == f["exposed"]
+    assert rows["sigstop broker 3 s"]["delivery_gap_ms"] >= 2_500  # nothing delivered while the broker stood still
+
+
+def test_nothing_is_left_running(archive: Path):
+    # Processes a fault started again are stopped with the rest.
+    brokers = LocalBackend(archive.parent / ".work" / archive.name / "brokers")
+    assert process.find_owned(brokers.token_prefix) == []
