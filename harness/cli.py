@@ -14,10 +14,11 @@ from types import FrameType
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from harness import __version__
 from harness.endpoints import Endpoints
-from harness.errors import EXIT_USAGE, ConfigError, HarnessError
+from harness.errors import EXIT_USAGE, ConfigError, HarnessError, one_line
 from harness.paths import REPO_ROOT, state_dir
 from harness.scenario import PROTOCOLS
 from harness.variants import load_variants, select
@@ -69,14 +70,37 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
             if value.lower() not in ("1", "true", "yes", "0", "false", "no", ""):
                 raise ConfigError(f"{var}={value!r}: expected 1/true/yes or 0/false/no")
             action.default = value.lower() in ("1", "true", "yes")
-        elif isinstance(action, argparse._AppendAction):
-            action.default = [v.strip() for v in value.split(",") if v.strip()]
+        elif isinstance(action, argparse._AppendAction) or action.nargs in ("+", "*"):
+            action.default = [_env_value(action, var, v.strip()) for v in value.split(",") if v.strip()]
         else:
-            action.default = value  # argparse applies the option's type to a string default
+            action.default = _env_value(action, var, value)
+
+
+def _env_value(action: argparse.Action, var: str, value: str) -> object:
+    """One value from RMQ_HARNESS_<OPTION>, converted and checked as the option's own (argparse checks neither
+    the type of a list default nor the choices of any default)."""
+    try:
+        converted = action.type(value) if action.type else value
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as e:
+        raise ConfigError(f"{var}={value!r}: {e}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise ConfigError(f"{var}={value!r}: expected one of {', '.join(map(str, action.choices))}")
+    return converted
+
+
+class _Parser(argparse.ArgumentParser):
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # Python 3.11 drops the value of --option=-- (it takes it for the end of the options) and hands the
+        # option an empty list, whatever its type; later Pythons keep '--' as the value, and so does this.
+        if action.nargs is None and action.option_strings and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rmq-harness", description="Load-test and regression harness for RocketMQ POP")
+    p = _Parser(prog="rmq-harness", description="Load-test and regression harness for RocketMQ POP")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--variants", type=Path, default=None,
                    help="variants file: your own builds can live outside the repository "
@@ -449,11 +473,22 @@ def print_comparison(summary: dict) -> None:
     console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
 
 
+def _check_rule(args: argparse.Namespace) -> None:
+    """The verdict rule's options, before any run or Spark (else a bad one surfaces only after them)."""
+    if not 0 < args.alpha < 1:
+        raise ConfigError(f"--alpha {args.alpha:g}: a significance level above 0 and below 1 (default 0.05)")
+    if not 0 <= args.min_effect < 1:
+        raise ConfigError(f"--min-effect {args.min_effect:g}: a relative change from 0 to below 1 (default 0.10)")
+    if args.bootstrap < 1:
+        raise ConfigError(f"--bootstrap {args.bootstrap}: at least one resample (default 2000)")
+
+
 def _compare(args: argparse.Namespace) -> int:
     from spark.jobs.compare import EXIT_REGRESSION, run
 
+    _check_rule(args)
     with console.status("comparing on Spark ..."):
-        summary = run(args, warn=lambda s: err_console.print(f"[yellow]warning:[/] {s}"))
+        summary = run(args, warn=lambda s: err_console.print(_line("warning:", "yellow", s), soft_wrap=True))
     print_comparison(summary)
     return EXIT_REGRESSION if args.fail_on_regression and summary["verdict"] == "regression" else 0
 
@@ -516,6 +551,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise ConfigError(f"--runs {args.runs}: at least one run")
+    _check_rule(args)
     base = select(load_variants(args.variants), [args.variant])[0]
     p = calibrate.plan(base, args.shifts or [50])
     scenario = _scenario(argparse.Namespace(scenario=args.scenario, duration=None))
@@ -602,11 +638,17 @@ def _cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _line(label: str, colour: str, message: object) -> Text:
+    """``label message`` as one line, the message as written: not rich markup ('[/]', '[a-z0-9]'), no emoji codes
+    (':cat:'), line breaks escaped."""
+    return Text.assemble((label, colour), " ", one_line(message))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
     except ConfigError as e:
-        err_console.print(f"[red]error:[/] {e}", soft_wrap=True)
+        err_console.print(_line("error:", "red", e), soft_wrap=True)
         return e.exit_code
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -626,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _matrix(args)
         return EXIT_USAGE
     except HarnessError as e:
-        err_console.print(f"[red]error:[/] {e}", soft_wrap=True)
+        err_console.print(_line("error:", "red", e), soft_wrap=True)
         if e.detail:
             err_console.print(e.detail, style="dim", markup=False, soft_wrap=True)
         return e.exit_code

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
 # Exit codes of the CLI (2 is also argparse's own for bad arguments).
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+
+# Line breaks (every one str.splitlines knows) and the other control characters.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: object) -> str:
+    r"""``text`` with line breaks and other control characters written as escapes (\n, \x00), for messages
+    that quote what a user wrote (a YAML key, a path, an argument): the message stays one line."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def first_line(err: BaseException) -> str:
+    """The first non-empty line of an exception's message (its type's name when it has none), one line."""
+    lines = [s for s in str(err).splitlines() if s.strip()]
+    return one_line(lines[0].strip() if lines else type(err).__name__)
 
 
 class HarnessError(Exception):

@@ -4,9 +4,9 @@ FaultRecord per variant: which process it hit, when, and when its target was bac
 ``faults`` and a ``fault`` event in the variant's events).
 
 Each (variant, target) has a thread of its own that runs that target's faults in order, so faults on
-different processes may overlap while one process never gets a second fault before it is back. The
-threads live until ``release``: a process a fault starts again dies with the thread that started it
-(harness.process.spawn, setpriv --pdeathsig), so they must outlive the run's brokers.
+different processes may overlap while one process never gets a second fault before it is back. (A process
+a fault starts again still dies with the harness: harness.process.spawn starts it from a thread that lives
+as long as the harness.)
 """
 
 from __future__ import annotations
@@ -93,7 +93,6 @@ class Injector:
     records: list[FaultRecord] = field(default_factory=list)
     _threads: list[threading.Thread] = field(default_factory=list)
     _closing: threading.Event = field(default_factory=threading.Event)  # the load ended: no new faults
-    _over: threading.Event = field(default_factory=threading.Event)  # the run is over: the threads may end
     _done: dict[str, threading.Event] = field(default_factory=dict)
     _processes: dict[tuple[str, str], ServerProcess] = field(default_factory=dict)
 
@@ -139,8 +138,6 @@ class Injector:
                 self.log(f"{variant}: {f.target} back after {record.window_s:.1f} s ({record.back or proc.describe()})")
         finally:
             done.set()
-        # Anything started above dies with this thread: keep it until the run's brokers are down.
-        self._over.wait()
 
     def finish(self, timeout_s: float) -> None:
         """The load ended: faults not begun are not injected; wait (up to ``timeout_s``) for those in progress."""
@@ -151,9 +148,8 @@ class Injector:
                 self.log(f"fault on {key} still in progress after the load ended; not waited for")
 
     def release(self) -> None:
-        """The run is over (its brokers are down): let the threads end."""
+        """The run is over (interrupted, or its brokers are down): no fault starts any more."""
         self._closing.set()
-        self._over.set()
         for t in self._threads:
             t.join(timeout=5)
 

@@ -8,11 +8,14 @@ signalled after its command line shows that token, so a recycled PID is never hi
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 import psutil
@@ -47,14 +50,63 @@ def owner_flag(token: str) -> str:
     return f"-D{OWNER_PROPERTY}={token}"
 
 
-def pdeathsig_prefix() -> list[str]:
-    """A command prefix that makes the child get SIGTERM when the harness dies, however it dies.
+# Run by the child after setpriv set its death signal: a harness that died before that (between the fork and
+# setpriv's prctl) sends none, and the child, already handed to another parent, would never get it. So the
+# child goes on only while the harness is still its parent.
+_PARENT_CHECK = '[ "$PPID" = "$1" ] || exit 1; shift; exec "$@"'
+
+
+def pdeathsig_prefix(parent: int | None = None) -> list[str]:
+    """A command prefix that makes the child get SIGKILL when the harness dies, however it dies.
+
+    SIGKILL, not SIGTERM: once the harness is gone nobody collects what such a child would write on its way
+    out, and RocketMQ's shutdown hooks kept a proxy alive 23 s after its harness was killed (a loaded
+    2-core machine). A harness that ends normally or on Ctrl-C stops its children itself, gracefully.
 
     util-linux's setpriv sets PR_SET_PDEATHSIG and then execs, so the JVM keeps it; this avoids a
-    preexec_fn, which is unsafe in a process that already runs threads (the gRPC client does).
+    preexec_fn, which is unsafe in a process that already runs threads (the gRPC client does). A shell
+    between them checks the harness (``parent``, default this process) is still alive, then becomes the
+    command (same PID).
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process: hence ``spawn``
+    forks such children on the main thread or on a thread of its own that lives as long as the process.
     """
     setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+    if not setpriv:
+        return []
+    return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", _PARENT_CHECK, "rmq-harness-child",
+            str(os.getpid() if parent is None else parent)]
+
+
+class _Spawner:
+    """A thread that lives as long as the process and forks, for other threads, the children that must die
+    with the harness: PR_SET_PDEATHSIG fires when the thread that forked a child ends, so a child forked by a
+    short-lived thread (a fault's, a pool's) would be killed while the harness runs on."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="rmq-harness-spawner", daemon=True)
+                self._thread.start()
+        done: Future[subprocess.Popen] = Future()
+        self._jobs.put((start, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:  # never returns: its children's death signal is this thread's end, i.e. the process's
+            start, done = self._jobs.get()
+            try:
+                done.set_result(start())
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                done.set_exception(e)
+
+
+_spawner = _Spawner()
 
 
 def spawn(
@@ -65,19 +117,27 @@ def spawn(
     die_with_parent: bool = False,
 ) -> int:
     """Start a server process in its own session (a terminal's Ctrl-C reaches the harness only,
-    which then stops its servers in order) with stdout and stderr going to ``log_path``."""
+    which then stops its servers in order) with stdout and stderr going to ``log_path``.
+
+    ``die_with_parent``: the child gets SIGKILL when the harness dies, even by SIGKILL, from whichever
+    thread it is started (forked on the main thread, or on a spawner thread that lives as long as the
+    process)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     prefix = pdeathsig_prefix() if die_with_parent else []
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen(
-            [*prefix, *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,
-        )
+        def start() -> subprocess.Popen:
+            return subprocess.Popen(
+                [*prefix, *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+
+        on_main = threading.current_thread() is threading.main_thread()
+        proc = _spawner.run(start) if die_with_parent and not on_main else start()
     _children[proc.pid] = proc
     return proc.pid
 

@@ -152,14 +152,18 @@ class Run:
             exported["dashboard_panels"] = prom.export_panels(staging.dir("prometheus") / "panels.json",
                                                               panel_queries(self.run_id), *window)
             prom.stop()
-        except BaseException:
+        except BaseException as e:
             if fleet is not None:
                 fleet.stop()
             prom.stop()
+            faults.release()  # no fault starts a process any more; one starting now is in the state `down` reads
             backend.down()
-            faults.release()
             backend.collect(staging.dir("logs"))
-            self.log(f"run failed; what it wrote so far is in {staging.path}")
+            if isinstance(e, KeyboardInterrupt):
+                # Interrupted: the logs are in the staging directory (marked INCOMPLETE); the stores are scratch.
+                shutil.rmtree(self.work, ignore_errors=True)
+            outcome = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+            self.log(f"run {outcome}; what it wrote so far is in {staging.path} (marked INCOMPLETE)")
             raise
         # The data is in; a broker that will not stop or a log that cannot be copied must not lose it.
         for what, step in (("stopping the brokers", backend.down),

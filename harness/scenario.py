@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from harness import expectations
-from harness.errors import ConfigError
+from harness.errors import ConfigError, first_line, one_line
 from harness.paths import REPO_ROOT
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
@@ -460,7 +460,7 @@ class Scenario(_Strict):
 
 def _describe(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
+    loc = one_line(".".join(str(p) for p in first["loc"]))  # keys are the user's: they may hold line breaks
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown field"
@@ -485,13 +485,24 @@ def resolve_path(name_or_path: str) -> Path:
 
 
 def _read(path: Path) -> object:
+    where = one_line(path)
     try:
-        return yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
-        raise ConfigError(f"{path}: no such scenario file (built-in scenarios: {known})") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"{where}: no such scenario file (built-in scenarios: {known})") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a directory, not a scenario file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not a YAML text file (byte {e.start} is not UTF-8)") from None
+    except (OSError, ValueError) as e:  # no permission, a name too long, a NUL in the name
+        raise ConfigError(f"{where}: cannot be read ({one_line(getattr(e, 'strerror', None) or e)})") from None
+    try:
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
+    except Exception as e:  # noqa: BLE001 - YAMLError, and ValueError & co. from bad scalars (a date 2024-13-45)
+        raise ConfigError(f"{where}: not valid YAML: {first_line(e)}") from None
 
 
 def _points(data: dict, source: str) -> dict[int, dict]:
@@ -537,7 +548,8 @@ def on_protocol(scenario: Scenario, protocol: str) -> Scenario:
 
 def load_scenario(name_or_path: str) -> Scenario:
     """One scenario; ``NAME@N`` is the point of the series NAME with N groups."""
-    base, at, point = name_or_path.rpartition("@") if "@" in name_or_path else (name_or_path, "", "")
+    named_point = "@" in name_or_path and not Path(name_or_path).is_file()  # a file's path may hold an '@'
+    base, at, point = name_or_path.rpartition("@") if named_point else (name_or_path, "", "")
     path = resolve_path(base)
     data = _read(path)
     if not at:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, first_line, one_line
 from harness.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
 
 Scalar = str | int | float | bool
@@ -115,10 +115,10 @@ class VariantsFile(BaseModel):
 def _describe(err: ValidationError, source: str, prefix: str = "") -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
-    where = ".".join(x for x in (prefix, loc) if x)
+    where = one_line(".".join(x for x in (prefix, loc) if x))  # keys are the user's: they may hold line breaks
     more = len(err.errors()) - 1
     tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
-    return f"{source}: {where}: {first['msg']}{tail}"
+    return f"{source}: {where + ': ' if where else ''}{first['msg']}{tail}"
 
 
 def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Variant]:
@@ -130,7 +130,7 @@ def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Varian
     out: dict[str, Variant] = {}
     for name, body in doc.variants.items():
         if not isinstance(body, Mapping):
-            raise ConfigError(f"{source}: variants.{name}: expected a mapping of settings")
+            raise ConfigError(f"{source}: variants.{one_line(name)}: expected a mapping of settings")
         try:
             out[name] = Variant.model_validate({**body, "name": name})
         except ValidationError as e:
@@ -141,13 +141,24 @@ def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Varian
 
 def load_variants(path: Path | None = None) -> dict[str, Variant]:
     path = path or DEFAULT_VARIANTS_FILE
+    where = one_line(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such variants file; pass --variants FILE") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
-    return parse_variants(data, str(path))
+        raise ConfigError(f"{where}: no such variants file; pass --variants FILE") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a directory, not a variants file; pass --variants FILE") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{where}: not a YAML text file (byte {e.start} is not UTF-8)") from None
+    except (OSError, ValueError) as e:  # no permission, a name too long, a NUL in the name
+        raise ConfigError(f"{where}: cannot be read ({one_line(getattr(e, 'strerror', None) or e)})") from None
+    try:
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
+    except Exception as e:  # noqa: BLE001 - YAMLError, and ValueError & co. from bad scalars (a date 2024-13-01)
+        raise ConfigError(f"{where}: not valid YAML: {first_line(e)}") from None
+    return parse_variants(data, where)
 
 
 def select(variants: Mapping[str, Variant], names: list[str]) -> list[Variant]:

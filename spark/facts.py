@@ -30,6 +30,16 @@ SHARE_EVENTS = 8_000_000
 INPUT_COLUMNS = list(dict.fromkeys([
     *ledger.INPUT_COLUMNS, *[c for c in RETRY_SCHEMA.names if c in SCHEMA.names], "invisible_ms", "message_group"]))
 RETRIES, LEDGER = "retries", "ledger"
+# Opens the one line a task says about an event file it cannot read: the driver finds it in whatever Spark
+# wrapped the task's error in (unreadable_file) and names the file without a traceback.
+UNREADABLE = "rmq-harness: unreadable event file: "
+
+
+def unreadable_file(error: BaseException) -> str | None:
+    """The one line a task's UNREADABLE error said, from the text of the error Spark raised with it."""
+    text = str(error)
+    at = text.find(UNREADABLE)
+    return text[at + len(UNREADABLE):].splitlines()[0] if at >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -69,8 +79,14 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     """The task's events of ``variants``: INPUT_COLUMNS, null where the archive's version predates one."""
     present = [c for c in INPUT_COLUMNS if c in COLUMNS_BY_VERSION[task.version]]
-    # One thread: Spark runs a task per core already.
-    table = pq.read_table(task.path, columns=present, filters=[("variant", "in", list(variants))], use_threads=False)
+    try:
+        # One thread: Spark runs a task per core already.
+        table = pq.read_table(task.path, columns=present, filters=[("variant", "in", list(variants))],
+                              use_threads=False)
+    except (OSError, pa.ArrowException, ValueError) as e:
+        # The footer was checked before Spark (spark.io); its data pages only now.
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise OSError(f"{UNREADABLE}{task.path}: its data cannot be read ({first})") from None
     for c in INPUT_COLUMNS:
         if c not in present:
             table = table.append_column(c, pa.nulls(table.num_rows, SCHEMA.field(c).type))

@@ -1,7 +1,8 @@
 """Run archives -> one events DataFrame (plus their manifests), with every bad input named in one line.
 
-Local paths are checked file by file before Spark touches them (manifest JSON, schema versions,
-Parquet footers), so a broken archive is reported by name rather than by a JVM stack trace. Paths with
+Local paths are checked file by file before Spark touches them (manifest JSON, schema versions, the run
+id, variants and scenario the manifest records, Parquet footers and the event columns' names and types), so a
+broken archive is reported by name rather than by a JVM stack trace. Paths with
 a scheme (s3a://, hdfs://, file://) are read through Spark with the user's Hadoop configuration.
 """
 
@@ -12,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
-from harness.errors import ConfigError
+from harness.errors import ConfigError, first_line, one_line
 from harness.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
 from harness.scenario import Scenario, parse_scenario
 
@@ -50,44 +52,88 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
+def _show(value: object) -> str:
+    """A JSON value for a message: scalars as written (cut short), containers by their kind."""
+    if isinstance(value, dict | list):
+        return "(an object)" if isinstance(value, dict) else "(a list)"
+    return one_line(json.dumps(value))[:80]
+
+
+def _version(manifest: dict, key: str, what: str, known: set[int], where: str) -> None:
+    v = manifest[key]
+    if type(v) is not int:  # true, 2.0 and "2" are not versions
+        raise ArchiveError(f"{where}: {what} schema version {_show(v)} is not a whole number")
+    if v not in known:
+        newer = "; upgrade rmq-pop-harness" if v > max(known) else ""
+        raise ArchiveError(f"{where}: {what} schema version {v} is unknown to this build (knows {sorted(known)})"
+                           f"{newer}")
+
+
 def _check_manifest(manifest: object, where: str) -> dict:
+    """What every reader relies on before Spark starts: the versions, a run id, the variants by name and the
+    scenario as run (an archive of an unknown or broken scenario is named here, not after a JVM start)."""
     if not isinstance(manifest, dict):
         raise ArchiveError(f"{where}: not a JSON object")
-    for key in ("schema_version", "event_schema_version", "run_id", "variants"):
+    for key in ("schema_version", "event_schema_version", "run_id", "variants", "scenario"):
         if key not in manifest:
             raise ArchiveError(f"{where}: missing {key!r}")
-    if manifest["schema_version"] not in KNOWN_MANIFEST_VERSIONS:
-        raise ArchiveError(f"{where}: manifest schema version {manifest['schema_version']} is unknown to this "
-                           f"build (knows {sorted(KNOWN_MANIFEST_VERSIONS)}); upgrade rmq-pop-harness")
-    if manifest["event_schema_version"] not in KNOWN_EVENT_VERSIONS:
-        raise ArchiveError(f"{where}: event schema version {manifest['event_schema_version']} is unknown to this "
-                           f"build (knows {sorted(KNOWN_EVENT_VERSIONS)}); upgrade rmq-pop-harness")
+    _version(manifest, "schema_version", "manifest", KNOWN_MANIFEST_VERSIONS, where)
+    _version(manifest, "event_schema_version", "event", KNOWN_EVENT_VERSIONS, where)
+    if not isinstance(manifest["run_id"], str) or not manifest["run_id"]:
+        raise ArchiveError(f"{where}: run_id {_show(manifest['run_id'])} is not a run id")
+    variants = manifest["variants"]
+    if not isinstance(variants, list) or not all(isinstance(v, dict) and isinstance(v.get("name"), str)
+                                                 for v in variants):
+        raise ArchiveError(f"{where}: variants is not a list of objects each with a name")
+    try:
+        parse_scenario(manifest["scenario"], f"{where}: scenario")
+    except ConfigError as e:
+        raise ArchiveError(str(e)) from None
     return manifest
+
+
+def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
+    """A column type Spark reads as the events' own: the same, a large string for a string, or all null."""
+    return found == wanted or pa.types.is_null(found) or (wanted == pa.string() and found == pa.large_string())
 
 
 def inspect_local(path: str) -> Archive:
     root = Path(path)
     if not root.is_dir():
-        raise ArchiveError(f"{root}: no such run archive directory")
+        raise ArchiveError(f"{one_line(root)}: no such run archive directory")
     mf = root / MANIFEST
+    where = one_line(mf)
     try:
         manifest = json.loads(mf.read_text())
     except FileNotFoundError:
-        raise ArchiveError(f"{mf}: missing; is {root} a run archive (runs/<run-id>/)?") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ArchiveError(f"{mf}: corrupt JSON ({e})") from None
-    _check_manifest(manifest, str(mf))
+        raise ArchiveError(f"{where}: missing; is {one_line(root)} a run archive (runs/<run-id>/)?") from None
+    except RecursionError:
+        raise ArchiveError(f"{where}: corrupt JSON (nested too deeply)") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of more digits than Python reads
+        raise ArchiveError(f"{where}: corrupt JSON ({first_line(e)})") from None
+    except OSError as e:  # a directory, no permission
+        raise ArchiveError(f"{where}: cannot be read ({one_line(e.strerror or e)})") from None
+    _check_manifest(manifest, where)
     files = sorted((root / "events").glob("*.parquet"))
     if not files:
-        raise ArchiveError(f"{root / 'events'}: no event Parquet files")
+        raise ArchiveError(f"{one_line(root / 'events')}: no event Parquet files")
     for f in files:
         try:
-            names = pq.read_schema(f).names
+            schema = pq.read_schema(f)
         except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a broken file
-            raise ArchiveError(f"{f}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
-        missing = [c for c in COLUMNS_BY_VERSION[int(manifest["event_schema_version"])] if c not in names]
+            raise ArchiveError(f"{one_line(f)}: not a readable Parquet file ({first_line(e)})") from None
+        wanted = COLUMNS_BY_VERSION[manifest["event_schema_version"]]
+        missing = [c for c in wanted if c not in schema.names]
         if missing:
-            raise ArchiveError(f"{f}: missing event column(s) {', '.join(missing)}")
+            raise ArchiveError(f"{one_line(f)}: missing event column(s) {', '.join(missing)}")
+        twice = [c for c in wanted if schema.names.count(c) > 1]
+        if twice:
+            raise ArchiveError(f"{one_line(f)}: event column(s) {', '.join(twice)} more than once")
+        # Spark would fail on these only once it reads them, naming no file.
+        wrong = [f"{c} is {schema.field(c).type}, not {SCHEMA.field(c).type}" for c in wanted
+                 if not _compatible(schema.field(c).type, SCHEMA.field(c).type)]
+        if wrong:
+            raise ArchiveError(f"{one_line(f)}: event column(s) of the wrong type: {'; '.join(wrong)}")
     return Archive(str(root.resolve()), manifest, [str(f.resolve()) for f in files])
 
 
@@ -97,7 +143,7 @@ def inspect_remote(spark: object, path: str) -> Archive:
         text = spark.sparkContext.wholeTextFiles(f"{base}/{MANIFEST}").collect()[0][1]
         manifest = json.loads(text)
     except Exception as e:  # noqa: BLE001 - Hadoop and Py4J errors of every kind
-        raise ArchiveError(f"{base}/{MANIFEST}: cannot be read ({str(e).splitlines()[0][:200]})") from None
+        raise ArchiveError(f"{base}/{MANIFEST}: cannot be read ({first_line(e)[:200]})") from None
     _check_manifest(manifest, f"{base}/{MANIFEST}")
     return Archive(base, manifest, [f"{base}/events/*.parquet"])
 
@@ -157,7 +203,7 @@ def read_events(spark: object, archives: Sequence[Archive]) -> object:
         try:
             df = spark.read.parquet(*files)
         except Exception as e:  # noqa: BLE001
-            raise ArchiveError(f"reading events failed: {str(e).splitlines()[0][:300]}") from None
+            raise ArchiveError(f"reading events failed: {first_line(e)[:300]}") from None
         for c in COLUMNS:
             if c not in COLUMNS_BY_VERSION[version]:
                 df = df.withColumn(c, F.lit(None).cast(_spark_type(c)))

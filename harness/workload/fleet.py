@@ -258,6 +258,8 @@ class LocustFleet:
                             self.log(f"{g.variant}: no worker's metrics answered at {where} within "
                                      f"{METRICS_SILENT_S:.0f} s: no live progress for it (its events are not affected)")
             time.sleep(1.0)
+        # The line that tells a reader (and the interrupt tests) the load is over and the export begins.
+        self.log(f"Locust finished: every master and worker exited after {time.monotonic() - started:.1f} s")
         # Everything exited: what the workers leave (pods: their logs) is kept, and they are removed.
         self.workers.stop()
         self._check()

@@ -50,7 +50,7 @@ from harness.expectations import (  # noqa: E402
 from harness.ordering import fifo_counts  # noqa: E402
 from harness.scenario import Scenario  # noqa: E402
 from harness.tally import nest, table  # noqa: E402
-from spark.facts import LEDGER, RETRIES  # noqa: E402
+from spark.facts import LEDGER, RETRIES, unreadable_file  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
 from spark.stats import (  # noqa: E402
     COMPARED,
@@ -71,7 +71,8 @@ from spark.stats import (  # noqa: E402
 # 3: the message ledger's classes in each ledger, expectations, ledger.parquet.
 # 4: stalled (retries that waited for a poll to run out) per variant; each comparison's statistic; the
 #    primary comparison is the scenario's verdict_metric.
-SUMMARY_SCHEMA_VERSION = 4
+# 5: per variant, the faults its runs injected and what each did (harness/fault_impact.py).
+SUMMARY_SCHEMA_VERSION = 5
 EXIT_REGRESSION = 3
 INCOMPLETE = "INCOMPLETE"  # in a report's staging directory until it is renamed into place
 SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
@@ -155,7 +156,13 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
 
     scratch = Path(tempfile.mkdtemp(prefix="rmq-harness-facts-"))
     try:
-        tallies = message_facts(spark, archives, variants, scratch, routing(archives))
+        try:
+            tallies = message_facts(spark, archives, variants, scratch, routing(archives))
+        except Exception as e:
+            bad = unreadable_file(e)
+            if bad is None:
+                raise
+            raise ArchiveError(bad) from None
         retries = retry_rows(scratch, ["run_id", "scenario", "variant", "cycle", "t_client_ns", *DISTRIBUTIONS])
         flat = table(tallies, retries, ["scenario", "variant"])
         rows = flat.to_dict("records")
@@ -380,9 +387,7 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
         check_variants(load_archives(args.archives, skip_bad=args.skip_bad, warn=warn), wanted, roles)
     if spark is None:
         # Under spark-submit the submit's master rules; run from Python, local[*].
-        master = args.master or (None if under_spark_submit() else "local[*]")
-        log(f"starting Spark ({master or 'spark-submit'})")
-        spark = local_session(master)
+        spark = local_session(args.master or (None if under_spark_submit() else "local[*]"), log=log)
     with interruptible(spark):
         archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
         check_variants(archives, wanted, roles)

@@ -7,8 +7,8 @@ The first variant is the baseline: every other one is compared against it with t
 rule (spark/jobs/compare.py: cycles as the unit, Holm over one candidate's scenarios and metrics). Every
 (scenario, variant) is checked against its scenario's expectations and its message ledger.
 
-Writes into the output directory (staged, never overwritten): summary.json (kind "matrix"),
-per_variant.parquet, ledger.parquet, retries.parquet, report.html with plots/.
+Writes into the output directory (staged and marked INCOMPLETE until complete, never overwritten):
+summary.json (kind "matrix"), per_variant.parquet, ledger.parquet, retries.parquet, report.html with plots/.
 Exit codes: 0 done, 1 error, 2 bad input.
 """
 
@@ -176,7 +176,7 @@ def _reasons(option: str, items: Sequence[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: object | None = None) -> dict:
-    from spark.session import local_session
+    from spark.session import interruptible, local_session
 
     if args.out and Path(args.out).exists():
         raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
@@ -188,16 +188,18 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
     check_variants(load_archives(args.archives, warn=warn), variants)
     if spark is None:
         spark = local_session(args.master or (None if under_spark_submit() else "local[*]"), app="rmq-harness-matrix")
-    archives = load_archives(args.archives, spark=spark, warn=lambda s: None)
-    rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
-    c = collect(spark, archives, variants, seed=rule.seed)
-    try:
-        result = analyse_matrix(c, variants, rule, failed, not_applicable)
-        now = dt.datetime.now(dt.UTC)
-        out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-matrix"
-        return write(c, result, out)
-    finally:
-        c.close()
+    # A Ctrl-C or SIGTERM in the middle comes out as KeyboardInterrupt, never as a cancelled job's error.
+    with interruptible(spark):
+        archives = load_archives(args.archives, spark=spark, warn=lambda s: None)
+        rule = VerdictRule(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
+        c = collect(spark, archives, variants, seed=rule.seed)
+        try:
+            result = analyse_matrix(c, variants, rule, failed, not_applicable)
+            now = dt.datetime.now(dt.UTC)
+            out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-matrix"
+            return write(c, result, out)
+        finally:
+            c.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,3 +60,50 @@ def test_archive_appearing_during_the_run_keeps_both(tmp_path: Path):
     with pytest.raises(HarnessError, match="appeared while"):
         staging.commit(_manifest("run-2"))
     assert staging.path.exists() and (staging.path / "manifest.json").exists()
+
+
+def test_a_staging_directory_says_it_is_incomplete_until_committed(tmp_path: Path):
+    import os
+
+    from harness.archive.writer import INCOMPLETE
+
+    runs = tmp_path / "runs"
+    staging = ArchiveStaging(runs, "run-3")
+    note = (staging.path / INCOMPLETE).read_text()
+    assert staging.path.name == ".run-3.partial"
+    assert note.startswith("INCOMPLETE: this run archive of run run-3 was never completed.")
+    assert f"process {os.getpid()} " in note and str(runs / "run-3") in note
+    assert "starts with '.' and ends with '.partial'" in note
+    (staging.dir("logs") / "x.log").write_text("x")
+    final = staging.commit(_manifest("run-3"))
+    assert not (final / INCOMPLETE).exists()
+    files = json.loads((final / "manifest.json").read_text())["files"]
+    assert INCOMPLETE not in str(files) and files["logs"] == ["logs/x.log"]
+    assert sorted(p.name for p in final.iterdir()) == ["logs", "manifest.json"]
+
+
+def test_a_commit_that_cannot_rename_leaves_the_marker(tmp_path: Path):
+    from harness.archive.writer import INCOMPLETE
+
+    runs = tmp_path / "runs"
+    staging = ArchiveStaging(runs, "run-4")
+    (runs / "run-4").mkdir()
+    with pytest.raises(HarnessError, match="appeared while"):
+        staging.commit(_manifest("run-4"))
+    assert (staging.path / INCOMPLETE).is_file()
+
+
+def test_a_failed_rename_puts_the_marker_back(tmp_path: Path, monkeypatch):
+    from harness.archive import writer
+
+    runs = tmp_path / "runs"
+    staging = ArchiveStaging(runs, "run-5")
+
+    def interrupted(src, dst):
+        assert not (Path(src) / writer.INCOMPLETE).exists()  # taken away just before the rename
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer.os, "rename", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        staging.commit(_manifest("run-5"))
+    assert (staging.path / writer.INCOMPLETE).is_file() and not (runs / "run-5").exists()

@@ -70,4 +70,5 @@ def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, t
     monkeypatch.setattr(fleet.process, "exit_code", lambda _pid: 0)
     monkeypatch.setattr(fleet.time, "sleep", lambda _s: None)
     f.wait(on_tick=lambda *_: None)
-    assert len(said) == 1 and said[0].startswith("v: no worker's metrics answered at 127.0.0.1:")
+    assert len(said) == 2 and said[0].startswith("v: no worker's metrics answered at 127.0.0.1:")
+    assert said[1].startswith("Locust finished: every master and worker exited")

@@ -50,7 +50,7 @@ def test_stop_ignores_processes_without_our_token(tmp_path: Path):
 
 
 def test_attached_child_dies_with_the_harness(tmp_path: Path):
-    """A server started attached gets SIGTERM when the harness is killed outright (kill -9)."""
+    """A server started attached gets SIGKILL when the harness is killed outright (kill -9)."""
     import subprocess
 
     token = "unit-test-prefix/d/1"
@@ -103,3 +103,86 @@ def test_a_process_caught_mid_exec_is_looked_at_again(monkeypatch):
     calls.clear()
     monkeypatch.setattr(Execing, "cmdline", lambda self: [])  # never shows one: not ours
     assert not process.alive(4242, token)
+
+
+def test_a_child_started_from_a_thread_that_ends_lives_until_the_harness_dies(tmp_path: Path):
+    """spawn forks such a child on a thread that lives as long as the process: the thread that asked may end
+    (a fault's thread, a pool's) and the child lives on, until the harness is killed."""
+    import subprocess
+
+    token = "unit-test-prefix/f/1"
+    parent_code = (
+        "import sys, threading, time; from pathlib import Path; from harness import process; "
+        "t = threading.Thread(target=lambda: [process.spawn([sys.executable, '-c', 'import time; time.sleep(60)', "
+        f"process.owner_flag({token!r})], Path({str(tmp_path / 'child.log')!r}), cwd=Path({str(tmp_path)!r}), "
+        "die_with_parent=True), time.sleep(0.5)]); t.start(); t.join(); print('spawned', flush=True); "
+        "time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    try:
+        # The thread that asked lived on a moment (setpriv armed the signal meanwhile), then ended.
+        assert parent.stdout.readline().strip() == "spawned"
+        deadline = time.monotonic() + 10
+        while not process.find_owned("unit-test-prefix/f/") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # a death signal bound to the ended thread would have come by now
+        assert len(process.find_owned("unit-test-prefix/f/")) == 1
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while process.find_owned("unit-test-prefix/f/") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process.find_owned("unit-test-prefix/f/") == []
+    finally:
+        parent.kill()
+        process.stop(process.find_owned("unit-test-prefix/f/"), timeout_s=2)
+
+
+def test_the_parent_death_signal_follows_the_forking_thread(tmp_path: Path):
+    """Why spawn forks on a thread of its own: PR_SET_PDEATHSIG fires when the thread that forked the child
+    ends, while this process lives on."""
+    import subprocess
+    import threading
+
+    import pytest
+
+    if not process.pdeathsig_prefix():
+        pytest.skip("no setpriv")
+    token = "unit-test-prefix/e/1"
+    children: list[subprocess.Popen] = []
+
+    def start() -> None:
+        children.append(subprocess.Popen(
+            [*process.pdeathsig_prefix(), sys.executable, "-c", "import time; time.sleep(60)",
+             process.owner_flag(token)], stdin=subprocess.DEVNULL, start_new_session=True))
+        # Until setpriv has exec'd python it may not have set the signal yet: the thread ends after that.
+        deadline = time.monotonic() + 10
+        while process.psutil.Process(children[0].pid).cmdline()[:1] != [sys.executable] \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    t = threading.Thread(target=start)
+    t.start()
+    t.join(10)
+    try:
+        assert children[0].wait(10) == -9  # the death signal, though the harness (this process) still runs
+    finally:
+        children[0].kill()
+        children[0].wait(5)
+
+
+def test_a_child_whose_harness_died_before_setpriv_armed_the_signal_does_not_run(tmp_path: Path):
+    """The prefix runs the command only while the harness is still its parent: one that died between the fork
+    and setpriv's prctl would never send the signal (here: a parent PID that is not ours)."""
+    import subprocess
+
+    import pytest
+
+    if not process.pdeathsig_prefix():
+        pytest.skip("no setpriv")
+    ran = tmp_path / "ran"
+    command = [sys.executable, "-c", f"open({str(ran)!r}, 'w').close()"]
+    assert subprocess.run([*process.pdeathsig_prefix(), *command], timeout=30).returncode == 0 and ran.exists()
+    ran.unlink()
+    gone = subprocess.run([*process.pdeathsig_prefix(parent=1), *command], timeout=30)
+    assert gone.returncode == 1 and not ran.exists()

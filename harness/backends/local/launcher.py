@@ -435,10 +435,7 @@ class LocalBackend:
 
 class LocalProcess:
     """One process of a local variant, for a fault: signals by PID after checking the owner token; a start
-    runs the command line it was started with, on the same store, and waits until it serves again.
-
-    A process started here dies with the thread that started it (setpriv --pdeathsig): a caller on a thread
-    of its own keeps that thread alive until the run is over (harness.faults does)."""
+    runs the command line it was started with, on the same store, and waits until it serves again."""
 
     def __init__(self, backend: LocalBackend, lv: LocalVariant, target: str, role: str) -> None:
         self.backend = backend

@@ -1,0 +1,860 @@
+"""Property-based fuzzing of what users hand the harness (issue 18, item 4): scenario files, variant files and
+command lines. Whatever they hold, the answer is what they describe, or ONE line naming the file (or option)
+and what is wrong: a ConfigError (exit 2), no traceback, the input file unchanged and nothing written.
+
+Scenarios and variants are random mutations of the built-in ones (workloads/scenarios/*.yaml,
+workloads/variants.yaml): a field dropped, renamed or given a value of the wrong type or out of range (huge
+numbers, NaN, unicode, markup), unknown keys, other documents (a list, a scalar, empty, several documents,
+YAML cut short or with a stray character), bytes that are not UTF-8, YAML nested thousands deep, scalars YAML
+itself cannot construct (a date 2024-13-45, an integer of 5000 digits), keys with line breaks, a directory or
+an unreadable path instead of a file.
+
+Command lines are built so that every case MUST be refused before any work (no broker, run, Spark or cluster
+starts: those entry points are replaced by a tripwire that fails the test if reached): an unknown option, a
+bad number, choice, run id, variant name, --fault or --duration, a broken or missing scenario or variants
+file (always together with an unknown variant, so a mutation that happens to be valid still fails), existing
+output files, RMQ_HARNESS_* values that are not what the option takes. They go through ``harness.cli.main``:
+exit 2, exactly one line saying ``error:`` (argparse's own errors print their usage lines above it, as every
+argparse program does), the other lines only usage or ``warning:``, no "Traceback", and the temporary
+directory (the working directory of the call, holding every file it names) byte for byte as before. --help and
+--version are the pure commands: exit 0, stdout only.
+
+The cases are derandomized so CI sees the same ones every run; RMQ_HARNESS_FUZZ=N runs N random cases per test
+instead (hypothesis also draws strings from the project's loaded modules, so the cases are the same for the same
+code and test selection). PER_TEST counts them (``FUZZ_CASES``, 3,125), per target:
+
+    scenario files     1,350 generated (mutations 800, points of mutated series 150, not UTF-8 / a directory / a
+                       path the OS refuses 150, scalars YAML cannot build 150, keys with line breaks 100)
+                       + 5 fixed (nesting 4, a path with '@' 1)
+    variant files      900 generated (mutations, broken YAML, unreadable paths) + 7 fixed
+    command lines      875 generated (refused before any work 700, --help / --version 75, markup in errors 40,
+                       RMQ_HARNESS_* values 40, verdict rule options 20) + 8 fixed (--option=--)
+
+About 35 s of CPU on this 2-core machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import re
+import string
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from harness.errors import EXIT_USAGE, ConfigError
+from harness.paths import DEFAULT_VARIANTS_FILE
+from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
+from harness.variants import Variant, load_variants
+
+_RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))
+PER_TEST = {"scenario_mutations": 800, "scenario_series": 150, "variant_mutations": 900,
+            "cli_refused": 700, "cli_pure": 75, "scenario_unreadable": 150, "scenario_bad_scalars": 150,
+            "scenario_key_breaks": 100, "cli_markup": 40, "cli_env_values": 40, "cli_rule_options": 20}
+FUZZ_CASES = sum(PER_TEST.values())
+seen = dict.fromkeys(PER_TEST, 0)
+
+
+def cases(name: str) -> settings:
+    return settings(max_examples=_RANDOM or PER_TEST[name], derandomize=not _RANDOM, database=None, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                          HealthCheck.filter_too_much,
+                                                          HealthCheck.function_scoped_fixture])
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[Path]:
+    """A fresh directory per case (pytest's tmp_path is one per test, not per hypothesis example)."""
+    with tempfile.TemporaryDirectory(prefix="rmq-fuzz-") as d:
+        yield Path(d)
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file and directory under ``root`` with its bytes (None: a directory)."""
+    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+def assert_one_line(err: ConfigError, *names: str) -> str:
+    """The contract of a refused input: exit 2, one line, naming the file (or option)."""
+    msg = str(err)
+    assert err.exit_code == EXIT_USAGE, msg
+    assert "\n" not in msg and "\r" not in msg, f"more than one line: {msg!r}"
+    assert msg.strip(), "an empty message"
+    assert "Traceback" not in msg
+    assert any(n in msg for n in names), f"{msg!r} names none of {names}"
+    return msg
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Values and mutations of YAML documents (shared by scenarios and variants)
+
+# Text without line breaks or other control characters (keys with line breaks have a test of their own).
+PRINTABLE = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"))
+SPECIALS = ["", " ", "drained", "burst", "steady", "grpc", "remoting", "v2", "*", "TagA||TagB", "-1", "0", "1e999",
+            "0x10", ".inf", "~", "null", "yes", "5.3.3", "5.3", "latest", "../../etc/passwd", "\u202eevil",
+            "名前", "émoji 🎉", "[/]", "[bold]x", ":cat:", "%RETRY%G_T", "a" * 300]
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.integers(min_value=10**15, max_value=10**60),
+    st.integers(min_value=-10**60, max_value=-1), st.floats(), st.sampled_from([math.inf, -math.inf, math.nan, 1e308]),
+    st.text(PRINTABLE, max_size=24), st.sampled_from(SPECIALS), st.dates(),
+)
+weird = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=3),
+    st.dictionaries(st.text(PRINTABLE, min_size=1, max_size=8), scalars, max_size=3),
+)
+keys = st.one_of(st.text(PRINTABLE, min_size=1, max_size=16), st.sampled_from(["nmae", "Name", "topic", "groups ",
+                                                                              "cycle", "extra", "__proto__"]),
+                 st.integers(-5, 5), st.booleans(), st.none())
+
+
+def _paths(node: object, prefix: tuple = ()) -> list[tuple]:
+    """The path (keys and indexes) of every node under ``node``."""
+    out = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        out.append((*prefix, k))
+        out += _paths(v, (*prefix, k))
+    return out
+
+
+def _parent(doc: object, path: tuple) -> object:
+    for k in path[:-1]:
+        doc = doc[k]
+    return doc
+
+
+@st.composite
+def mutated(draw: st.DrawFn, doc: object) -> object:
+    """``doc`` with one to three random mutations."""
+    doc = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(doc)
+        op = draw(st.sampled_from(["drop", "replace", "unknown", "numbers", "rename", "empty"]))
+        if not paths or not isinstance(doc, dict):
+            doc = draw(weird)
+            continue
+        path = draw(st.sampled_from(paths))
+        parent, key = _parent(doc, path), path[-1]
+        if op == "drop":
+            del parent[key]
+        elif op == "replace":
+            parent[key] = draw(weird)
+        elif op == "unknown":
+            mappings = [p for p in [(), *paths] if isinstance(_parent(doc, (*p, None)), dict)]
+            target = _parent(doc, (*draw(st.sampled_from(mappings)), None))
+            target[draw(keys)] = draw(weird)
+        elif op == "numbers":
+            numeric = [p for p in paths if type(_parent(doc, p)[p[-1]]) in (int, float)]
+            if numeric:
+                p = draw(st.sampled_from(numeric))
+                old = _parent(doc, p)[p[-1]]
+                _parent(doc, p)[p[-1]] = draw(st.sampled_from(
+                    [-old, old * 10**6, old + 0.5, 0, -1, 10**30, -(10**30), 2**63, math.nan, math.inf, 1e-300]))
+        elif op == "rename" and isinstance(parent, dict):
+            parent[draw(keys)] = parent.pop(key)
+        elif op == "empty":
+            parent[key] = draw(st.sampled_from([[], {}, "", None]))
+    return doc
+
+
+def dump(doc: object, draw: st.DrawFn) -> bytes:
+    return yaml.safe_dump(doc, allow_unicode=draw(st.booleans()), sort_keys=False,
+                          default_flow_style=draw(st.sampled_from([None, False, True]))).encode()
+
+
+@st.composite
+def yaml_files(draw: st.DrawFn, docs: dict[str, object]) -> bytes:
+    """A YAML file: a mutated document (mostly), or another document, or broken YAML text."""
+    name = draw(st.sampled_from(sorted(docs)))
+    kind = draw(st.sampled_from(["mutated"] * 6 + ["other", "empty", "broken", "cut", "several", "aliases"]))
+    if kind == "mutated":
+        return dump(draw(mutated(docs[name])), draw)
+    if kind == "other":
+        return dump(draw(weird), draw)
+    if kind == "empty":
+        return draw(st.sampled_from([b"", b"\n", b"# nothing here\n", b"---\n", b"...\n", b"\xef\xbb\xbf"]))
+    text = dump(docs[name], draw)
+    if kind == "broken":  # a stray character somewhere
+        at = draw(st.integers(0, len(text)))
+        return text[:at] + draw(st.sampled_from(list(":-[]{}!&*|>'\"%@`\t?,#"))).encode() + text[at:]
+    if kind == "cut":  # cut short, on a UTF-8 boundary
+        return text.decode()[:draw(st.integers(0, len(text.decode())))].encode()
+    if kind == "several":
+        return text + b"---\n" + text
+    anchor = "&a [" + ", ".join(["x"] * 9) + "]\n" + "".join(f"b{i}: &b{i} [*{'a' if i == 0 else f'b{i - 1}'}" +
+                                                              ", *a" * 8 + "]\n" for i in range(6))
+    return ("a: " + anchor).encode() + text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scenario files
+
+SCENARIOS = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
+SERIES = sorted(n for n, d in SCENARIOS.items() if isinstance(d, dict) and d.get("series"))
+FILE_NAMES = st.sampled_from(["s.yaml", "scénario.yaml", "名前.yml", "with space.yaml", "[bold].yaml", "s.yml"])
+
+
+def _load_or_refuse(target: str, path: Path, plural: bool = False) -> list[Scenario] | None:
+    """The scenario(s), or None after checking the one-line refusal names the file."""
+    try:
+        got = load_scenarios(target) if plural else [load_scenario(target)]
+    except ConfigError as e:
+        assert_one_line(e, str(path))
+        return None
+    assert all(isinstance(s, Scenario) for s in got)
+    return got
+
+
+def test_every_builtin_scenario_is_a_document_the_fuzzer_can_mutate():
+    assert len(SCENARIOS) >= 10 and all(isinstance(d, dict) and "name" in d for d in SCENARIOS.values())
+    assert SERIES, "no series scenario to fuzz the points of"
+
+
+@cases("scenario_mutations")
+@given(yaml_files(SCENARIOS), FILE_NAMES, st.booleans())
+def test_mutated_scenarios_load_or_are_refused_in_one_line(content, name, plural):
+    seen["scenario_mutations"] += 1
+    with scratch() as d:
+        path = d / name
+        path.write_bytes(content)
+        before = snapshot(d)
+        _load_or_refuse(str(path), path, plural)
+        assert snapshot(d) == before
+
+
+@cases("scenario_series")
+@given(st.sampled_from(SERIES), st.data())
+def test_points_of_mutated_series_load_or_are_refused_in_one_line(name, data):
+    """NAME@N of a series file whose groups, points or series block were mutated."""
+    doc = data.draw(mutated(SCENARIOS[name]))
+    point = data.draw(st.one_of(st.integers(-2, 300).map(str), st.sampled_from(["", "x", "1.0", "١", "4 ", "0x4"])))
+    with scratch() as d:
+        path = d / "series.yaml"
+        path.write_bytes(dump(doc, data.draw))
+        before = snapshot(d)
+        try:
+            sc = load_scenario(f"{path}@{point}")
+        except ConfigError as e:
+            assert_one_line(e, str(path))
+        else:
+            assert sc.series is not None and len(sc.groups) == int(point)  # "١" is a digit too
+        _load_or_refuse(str(path), path, plural=True)
+        assert snapshot(d) == before
+    seen["scenario_series"] += 1  # after every draw: a case hypothesis drops while drawing is not counted
+
+
+@st.composite
+def unreadable(draw: st.DrawFn) -> tuple[str, str]:
+    """(how, what): a file that is not UTF-8, a directory, a path no file can have."""
+    how = draw(st.sampled_from(["not utf-8", "directory", "nul in name", "name too long", "empty name", "at only"]))
+    what = {"not utf-8": "", "directory": "", "nul in name": "x\x00y.yaml", "name too long": "n" * 300 + ".yaml",
+            "empty name": "", "at only": "@"}[how]
+    if how == "not utf-8":
+        good = dump(SCENARIOS[draw(st.sampled_from(sorted(SCENARIOS)))], draw)
+        at = draw(st.integers(0, len(good)))
+        bad = draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\xfe\xff"]))
+        what = (good[:at] + bad + good[at:]).decode("latin-1")
+    return how, what
+
+
+@cases("scenario_unreadable")
+@given(unreadable())
+def test_scenario_paths_that_cannot_be_read_as_text_are_refused_in_one_line(case):
+    how, what = case
+    with scratch() as d:
+        if how == "not utf-8":
+            path = d / "s.yaml"
+            path.write_bytes(what.encode("latin-1"))
+            target = str(path)
+        elif how == "directory":
+            path = d / "s.yaml"
+            path.mkdir()
+            target = str(path)
+        elif how in ("empty name", "at only"):  # resolves to the working directory
+            path, target = Path("."), what
+        else:
+            path = d / what
+            target = str(path)
+        before = snapshot(d)
+        with pytest.raises(ConfigError) as e:
+            load_scenario(target)
+        assert_one_line(e.value, str(path) if how != "nul in name" else "x\\x00y.yaml", what or ".")
+        assert snapshot(d) == before
+    seen["scenario_unreadable"] += 1
+
+
+BAD_SCALARS = ["2024-13-45", "2001-02-30", "!!timestamp 2001-01-01x", "!!int abc", "!!float abc", "9" * 5000,
+               "-" + "1" * 4400, "!!binary ab=c", "!!timestamp x"]
+
+
+@cases("scenario_bad_scalars")
+@given(st.sampled_from(sorted(SCENARIOS)), st.data())
+def test_scalars_yaml_cannot_construct_are_refused_in_one_line(name, data):
+    """A value YAML parses but cannot build: an impossible date, an integer of more digits than Python
+    converts, a bad explicit tag."""
+    text = dump(SCENARIOS[name], data.draw).decode()
+    key = data.draw(st.sampled_from([k for k in SCENARIOS[name] if k != "expect"]))
+    text = re.sub(rf"^{key}:.*$", f"{key}: {data.draw(st.sampled_from(BAD_SCALARS))}", text, count=1,
+                  flags=re.MULTILINE)
+    if f"{key}: " not in text:
+        text = f"{key}: {data.draw(st.sampled_from(BAD_SCALARS))}\n" + text
+    with scratch() as d:
+        path = d / "s.yaml"
+        path.write_text(text)
+        before = snapshot(d)
+        _load_or_refuse(str(path), path)
+        assert snapshot(d) == before
+    seen["scenario_bad_scalars"] += 1
+
+
+NESTED = {"flow list": "[" * 1_500, "flow list in a field": "name: x\ntopics: " + "[" * 1_500 + "]" * 1_500,
+          "block mappings": "a:\n" + "".join(" " * i + f"k{i}:\n" for i in range(1_000)),
+          "flow mappings": "{a: " * 1_000 + "1" + "}" * 1_000}
+
+
+@pytest.mark.parametrize("text", NESTED.values(), ids=NESTED.keys())
+def test_scenarios_nested_deeper_than_yaml_recurses_are_refused_in_one_line(tmp_path, text):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(str(path))
+    assert "nested too deeply" in assert_one_line(e.value, str(path))
+
+
+def test_a_scenario_file_whose_path_has_an_at_sign_loads(tmp_path):
+    path = tmp_path / "me@host" / "s.yaml"
+    path.parent.mkdir()
+    path.write_text((SCENARIO_DIR / "burst.yaml").read_text())
+    assert load_scenario(str(path)).name == "burst"
+
+
+@cases("scenario_key_breaks")
+@given(st.sampled_from(sorted(SCENARIOS)), st.text(PRINTABLE, max_size=6),
+       st.sampled_from(["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"]),
+       st.text(PRINTABLE, max_size=6), st.booleans())
+def test_unknown_keys_with_line_breaks_are_refused_in_one_line(name, head, brk, tail, nested):
+    doc = copy.deepcopy(SCENARIOS[name])
+    target = doc["produce"] if nested and isinstance(doc.get("produce"), dict) else doc
+    target[head + brk + tail] = 1
+    with scratch() as d:
+        path = d / "s.yaml"
+        path.write_bytes(yaml.safe_dump(doc, allow_unicode=True).encode())
+        with pytest.raises(ConfigError) as e:
+            load_scenario(str(path))
+        assert_one_line(e.value, str(path))
+    seen["scenario_key_breaks"] += 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Variant files
+
+VARIANTS = {"variants.yaml": yaml.safe_load(DEFAULT_VARIANTS_FILE.read_text())}
+
+
+@cases("variant_mutations")
+@given(st.one_of(yaml_files(VARIANTS), unreadable()), FILE_NAMES)
+def test_mutated_variant_files_load_or_are_refused_in_one_line(content, name):
+    """The shipped variants.yaml mutated, or broken YAML, or a path that cannot be read as text."""
+    seen["variant_mutations"] += 1
+    with scratch() as d:
+        path = d / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif content[0] == "not utf-8":
+            path.write_bytes(content[1].encode("latin-1"))
+        elif content[0] == "directory":
+            path.mkdir()
+        elif content[0] in ("empty name", "at only"):
+            path = Path(content[1] or ".")  # the working directory, or a file '@' that is not there
+        else:
+            path = d / content[1]
+        before = snapshot(d)
+        try:
+            got = load_variants(path)
+        except ConfigError as e:
+            assert_one_line(e, str(path).replace("\x00", "\\x00"))
+        else:
+            assert all(isinstance(v, Variant) and v.name == k for k, v in got.items())  # {}: select names none
+        assert snapshot(d) == before
+
+
+@pytest.mark.parametrize("text", [
+    "variants:\n  x:\n    version: 2024-13-45\n",
+    "variants:\n  x:\n    version: " + "9" * 5000 + "\n",
+    "variants: " + "[" * 1_500,
+    "variants:\n  x:\n    version: '5.3.3'\n    description: !!int abc\n",
+    'variants:\n  "a\\nb":\n    version: "5.3.3"\n',
+    'variants:\n  ok:\n    version: "5.3.3"\n    broker: {"x\\ny": [1]}\n',
+    "[1, 2]\n",
+])
+def test_variant_files_yaml_cannot_build_are_refused_in_one_line(tmp_path, text):
+    path = tmp_path / "v.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_variants(path)
+    assert_one_line(e.value, str(path))
+    assert ": : " not in str(e.value)  # an error of the whole document names no field
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Command lines
+
+
+class Tripwire(BaseException):  # noqa: N818 - not an error of the product: the fuzzer went too far
+    """Raised by every entry point that does real work; main() does not catch it, so the case fails."""
+
+
+def _trip(*args: object, **kwargs: object) -> None:
+    raise Tripwire("a fuzzed command line reached real work (brokers, a run, Spark, a cluster)")
+
+
+TRIPWIRES = [
+    "harness.run.Run.__init__", "harness.run.Run.execute",
+    "harness.backends.local.launcher.LocalBackend.up", "harness.backends.local.launcher.LocalBackend.down",
+    "harness.backends.local.launcher.LocalBackend.status",
+    "harness.backends.local.jars.distribution_for", "harness.backends.local.jars.ensure_version",
+    "spark.session.local_session", "harness.calibrate.run_all", "harness.matrix.run_all",
+    "harness.backends.k8s.remote.Cluster.__init__", "harness.backends.k8s.remote.wait_ready",
+    "harness.cluster.node.up", "harness.cluster.node.down", "harness.cluster.node.status",
+    "harness.cluster.binaries.build", "harness.cluster.images.load_all",
+]
+
+
+@pytest.fixture
+def tripwires(monkeypatch):
+    for target in TRIPWIRES:
+        monkeypatch.setattr(target, _trip)
+
+
+KNOWN_VARIANTS = sorted(load_variants())
+# The error line: ours ("error: ...") or argparse's ("rmq-harness run: error: ...", after its usage lines).
+ERROR_LINE = re.compile(r"^(?:rmq-harness(?: [a-z0-9-]+)*: )?error: \S")
+
+
+@dataclass
+class Case:
+    """A command line that must be refused. ``{T}`` in argv and env stands for the case's directory;
+    ``files`` are written there first (bytes; None: a directory); ``names``: the error names one of them."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, bytes | None] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
+
+
+def prepare(case: Case, d: Path) -> None:
+    for rel, content in case.files.items():
+        p = d / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.mkdir(exist_ok=True) if content is None else p.write_bytes(content)
+    (d / "cwd").mkdir(exist_ok=True)
+
+
+def call_main(capsys, case: Case, d: Path) -> tuple[int, str, str, str]:
+    """main(argv) in ``d``/cwd with only the case's RMQ_HARNESS_* variables: (exit code, stdout, stderr, the
+    argv as run)."""
+    from harness.cli import main
+
+    argv = [a.replace("{T}", str(d)) for a in case.argv]
+    with pytest.MonkeyPatch.context() as mp:
+        for k in [k for k in os.environ if k.startswith("RMQ_HARNESS_")]:
+            mp.delenv(k)
+        mp.setenv("RMQ_HARNESS_STATE", str(d / "state"))
+        mp.setenv("RMQ_HARNESS_CACHE", str(d / "cache"))
+        for k, v in case.env.items():
+            mp.setenv(k, v.replace("{T}", str(d)))
+        mp.chdir(d / "cwd")
+        capsys.readouterr()
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse's own errors, --help, --version
+            code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err, " ".join(argv)
+
+
+def assert_refused(capsys, case: Case, warnings: tuple[str, ...] | None = None) -> str:
+    """Exit 2, one error line naming one of ``case.names``, no traceback, nothing written or changed; with
+    ``warnings``, one ``warning:`` line saying each of them and no other."""
+    with scratch() as d:
+        prepare(case, d)
+        before = snapshot(d)
+        code, out, err, argv = call_main(capsys, case, d)
+        where = f"argv {argv!r}, env {case.env}"
+        assert snapshot(d) == before, f"{where}: wrote or changed files"
+        names = [n.replace("{T}", str(d)) for n in case.names]
+    assert code == EXIT_USAGE, f"{where}: exit {code}\n{err}"
+    assert "Traceback" not in out + err, f"{where}: {err}"
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    assert len(errors) == 1, f"{where}: {len(errors)} error lines in {err!r}"
+    others = [line for line in lines if line is not errors[0]]
+    if others and not all(line.startswith("warning:") for line in others):
+        assert others[0].startswith("usage:") and lines[-1] is errors[0], f"{where}: {err!r}"
+    assert not names or any(n in errors[0] for n in names), f"{where}: {errors[0]!r} names none of {names}"
+    if warnings is not None:
+        said = [line for line in lines if line.startswith("warning:")]
+        assert len(said) == len(warnings) and all(any(w.replace("{T}", str(d)) in line for line in said)
+                                                  for w in warnings), f"{where}: warnings {said}"
+    return errors[0]
+
+
+# Text as typed on a command line: no line breaks (argparse prints "unrecognized arguments" as typed), no
+# rich markup or emoji codes ('[' and ':'; those have a test of their own below).
+ARG_CHARS = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"), blacklist_characters="[:")
+words = st.text(ARG_CHARS, min_size=1, max_size=12)
+UNKNOWN = "fuzz-unknown-"
+unknown_variants = words.map(lambda w: UNKNOWN + w)
+
+COMMANDS = [[], ["run"], ["brokers", "up"], ["brokers", "fetch"], ["brokers", "status"], ["brokers", "down"],
+            ["k8s", "run"], ["k8s", "collect"], ["k8s", "status"], ["cluster", "build"], ["cluster", "up"],
+            ["cluster", "status"], ["cluster", "images"], ["cluster", "down"], ["calibrate"],
+            ["matrix", "--variant", "a"], ["compare", "x", "--baseline", "a", "--candidate", "b"]]
+NUMERIC = [(["run"], "--duration", float), (["k8s", "run"], "--duration", float),
+           (["brokers", "up"], "--timeout", float), (["k8s", "status"], "--wait", float),
+           (["calibrate"], "--runs", int), (["calibrate"], "--shift-ms", int), (["calibrate"], "--alpha", float),
+           (["calibrate"], "--min-effect", float), (["calibrate"], "--bootstrap", int),
+           (["compare", "x", "--baseline", "a", "--candidate", "b"], "--alpha", float),
+           (["compare", "x", "--baseline", "a", "--candidate", "b"], "--min-effect", float),
+           (["compare", "x", "--baseline", "a", "--candidate", "b"], "--bootstrap", int)]
+CHOICES = [(["run"], "--protocol", ("grpc", "remoting")), (["run"], "--backend", ("local", "k8s")),
+           (["k8s", "run"], "--protocol", ("grpc", "remoting")),
+           (["matrix", "--variant", "a"], "--protocol", ("grpc", "remoting"))]
+STRUCTURE = [[], ["brokers"], ["k8s"], ["cluster"], ["matrix"], ["compare"], ["compare", "x"],
+             ["compare", "--baseline", "a", "--candidate", "b"], ["run", "--scenario"], ["run", "--variant"],
+             ["--variants"], ["calibrate", "--archives"], ["brokers", "up", "--variant"],
+             ["k8s", "collect", "--runs-dir"], ["matrix", "--variant"], ["run", "--fault"], ["brokers", "bogus"],
+             ["cluster", "images", "--tag"]]
+# Commands that read the variants file and then select --variant NAME (calibrate: one name, matrix: required).
+SELECTING = [["run"], ["calibrate"], ["matrix"], ["brokers", "fetch"], ["brokers", "up", "--workdir", "{T}/w"]]
+
+
+def _not_a(kind: type, text: str) -> bool:
+    try:
+        kind(text)
+    except ValueError:
+        return True
+    return False
+
+
+@st.composite
+def argparse_refusals(draw: st.DrawFn) -> Case:
+    family = draw(st.sampled_from(["unknown option", "number", "choice", "run id", "structure", "command"]))
+    if family == "unknown option":
+        word = draw(st.text(string.ascii_letters + string.digits + "-_=", min_size=1, max_size=10))
+        option = "--no-such-" + word
+        return Case([*draw(st.sampled_from(COMMANDS)), option], names=("--no-such-", "required"))
+    if family == "number":
+        path, option, kind = draw(st.sampled_from(NUMERIC))
+        value = draw(st.one_of(words, st.sampled_from(["", "1,5", "1.5.1", "0x10", "ten", "1e", "--", "-x", "１"])))
+        assume(_not_a(kind, value))
+        # (--option=-- has a test of its own below)
+        argv = [*path, f"{option}={value}"] if value != "--" and draw(st.booleans()) else [*path, option, value]
+        return Case(argv, names=(option,))
+    if family == "choice":
+        path, option, choices = draw(st.sampled_from(CHOICES))
+        value = draw(words)
+        assume(value not in choices)
+        return Case([*path, option, value], names=(option,))
+    if family == "run id":
+        value = draw(st.one_of(words, st.sampled_from(["", "-a", ".a", "a/b", "a b", "x" * 64, "é"])))
+        assume(not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value))
+        return Case([*draw(st.sampled_from([["run"], ["k8s", "run"]])), "--run-id", value], names=("--run-id",))
+    if family == "structure":
+        return Case(list(draw(st.sampled_from(STRUCTURE))))
+    word = draw(words)
+    assume(word not in ("brokers", "run", "k8s", "cluster", "calibrate", "matrix", "compare"))
+    return Case([word, *draw(st.sampled_from([[], ["--help"], ["run"]]))] if not word.startswith("-") else [word])
+
+
+@st.composite
+def variant_refusals(draw: st.DrawFn) -> Case:
+    """Unknown --variant names, and broken variants files (always with an unknown name as well)."""
+    path = draw(st.sampled_from(SELECTING))
+    names = draw(st.lists(st.one_of(unknown_variants, st.sampled_from(KNOWN_VARIANTS)), min_size=1, max_size=3))
+    if path == ["calibrate"]:
+        names = names[:1]
+    if not any(n.startswith(UNKNOWN) for n in names):
+        names.append(UNKNOWN + "x")
+        names = names[-1:] if path == ["calibrate"] else names
+    argv = [*path, *[x for n in names for x in ("--variant", n)]]
+    if draw(st.booleans()):
+        return Case(argv, names=("unknown variant",))
+    kind = draw(st.sampled_from(["file"] * 4 + ["missing", "directory"]))
+    files: dict[str, bytes | None] = {}
+    if kind == "file":
+        content = draw(yaml_files(VARIANTS))
+        assume(b"[/" not in content)
+        files = {"v.yaml": content}
+    elif kind == "directory":
+        files = {"v.yaml": None}
+    return Case(["--variants", "{T}/v.yaml", *argv], files=files, names=("v.yaml", "unknown variant"))
+
+
+BAD_DURATIONS = ["0", "-1", "-0.001", "86400.5", "1e9", "nan", "inf", "-inf", "1e400"]
+
+
+@st.composite
+def fault_specs(draw: st.DrawFn) -> list[str]:
+    """--fault values none of which can run against the default scenario (burst: 90 s, proxy: local)."""
+    how = draw(st.sampled_from(["text", "action", "target", "topology", "sigstop", "restart", "late", "number",
+                                "overlap"]))
+    at = draw(st.integers(1, 80))
+    if how == "text":
+        spec = draw(words)
+        assume(not re.match(r"^[a-z0-9]+:[a-z-]+@[0-9.]+(\+[0-9.]+)?$", spec))
+        return [spec]
+    if how == "action":
+        action = draw(st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8))
+        assume(action not in ("kill9", "sigstop", "restart"))
+        return [f"{action}:broker@{at}+1"]
+    if how == "target":
+        target = draw(st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=10))
+        assume(target not in ("namesrv", "broker", "broker-b", "slave", "proxy"))
+        return [f"kill9:{target}@{at}"]
+    if how == "topology":
+        return [f"{draw(st.sampled_from(['kill9', 'restart']))}:{draw(st.sampled_from(['proxy', 'broker-b', 'slave']))}"
+                f"@{at}"]
+    if how == "sigstop":
+        return [f"sigstop:broker@{at}"]
+    if how == "restart":
+        return [f"restart:namesrv@{at}+{draw(st.integers(0, 5))}"]
+    if how == "late":
+        return [f"kill9:broker@{draw(st.sampled_from(['90', '95.5', '86401', '1e3', '99999999']))}"]
+    if how == "number":
+        at_s, hold = draw(st.sampled_from(["1.2.3", ".", "..5", "5."])), draw(st.sampled_from(["1.1.1", "."]))
+        return [f"kill9:broker@{at_s}+{hold}"]
+    return [f"sigstop:broker@{at}+10", f"kill9:broker@{at + 5}"]
+
+
+@st.composite
+def run_refusals(draw: st.DrawFn) -> Case:
+    """run / k8s run: a bad scenario, --duration or --fault (run also gets an unknown variant, so a mutated
+    scenario that happens to be valid is still refused; k8s run checks no variant before submitting, so it gets
+    only scenarios that cannot load)."""
+    path = draw(st.sampled_from([["run"], ["k8s", "run"]]))
+    family = draw(st.sampled_from(["scenario"] * 3 + ["duration", "fault"]))
+    extra = ["--variant", UNKNOWN + "v"] if path == ["run"] else []
+    if family == "duration":
+        return Case([*path, "--duration", draw(st.sampled_from(BAD_DURATIONS)), *extra],
+                    names=("--duration", "duration_s"))
+    if family == "fault":
+        specs = draw(fault_specs())
+        return Case([*path, *[x for s in specs for x in ("--fault", s)], *extra], names=("--fault", "fault"))
+    kind = draw(st.sampled_from(["file", "missing", "name", "point"] if path == ["run"] else ["missing", "name",
+                                                                                              "point"]))
+    if kind == "file":
+        content = draw(yaml_files(SCENARIOS))
+        assume(b"[/" not in content)
+        return Case([*path, "--scenario", "{T}/s.yaml", *extra], files={"s.yaml": content},
+                    names=("s.yaml", "unknown variant"))
+    if kind == "missing":
+        return Case([*path, "--scenario", "{T}/none.yaml", *extra], names=("none.yaml",))
+    if kind == "name":
+        name = "fuzz-none-" + draw(st.text(string.ascii_letters + string.digits + "-_", max_size=8))
+        return Case([*path, "--scenario", name, *extra], names=(name,))
+    series = draw(st.sampled_from(SERIES))
+    point = draw(st.sampled_from(["", "@0", "@-1", "@2", "@x", "@1000", "@1@1"]))
+    name = draw(st.sampled_from(["burst@1", "steady@4", f"{series}{point}"]))
+    return Case([*path, "--scenario", name, *extra], names=(name.split("@")[0],))
+
+
+@st.composite
+def other_refusals(draw: st.DrawFn) -> Case:
+    """calibrate, matrix and compare: what each refuses before its runs or Spark."""
+    family = draw(st.sampled_from(["calibrate", "matrix", "compare", "env"]))
+    if family == "calibrate":
+        how = draw(st.sampled_from(["runs", "shift", "out", "archives"]))
+        if how == "runs":
+            return Case(["calibrate", "--runs", str(draw(st.integers(-10**6, 0)))], names=("--runs",))
+        if how == "shift":
+            ms = draw(st.one_of(st.integers(-10**6, 0), st.integers(2001, 10**9)))
+            return Case(["calibrate", "--runs", "1", "--shift-ms", "50", "--shift-ms", str(ms)], names=("--shift-ms",))
+        if how == "out":
+            return Case(["calibrate", "--runs", "1", "--out", "{T}/result.json"], files={"result.json": b"{}"},
+                        names=("result.json",))
+        return Case(["calibrate", "--archives", "{T}/a", "{T}/b"],
+                    files={"b/manifest.json": draw(st.sampled_from([b"", b"{", b"[]", b"\xff"]))},
+                    names=("{T}/a", "{T}/b"))
+    if family == "matrix":
+        two = ["--variant", "unpatched", "--variant", "patched"]
+        how = draw(st.sampled_from(["one variant", "out", "all and more", "archives", "protocol"]))
+        if how == "one variant":
+            return Case(["matrix", "--variant", draw(st.sampled_from(KNOWN_VARIANTS)), "--scenario", "burst"],
+                        names=("two variants",))
+        if how == "out":
+            return Case(["matrix", *two, "--out", "{T}/report"], files={"report": None}, names=("report",))
+        if how == "all and more":
+            return Case(["matrix", *two, "--scenario", "all", "--scenario", "burst"], names=("--scenario all",))
+        if how == "archives":
+            return Case(["matrix", *two, "--archives", "{T}/none"], names=("none",))
+        return Case(["matrix", *two, "--protocol", "remoting", "--scenario", "fifo"], names=("--protocol",))
+    if family == "compare":
+        base = ["compare", "{T}/a", "--baseline", draw(words), "--candidate", draw(words)]
+        how = draw(st.sampled_from(["missing", "empty dir", "junk", "out"]))
+        if how == "out":
+            return Case([*base, "--out", "{T}/out"], files={"out": b""}, names=("out",))
+        files = {"missing": {}, "empty dir": {"a": None},
+                 "junk": {"a/manifest.json": draw(st.binary(max_size=64)), "a/events/x.parquet": b"PAR1"}}[how]
+        return Case(base, files=files, names=("{T}/a",))
+    var, value, argv = draw(st.sampled_from([
+        ("RMQ_HARNESS_PROBE", "bool", ["run"]), ("RMQ_HARNESS_COMPARE", "bool", ["--version"]),
+        ("RMQ_HARNESS_FAIL_ON_REGRESSION", "bool", ["compare", "x", "--baseline", "a", "--candidate", "b"]),
+        ("RMQ_HARNESS_SKIP_BAD", "bool", ["brokers", "status"]),
+        ("RMQ_HARNESS_DURATION", "float", ["run"]), ("RMQ_HARNESS_RUNS", "int", ["calibrate"]),
+        ("RMQ_HARNESS_RUNS", "int <= 0", ["calibrate"]), ("RMQ_HARNESS_SCENARIO", "missing file", ["run"]),
+        ("RMQ_HARNESS_VARIANTS", "missing file", ["run"]), ("RMQ_HARNESS_VARIANT", "unknown", ["run"]),
+    ]))
+    if value == "bool":
+        text = draw(words)
+        assume(text.lower() not in ("1", "true", "yes", "0", "false", "no", ""))
+    elif value in ("float", "int"):
+        text = draw(words)
+        assume(_not_a(float if value == "float" else int, text))
+    elif value == "int <= 0":
+        text = str(draw(st.integers(-1000, 0)))
+    elif value == "missing file":
+        text = "{T}/none.yaml"
+    else:
+        text = ",".join(draw(st.lists(unknown_variants.map(lambda s: s.replace(",", "")), min_size=1, max_size=3)))
+    option = "--" + var.removeprefix("RMQ_HARNESS_").lower().replace("_", "-")
+    return Case(argv, env={var: text}, names=(var, option, "none.yaml", "unknown variant"))
+
+
+@cases("cli_refused")
+@given(st.one_of(argparse_refusals(), variant_refusals(), run_refusals(), other_refusals()))
+def test_command_lines_that_cannot_run_are_refused_in_one_line_before_any_work(capsys, tripwires, case):
+    seen["cli_refused"] += 1
+    assert_refused(capsys, case)
+
+
+@cases("cli_pure")
+@given(st.one_of(
+    st.tuples(st.sampled_from([c[:2] if c and c[0] != "matrix" and c[0] != "compare" else c[:1] for c in COMMANDS]),
+              st.sampled_from(["--help", "-h"]), st.lists(words, max_size=3)),
+    st.tuples(st.just([]), st.just("--version"), st.lists(words, max_size=3))))
+def test_help_and_version_are_pure_exit_0_on_stdout(capsys, tripwires, parts):
+    seen["cli_pure"] += 1
+    path, flag, tail = parts
+    with scratch() as d:
+        prepare(Case([]), d)
+        code, out, err, argv = call_main(capsys, Case([*path, flag, *tail]), d)
+        assert sorted(p.name for p in d.iterdir()) == ["cwd"] and not any((d / "cwd").iterdir())
+    assert code == 0 and err == "", f"{argv}: exit {code}: {err}"
+    assert out.startswith("usage: rmq-harness") if flag != "--version" else re.match(r"rmq-harness \S+\n$", out)
+
+
+DASHES = [["run", "--duration=--"], ["k8s", "run", "--duration=--"], ["calibrate", "--runs=--"],
+          ["calibrate", "--shift-ms=--"], ["brokers", "up", "--workdir", "{T}/w", "--timeout=--"],
+          ["run", "--scenario=--", "--variant", UNKNOWN + "x"], ["run", "--protocol=--"],
+          ["k8s", "status", "--wait=--"]]
+
+
+@pytest.mark.parametrize("argv", DASHES, ids=[" ".join(a) for a in DASHES])
+def test_an_option_given_dash_dash_as_its_value_is_refused_in_one_line(capsys, tripwires, argv):
+    assert_refused(capsys, Case(argv))
+
+
+MARKUP = ["[/]", "[bold]", "[/bold]", "[x]", "[link=x]", ":cat:", "[red]x[/red]", "[@click]"]
+
+
+@st.composite
+def markup_cases(draw: st.DrawFn) -> tuple[Case, str]:
+    """(a command line, text its error must show as written)."""
+    how = draw(st.sampled_from(["variant", "scenario file", "variant file name", "pattern"]))
+    # ('@' in a scenario path reads as NAME@POINT: a test of its own above)
+    markup = [m for m in MARKUP if how != "scenario file" or "@" not in m]
+    fragment = draw(st.text(string.ascii_lowercase, max_size=4)) + draw(st.sampled_from(markup))
+    if how == "variant":
+        return Case(["run", "--variant", fragment]), fragment
+    if how == "scenario file":
+        return Case(["run", "--scenario", f"{{T}}/{fragment}.yaml"]), f"{fragment}.yaml"
+    if how == "variant file name":
+        return Case(["--variants", f"{{T}}/{fragment}.yaml", "run"]), f"{fragment}.yaml"
+    # The product's own message: a variant name that is not a DNS label quotes its pattern, '[a-z0-9]...'.
+    name = draw(st.text(string.ascii_uppercase + "_", min_size=1, max_size=8))
+    return Case(["--variants", "{T}/v.yaml", "run", "--variant", name.lower() or "x"],
+                files={"v.yaml": f"variants:\n  {name}:\n    version: '5.3.3'\n".encode()}), "[a-z0-9]"
+
+
+@cases("cli_markup")
+@given(markup_cases())
+def test_errors_show_what_the_user_wrote_even_when_it_looks_like_markup(capsys, tripwires, case_and_text):
+    case, text = case_and_text
+    line = assert_refused(capsys, case)
+    assert text in line, f"{text!r} not shown as written in {line!r}"
+    seen["cli_markup"] += 1
+
+
+@st.composite
+def env_cases(draw: st.DrawFn) -> Case:
+    """RMQ_HARNESS_* values an option with choices, a typed repeatable option or an nargs=+ option refuses."""
+    how = draw(st.sampled_from(["backend", "protocol", "shift", "archives"]))
+    if how in ("backend", "protocol"):
+        value = draw(st.one_of(words.map(lambda w: w.replace(",", "")), st.just("")))
+        assume(value not in ("local", "k8s", "grpc", "remoting"))
+        var = f"RMQ_HARNESS_{how.upper()}"
+        return Case(["run"], env={var: value}, names=(var,))
+    if how == "shift":
+        value = draw(st.one_of(st.integers(-5, 5000).map(str), words))
+        # --out exists: whatever the shifts, calibrate stops before its runs.
+        return Case(["calibrate", "--runs", "1", "--out", "{T}/result.json"], env={"RMQ_HARNESS_SHIFT_MS": value},
+                    files={"result.json": b"{}"}, names=("RMQ_HARNESS_SHIFT_MS", "--shift-ms", "result.json"))
+    n = draw(st.integers(1, 3))
+    return Case(draw(st.sampled_from([["matrix", "--variant", "unpatched", "--variant", "patched"],
+                                      ["calibrate", "--runs", "1"]])),
+                env={"RMQ_HARNESS_ARCHIVES": ",".join(f"{{T}}/none{i}" for i in range(n))}, names=("none0",))
+
+
+@cases("cli_env_values")
+@given(env_cases())
+def test_environment_values_are_checked_like_the_options_they_set(capsys, tripwires, case):
+    assert_refused(capsys, case)
+    seen["cli_env_values"] += 1
+
+
+@st.composite
+def rule_cases(draw: st.DrawFn) -> tuple[list[str], bool]:
+    """(options of the verdict rule that cannot be, whether for compare rather than calibrate)."""
+    option = draw(st.sampled_from(["--alpha", "--min-effect", "--bootstrap"]))
+    if option == "--bootstrap":
+        value = str(draw(st.integers(-10**6, 0)))
+    else:
+        value = draw(st.sampled_from(["0", "1", "-0.5", "1.5", "nan", "inf", "-inf", "5"] +
+                                     (["0"] if option == "--alpha" else [])))
+        if option == "--min-effect":
+            assume(value != "0")
+    return [option, value], draw(st.booleans())
+
+
+@cases("cli_rule_options")
+@given(rule_cases())
+def test_verdict_rule_options_out_of_range_are_refused_before_any_work(capsys, tripwires, tmp_path, case):
+    from tests import synth
+
+    options, compare = case
+    runs = tmp_path / "runs"
+    archive = runs / "fuzz-rule"
+    if not archive.exists():
+        synth.archive(runs, "fuzz-rule", {"unpatched": synth.slow, "patched": synth.fast}, messages=6)
+    argv = (["compare", str(archive), "--baseline", "unpatched", "--candidate", "patched"] if compare
+            else ["calibrate", "--runs", "1"])
+    assert_refused(capsys, Case([*argv, *options], names=(options[0],)))
+    seen["cli_rule_options"] += 1
+
+
+def test_the_suite_ran_every_case_it_counts():
+    """Runs last in this module: the cases above add up to FUZZ_CASES."""
+    if not _RANDOM and all(seen[k] for k in PER_TEST):  # the whole module ran, not one test picked out
+        assert {k: seen[k] for k in PER_TEST} == PER_TEST
+        assert FUZZ_CASES == 3_125

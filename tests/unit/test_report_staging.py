@@ -1,0 +1,146 @@
+"""A report directory is staged, marked INCOMPLETE while written, renamed into place when complete, and
+removed when its writing is interrupted; Spark work turns a Ctrl-C or SIGTERM into KeyboardInterrupt."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.errors import ConfigError
+from spark.jobs import compare
+from spark.jobs.compare import INCOMPLETE, Collected, stage
+
+
+def _collected(tmp_path: Path) -> Collected:
+    scratch = tmp_path / "scratch"
+    for name in ("retries", "ledger"):
+        (scratch / name).mkdir(parents=True)
+        pq.write_table(pa.table({"x": [1]}), scratch / name / "part-0.parquet")
+    return Collected(archives=[], scenarios={}, per_variant=[], per_run=[], samples=pd.DataFrame(),
+                     plot=pd.DataFrame(), per_variant_table=pd.DataFrame({"variant": ["v"]}), scratch=scratch)
+
+
+def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):
+    out = tmp_path / "reports" / "r"
+    seen = {}
+
+    def render(summary, plot, samples, staging: Path) -> None:
+        seen["staging"] = staging
+        seen["note"] = (staging / INCOMPLETE).read_text()
+        (staging / "report.html").write_text("<html/>")
+
+    lines: list[str] = []
+    got = stage(_collected(tmp_path), {"verdict": "no change"}, out, render, log=lines.append)
+    assert seen["staging"].name == ".r.partial"
+    assert f"process {os.getpid()} " in seen["note"] and "never completed" in seen["note"]
+    assert "starts with '.' and ends with '.partial'" in seen["note"]
+    assert lines == [f"writing the report: {seen['staging']}"]
+    assert sorted(p.name for p in out.iterdir()) == ["ledger.parquet", "per_variant.parquet", "report.html",
+                                                      "retries.parquet", "summary.json"]
+    assert got["out"] == str(out.resolve()) and not seen["staging"].exists()
+
+
+def test_an_interrupted_report_leaves_nothing(tmp_path: Path):
+    out = tmp_path / "reports" / "r"
+
+    def render(summary, plot, samples, staging: Path) -> None:
+        (staging / "half.html").write_text("<ht")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stage(_collected(tmp_path), {}, out, render, log=lambda _s: None)
+    assert list((tmp_path / "reports").iterdir()) == []
+
+
+def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_path: Path):
+    out = tmp_path / "reports" / "r"
+    staging = out.with_name(".r.partial")
+    staging.mkdir(parents=True)
+    (staging / "summary.json").write_text("{}")
+    # A writer of this host that is gone: a child that exited.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    compare._mark_incomplete(staging, out)
+    note = (staging / INCOMPLETE).read_text().replace(f"process {os.getpid()} ", f"process {dead.stdout.strip()} ")
+    (staging / INCOMPLETE).write_text(note)
+    stage(_collected(tmp_path), {}, out, lambda *a: None, log=lambda _s: None)
+    assert (out / "summary.json").read_text() == "{}\n" and not staging.exists()
+
+    out2 = tmp_path / "reports" / "r2"
+    staging2 = out2.with_name(".r2.partial")
+    staging2.mkdir()
+    compare._mark_incomplete(staging2, out2)  # written by this very process: still at it
+    with pytest.raises(ConfigError, match="exists"):
+        stage(_collected(tmp_path / "b"), {}, out2, lambda *a: None, log=lambda _s: None)
+    assert (staging2 / INCOMPLETE).is_file()
+
+
+def test_interruptible_turns_a_signal_swallowed_by_spark_into_keyboard_interrupt():
+    from spark.session import interruptible
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), interruptible(object()):
+        try:
+            signal.raise_signal(signal.SIGTERM)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            # What pyspark does with it inside a call: the cancelled job's error instead.
+            raise RuntimeError("SPARK_JOB_CANCELLED") from None
+    assert signal.getsignal(signal.SIGTERM) is before
+    with pytest.raises(RuntimeError, match="no signal"), interruptible(object()):
+        raise RuntimeError("no signal")  # errors without a signal stay what they are
+
+
+def test_an_interrupt_a_finalizer_dropped_is_delivered_again(monkeypatch, capfd):
+    import weakref
+
+    from spark import session
+
+    class Java:  # a py4j JavaObject: a weakref callback tells the JVM when it is collected
+        pass
+
+    monkeypatch.setattr(session, "REDELIVER_S", 0.1)
+    hook = sys.unraisablehook
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), session.interruptible(object()):
+        obj = Java()
+        ref = weakref.ref(obj, lambda _r: signal.raise_signal(signal.SIGINT))  # the Ctrl-C lands in it
+        del obj  # the callback runs; its KeyboardInterrupt is dropped, as Python drops it
+        assert ref() is None
+        while time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+    assert time.monotonic() - t0 < 5
+    assert logging.root.manager.disable == 0  # py4j's logging, quiet meanwhile, is back
+    assert sys.unraisablehook is hook
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_a_command_that_ends_after_a_dropped_interrupt_still_says_interrupted(monkeypatch):
+    from spark import session
+
+    monkeypatch.setattr(session, "REDELIVER_S", 60)
+    with pytest.raises(KeyboardInterrupt), session.interruptible(object()):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+
+
+def test_a_spark_jvm_that_never_became_a_session_is_stopped(tmp_path: Path):
+    from spark import session
+
+    before = session._descendants()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    t0 = time.monotonic()
+    session._stop_new(before)  # SIGTERM, and reaped (so Popen sees no status of its own)
+    child.wait(5)
+    assert time.monotonic() - t0 < 5
