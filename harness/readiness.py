@@ -123,6 +123,30 @@ def wait_serving(ep: Endpoints, protocol: str, deadline: float, alive: Callable[
         d.close()
 
 
+def wait_replicated(ep: Endpoints, topics: Sequence[str], groups: Sequence[str], timeout_s: float = 120.0,
+                    log: Callable[[str], None] = print) -> float:
+    """Until every slave of ``ep`` has ``topics`` and ``groups`` (a slave copies its master's every 60 s): a
+    slave acting master without them refuses the pops it should serve. Returns the seconds waited."""
+    slaves = [n for n in ep.brokers if not n.master]
+    started = time.monotonic()
+    for node in slaves:
+        log(f"{ep.variant}: waiting for the {node.name} to copy the scenario's topics and groups from its master "
+            "(every 60 s)")
+        while True:
+            try:
+                missing = sorted(set(topics) - remoting.topics(node.address)) + sorted(
+                    set(groups) - remoting.groups(node.address))
+            except remoting.RemotingError as e:
+                missing = [str(e)]
+            if not missing:
+                break
+            if time.monotonic() - started > timeout_s:
+                raise HarnessError(f"{ep.variant}: the {node.name} {node.address} lacks {', '.join(missing[:3])} "
+                                   f"{timeout_s:.0f} s after they were created on its master")
+            time.sleep(1.0)
+    return time.monotonic() - started
+
+
 def agent_report(broker_output: str, jars: Sequence[str]) -> dict[str, list[str]]:
     """What each of the harness's agents said in the broker's output: every one prints lines
     `[<jar stem>] ...` (when it patches RocketMQ, and `not installed: ...` when it cannot)."""

@@ -58,8 +58,9 @@ def new_run_id(scenario: str) -> str:
     return f"{now:%Y%m%d-%H%M%S}-{scenario[:40].rstrip('-')}-{secrets.token_hex(2)}"
 
 
-def create_resources(ep: Endpoints, scenario: Scenario) -> None:
+def create_resources(ep: Endpoints, scenario: Scenario, log: Callable[[str], None] = print) -> None:
     d = driver(scenario.protocol, ep)
+    topics, groups = [t.name for t in scenario.topics], [g.name for g in scenario.groups]
     try:
         for t in scenario.topics:
             d.create_topic(t.name, queues=t.queues, message_type=t.message_type)
@@ -70,8 +71,13 @@ def create_resources(ep: Endpoints, scenario: Scenario) -> None:
                 # the reader can subscribe before that.
                 d.create_topic(g.dlq_topic, queues=1)
                 d.create_group(g.dlq_reader, retry_max_times=g.dlq_reader_retry_max_times)
+                topics.append(g.dlq_topic)
+                groups.append(g.dlq_reader)
     finally:
         d.close()
+    waited = readiness.wait_replicated(ep, topics, groups, log=log)
+    if waited > 1:
+        log(f"{ep.variant}: every slave has the scenario's topics and groups ({waited:.0f} s)")
 
 
 def scrape_targets(run_id: str, endpoints: Sequence[Endpoints],
@@ -133,7 +139,7 @@ class Run:
             faults.prepare()
             clocks = {ep.variant: self._clock_offset(ep) for ep in endpoints}
             for ep in endpoints:
-                create_resources(ep, self.scenario)
+                create_resources(ep, self.scenario, self.log)
             workers = site.workers or ProcessWorkers(site.bind_host, site.advertise_host, site.worker_port)
             fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, workers, log=self.log)
             prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)

@@ -29,7 +29,7 @@ HARNESS_BROKER_KEYS = frozenset(
     }
 )
 HARNESS_PROXY_KEYS = frozenset(
-    {"rocketMQClusterName", "proxyMode", "grpcServerPort", "remotingListenPort", "namesrvAddr"}
+    {"rocketMQClusterName", "proxyMode", "grpcServerPort", "remotingListenPort", "namesrvAddr", "localServeAddr"}
 )
 
 

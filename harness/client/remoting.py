@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 
 # Request codes (org.apache.rocketmq.remoting.protocol.RequestCode).
 UPDATE_AND_CREATE_TOPIC = 17
+GET_ALL_TOPIC_CONFIG = 21
 GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
 SEND_MESSAGE_V2 = 310
 POP_MESSAGE = 200050
 ACK_MESSAGE = 200051
@@ -243,9 +245,24 @@ def create_topic(
         "topicFilterType": "SINGLE_TAG",
         "topicSysFlag": 0,
         "order": "false",
-        "attributes": f"+message.type={message_type}",
     }
+    # A topic without the attribute is NORMAL. Written only when it is not: a slave replays the master's topic
+    # attributes as changes and 5.3.3 refuses those, emptying its whole topic table (apache/rocketmq#9403).
+    if message_type != "NORMAL":
+        fields["attributes"] = f"+message.type={message_type}"
     check(invoke(broker, Command(UPDATE_AND_CREATE_TOPIC, fields)), f"create topic {topic}")
+
+
+def topics(broker: str) -> set[str]:
+    """The topics a broker has (GET_ALL_TOPIC_CONFIG): a slave's come from its master every 60 s."""
+    resp = check(invoke(broker, Command(GET_ALL_TOPIC_CONFIG)), "get topic configs")
+    return set((json.loads(resp.body).get("topicConfigTable") or {}).keys())
+
+
+def groups(broker: str) -> set[str]:
+    """The subscription groups a broker has (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), synced to a slave as topics are."""
+    resp = check(invoke(broker, Command(GET_ALL_SUBSCRIPTIONGROUP_CONFIG)), "get subscription groups")
+    return set((json.loads(resp.body).get("subscriptionGroupTable") or {}).keys())
 
 
 def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:

@@ -1,9 +1,9 @@
 """The scripted fault runs (issue 18): every action on every process of the `faults` scenario, unpatched and
-patched side by side, then the topologies' own cases; one Spark matrix report over all their archives.
+patched side by side, then the topologies' own cases (CASES); one Spark matrix report over all their archives.
 
 Not a test: it records what this machine did into bench-results/faults.json (one row per fault and variant:
 messages in flight, lost, duplicated, the longest wait, how long sends and deliveries stopped) and prints the
-table. Run by `make bench-faults` (about 45 minutes); RMQ_HARNESS_BENCH_ONLY=kill9-broker,... runs some.
+table. Run by `make bench-faults` (about an hour); RMQ_HARNESS_BENCH_ONLY=kill9-broker,... runs some.
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ from harness.paths import REPO_ROOT
 
 OUT = REPO_ROOT / "bench-results" / "faults.json"
 VARIANTS = ["unpatched", "patched"]
-# (name, scenario, faults): each process of the cluster-mode deployment, each action; 30 s into 90 s of load.
+# (name, scenario, faults; [] runs the scenario's own): each process of the cluster-mode deployment, each
+# action, 30 s into 90 s of load; then the topologies: the second of two masters killed, two masters without
+# faults (apache/rocketmq#9145), and a master with an acting slave killed for 90 s (seed 003).
 CASES = [
-    (f"{action}-{target}", "faults", [f"{action}:{target}@30" + ("+10" if action != "restart" else "")])
-    for target in ("broker", "proxy", "namesrv") for action in ("kill9", "sigstop", "restart")
+    *[(f"{action}-{target}", "faults", [f"{action}:{target}@30" + ("+10" if action != "restart" else "")])
+      for target in ("broker", "proxy", "namesrv") for action in ("kill9", "sigstop", "restart")],
+    ("kill9-broker-b", "two-masters", ["kill9:broker-b@30+10"]),
+    ("two-masters", "two-masters", []),
+    ("slave-acting-master", "slave-acting-master", []),
 ]
 
 

@@ -61,3 +61,49 @@ def test_commands_carry_owner_agents_and_own_homes(tmp_path: Path):
     # The loopback-bind agent comes first on every broker, before the variant's own agents.
     loopback = [a for a in proxy if a.endswith("loopback-bind.jar")]
     assert len(loopback) == 1 and proxy.index(loopback[0]) < proxy.index("-javaagent:/opt/a.jar=x=1")
+
+
+def test_a_cluster_mode_topology_is_a_jvm_per_broker_and_a_proxy_of_its_own(tmp_path: Path):
+    from harness.scenario import Topology
+
+    topo = Topology(proxy="cluster", masters=2, slave=True)
+    dist = Distribution("5.3.3", tmp_path / "lib", {"proxy": tmp_path / "p.xml", "broker": tmp_path / "b.xml"})
+    dirs = config.VariantDirs(tmp_path / "v1")
+    ports = VariantPorts.for_slot(0)
+    v = _variant(agents=[{"jar": "/opt/a.jar", "options": "port={probe_port}"}], jvm_options=["-Dfoo=1"])
+    files = config.write_configs(v, ports, dirs, topo)
+    cmds = config.commands("java", dist, v, ports, dirs, files, "tok", topo)
+    assert list(cmds) == ["namesrv", "broker", "slave", "broker-b", "proxy"] == list(config.processes(topo))
+    # Each broker its own JVM with the agents (its own probe port), its own home and store.
+    for node in config.nodes(v, topo, ports):
+        argv = cmds[node.name]
+        assert argv[argv.index("-cp") + 2] == "org.apache.rocketmq.broker.BrokerStartup"
+        assert f"-javaagent:/opt/a.jar=port={node.ports.probe}" in argv and "-Dfoo=1" in argv
+        assert any(a.endswith("loopback-bind.jar") for a in argv)
+        assert f"-Duser.home={dirs.home(node.name)}" in argv
+        props = (dirs.conf / f"{node.name}.conf").read_text()
+        assert f"storePathRootDir={dirs.store(node.name)}\n" in props and f"listenPort={node.ports.listen}\n" in props
+        assert "enableSlaveActingMaster=true\n" in props and "brokerIP2=127.0.0.1\n" in props
+    slave = (dirs.conf / "slave.conf").read_text()
+    assert "brokerId=1\n" in slave and "brokerRole=SLAVE\n" in slave and "brokerName=broker-v1\n" in slave
+    assert "brokerName=broker-v1-b\n" in (dirs.conf / "broker-b.conf").read_text()
+    assert "supportActingMaster=true\n" in files["namesrv"].read_text()
+    # The proxy: cluster mode, no broker inside, no broker agents, its own address for remoting clients.
+    proxy = cmds["proxy"]
+    assert proxy[proxy.index("-pm") + 1] == "cluster" and "-bc" not in proxy
+    assert "-javaagent:/opt/a.jar=port=20058" not in " ".join(proxy) and "-Dfoo=1" not in proxy
+    assert '"localServeAddr": "127.0.0.1"' in files["proxy"].read_text()
+    assert config.host_process("broker", topo) == "broker" and config.host_process("broker", Topology()) == "proxy"
+
+
+def test_the_default_topology_keeps_the_broker_inside_the_proxy(tmp_path: Path):
+    dist = Distribution("5.3.3", tmp_path / "lib", {})
+    dirs = config.VariantDirs(tmp_path / "v1")
+    ports = VariantPorts.for_slot(0)
+    v = _variant()
+    files = config.write_configs(v, ports, dirs)
+    cmds = config.commands("java", dist, v, ports, dirs, files, "tok")
+    assert list(cmds) == ["namesrv", "proxy"]
+    assert cmds["proxy"][cmds["proxy"].index("-pm") + 1] == "local" and "-bc" in cmds["proxy"]
+    assert "supportActingMaster" not in files["namesrv"].read_text()
+    assert f"storePathRootDir={dirs.store('proxy')}\n" in files["broker"].read_text()

@@ -141,8 +141,12 @@ def host_process(target: str, topology: Topology) -> str:
     return "proxy" if target == "broker" and topology.proxy == "local" else target
 
 
-def namesrv_properties(ports: VariantPorts) -> dict[str, Scalar]:
-    return {"listenPort": ports.namesrv, "bindAddress": LOOPBACK}
+def namesrv_properties(ports: VariantPorts, topology: Topology = SINGLE) -> dict[str, Scalar]:
+    props: dict[str, Scalar] = {"listenPort": ports.namesrv, "bindAddress": LOOPBACK}
+    if topology.slave:
+        # Routes name the slave in its master's place while the master is down (RIP-32).
+        props["supportActingMaster"] = True
+    return props
 
 
 def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs, topology: Topology = SINGLE,
@@ -151,9 +155,14 @@ def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs, 
     process = host_process(node.name, topology)
     shape: dict[str, Scalar] = {}
     if topology.slave:
-        # RIP-32: while the master is down its slave serves pops and acks and writes checkpoints to the
-        # brokers still up. A variant may still choose SYNC_MASTER.
-        shape = {"enableSlaveActingMaster": True, "brokerRole": "ASYNC_MASTER"}
+        # RIP-32: while the master is down its slave serves pops and acks, and writes what it cannot store
+        # itself (checkpoints, revived retries) to another master ("escape"). totalReplicas keeps a master that
+        # comes back isolated until it has caught up with its slave; the heartbeats let the name server notice
+        # a dead master within seconds. A variant may still choose SYNC_MASTER.
+        shape = {"enableSlaveActingMaster": True, "enableRemoteEscape": True, "brokerRole": "ASYNC_MASTER",
+                 "totalReplicas": 2 if node.broker_name == broker_name(variant) else 1,
+                 "brokerHeartbeatInterval": 1000, "brokerNotActiveTimeoutMillis": 5000,
+                 "sendHeartbeatTimeoutMillis": 1000}
     owned: dict[str, Scalar] = {
         "brokerClusterName": CLUSTER,
         "brokerName": node.broker_name,
@@ -162,6 +171,8 @@ def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs, 
         "haListenPort": node.ports.ha,
         "bindAddress": LOOPBACK,
         "brokerIP1": LOOPBACK,
+        # The HA address a slave is told to connect to (the machine's own address otherwise).
+        "brokerIP2": LOOPBACK,
         "namesrvAddr": f"{LOOPBACK}:{ports.namesrv}",
         "storePathRootDir": str(dirs.store(process)),
         "storePathCommitLog": str(dirs.store(process) / "commitlog"),
@@ -181,6 +192,9 @@ def proxy_settings(variant: Variant, ports: VariantPorts, topology: Topology = S
         "remotingListenPort": ports.proxy_remoting,
         "namesrvAddr": f"{LOOPBACK}:{ports.namesrv}",
     }
+    if topology.proxy == "cluster":
+        # The address it gives remoting clients for itself (the machine's own otherwise).
+        owned["localServeAddr"] = LOOPBACK
     return {**variant.proxy, **owned}
 
 
@@ -196,7 +210,7 @@ def write_configs(variant: Variant, ports: VariantPorts, dirs: VariantDirs,
     """Every process's file, by process; the first broker's is ``broker`` whichever process runs it."""
     dirs.create(processes(topology))
     files = {"namesrv": dirs.config_file("namesrv"), "proxy": dirs.config_file("proxy")}
-    files["namesrv"].write_text(render_properties(namesrv_properties(ports)))
+    files["namesrv"].write_text(render_properties(namesrv_properties(ports, topology)))
     for node in nodes(variant, topology, ports):
         files[node.name] = dirs.config_file(node.name)
         files[node.name].write_text(render_properties(broker_properties(variant, ports, dirs, topology, node)))
