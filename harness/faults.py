@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from harness.backends.base import Backend, ServerProcess
+from harness.errors import ConfigError
 from harness.scenario import Fault
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
@@ -102,6 +103,9 @@ class Injector:
             for f in self.faults:
                 if (v, f.target) not in self._processes:
                     self._processes[(v, f.target)] = self.backend.process(v, f.target)
+                if f.action == "kill9" and f.hold_s and not self._processes[(v, f.target)].holds_down:
+                    raise ConfigError(f"fault {f.label}: this backend's supervisor starts a killed {f.target} again "
+                                      "at once, so it cannot stay down for duration_s; drop duration_s")
 
     def start(self) -> None:
         """Call when the load starts: the faults' at_s count from now."""

@@ -28,6 +28,10 @@ class Health:
 class ServerProcess(Protocol):
     """One server process of a variant, as its backend runs it: what a fault (harness.faults) acts on."""
 
+    # Whether a killed process stays down until ``start`` (locally), or its supervisor restarts it at once
+    # (the kubelet): a kill9 held down for duration_s needs the first.
+    holds_down: bool
+
     def describe(self) -> str:
         """One line: which process this is now (e.g. its PID or pod)."""
         ...

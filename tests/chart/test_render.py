@@ -236,6 +236,16 @@ def test_variant_services_are_where_the_backend_looks(rendered):
             assert cm["data"]["broker.conf"] == cm["data"]["broker-base.conf"]
 
 
+def test_a_faults_signals_reach_each_jvm_of_a_variants_pod_from_the_other_container(rendered):
+    from harness.backends.k8s.faults import CONTAINERS
+
+    for profile, objs in rendered.items():
+        for variant, sts in variant_sets(objs).items():
+            spec = sts["spec"]["template"]["spec"]
+            assert spec["shareProcessNamespace"] is True, (profile, variant)
+            assert {c["name"] for c in spec["containers"]} == {c for c, _ in CONTAINERS.values()}
+
+
 @pytest.mark.parametrize(("release", "override"), [("rmq", ""), ("team-rocketmq-pop-harness", ""), ("rmq", "ph")])
 def test_fullname_matches_the_backend(release: str, override: str):
     sets = () if not override else (f"fullnameOverride={override}",)

@@ -88,6 +88,8 @@ def test_faults_from_the_command_line_replace_the_scenarios_and_rename_it():
 class FakeProcess:
     """Records the calls a fault makes (a stand-in for a backend's process, in a unit test of the sequence)."""
 
+    holds_down = True
+
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.pid = 1
@@ -165,6 +167,18 @@ def test_a_fault_that_fails_is_recorded_and_the_rest_go_on():
     inj.release()
     errors = {r.target: r.error for r in inj.records}
     assert errors == {"broker": "TimeoutError: not ready after 180 s", "namesrv": None}
+
+
+def test_a_kill_held_down_is_refused_where_a_supervisor_restarts_at_once():
+    class Supervised(FakeProcess):
+        holds_down = False
+
+    backend = FakeBackend()
+    backend.procs[("a", "broker")] = Supervised()
+    with pytest.raises(ConfigError, match="kill9 broker 10 s: this backend's supervisor starts a killed broker"):
+        Injector(backend, ["a"], [parse_fault("kill9:broker@5+10")], log=lambda _: None).prepare()
+    Injector(backend, ["a"], [parse_fault("kill9:broker@5"), parse_fault("sigstop:broker@9+3")],
+             log=lambda _: None).prepare()
 
 
 S = 1_000_000_000  # ns

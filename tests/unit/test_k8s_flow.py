@@ -91,6 +91,7 @@ def backend(monkeypatch) -> tuple[K8sBackend, FakeCluster]:
     b = K8sBackend.__new__(K8sBackend)
     b.full, b.namespace, b.apps, b.core, b.ready_timeout_s, b.round_trip = FULL, "ns", fake, fake, 5.0, False
     b.log, b._logs, b._server_logs, b._configs, b._started, b._agents = (lambda s: None), {}, {}, {}, [], {}
+    b._variants = {}
     monkeypatch.setattr(b, "_read_server_logs", lambda variant: b"")
     return b, fake
 
@@ -226,3 +227,16 @@ def test_a_patched_variant_whose_agent_did_not_install_is_refused(backend, monke
     fake.read_namespaced_pod_log = lambda name, ns, container, **kw: "[pop-retry-wakeup] installed on X\n"
     assert [e.variant for e in b.up([variant("patched", agents=[
         JavaAgent(jar="broker-patches/target/pop-retry-wakeup.jar")])])] == ["patched"]
+
+
+def test_a_fault_target_is_the_jvm_of_a_variant_the_run_brought_up(backend):
+    b, fake = backend
+    with pytest.raises(HarnessError, match="variant unpatched is not up"):
+        b.process("unpatched", "broker")
+    b.up([variant("unpatched")])
+    proc = b.process("unpatched", "broker")
+    assert (proc.container, proc.signaller, proc.holds_down) == ("broker", "namesrv", False)
+    with pytest.raises(ConfigError, match="one broker inside its proxy per variant"):
+        from harness.scenario import Topology
+
+        b.up([variant("unpatched")], Topology(proxy="cluster"))

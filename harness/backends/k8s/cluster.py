@@ -17,6 +17,7 @@ from pathlib import Path
 from harness import readiness
 from harness.backends.base import ServerProcess, parse_properties
 from harness.backends.k8s import naming, transfer
+from harness.backends.k8s.faults import PodProcess
 from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
 from harness.scenario import SINGLE, Topology
@@ -103,6 +104,7 @@ class K8sBackend:
         self._configs: dict[str, str] = {}
         self._agents: dict[str, dict[str, list[str]]] = {}
         self._started: list[str] = []  # what `down` with no names stops: this backend's variants only
+        self._variants: dict[str, Variant] = {}
 
     # --- the Backend interface -------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class K8sBackend:
         for v in variants:
             self._restart(v.name, sets[v.name])
             self._started.append(v.name)
+            self._variants[v.name] = v
         eps = []
         for v in variants:
             started = time.monotonic()
@@ -167,8 +170,20 @@ class K8sBackend:
         return parse_properties(self._configs.get(name, ""))
 
     def process(self, name: str, target: str) -> ServerProcess:
-        raise ConfigError(f"faults ({target} of {name}): not built for the k8s backend yet; run the scenario on "
-                          "the local backend")
+        if name not in self._variants:
+            raise HarnessError(f"variant {name} is not up")
+        v = self._variants[name]
+
+        def after_start() -> None:
+            # The broker's container started again: serving, and its agents installed once more.
+            if target == "broker" and self.round_trip:
+                self._wait_serving(self._endpoints(self._statefulset(v)))
+                self._check_agents(v)
+
+        def exec_(pod: str, container: str, argv: list[str]) -> tuple[int, str, str]:
+            return transfer.exec_in(self.core, self.namespace, pod, container, argv)
+
+        return PodProcess(name, target, exec_, lambda: self._pods(name), self.ready_timeout_s, after_start)
 
     # --- internals -------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Copying a directory out of a pod over the API (what `kubectl cp` does): tar in the container,
-base64 so the websocket's text frames carry it intact, unpacked here."""
+"""Commands in a pod's container over the API (what `kubectl exec` does), and copying a directory out of
+one (what `kubectl cp` does): tar in the container, base64 so the websocket's text frames carry it intact,
+unpacked here."""
 
 from __future__ import annotations
 
@@ -12,31 +13,37 @@ from pathlib import Path, PurePosixPath
 from harness.errors import HarnessError
 
 
-def read_tree(core: object, namespace: str, pod: str, container: str, path: str, timeout_s: float = 300.0) -> bytes:
-    """The directory ``path`` in the container as gzipped tar bytes (its last component at the top)."""
+def exec_in(core: object, namespace: str, pod: str, container: str, argv: list[str],
+            timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time."""
     from kubernetes.stream import stream
 
+    resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
+                  stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    try:
+        resp.run_forever(timeout=timeout_s)
+        out, err, code = resp.read_stdout() or "", resp.read_stderr() or "", resp.returncode
+    finally:
+        resp.close()
+    if code is None:
+        raise HarnessError(f"{argv[0]} in pod {pod} ({container}) did not finish within {timeout_s:.0f} s")
+    return code, out, err
+
+
+def read_tree(core: object, namespace: str, pod: str, container: str, path: str, timeout_s: float = 300.0) -> bytes:
+    """The directory ``path`` in the container as gzipped tar bytes (its last component at the top)."""
     p = PurePosixPath(path)
     # Through a file, not a pipe: sh has no pipefail, and a failed tar must fail the command.
     tmp = f"/tmp/rmq-harness-copy-{p.name}.tgz"
     command = (f"tar czf {tmp} -C {shlex.quote(str(p.parent))} {shlex.quote(p.name)} && base64 -w 0 {tmp}; "
                f"rc=$?; rm -f {tmp}; exit $rc")
-    resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container,
-                  command=["sh", "-c", command], stderr=True, stdin=False, stdout=True, tty=False,
-                  _preload_content=False)
-    out, err = [], []
     try:
-        resp.run_forever(timeout=timeout_s)
-        out.append(resp.read_stdout() or "")
-        err.append(resp.read_stderr() or "")
-        code = resp.returncode
-    finally:
-        resp.close()
-    if code is None:
-        raise HarnessError(f"copying {path} out of pod {pod} did not finish within {timeout_s:.0f} s")
+        code, out, err = exec_in(core, namespace, pod, container, ["sh", "-c", command], timeout_s)
+    except HarnessError:
+        raise HarnessError(f"copying {path} out of pod {pod} did not finish within {timeout_s:.0f} s") from None
     if code:
-        raise HarnessError(f"copying {path} out of pod {pod} failed (exit {code}): {''.join(err).strip()[:300]}")
-    data = base64.b64decode("".join(out))
+        raise HarnessError(f"copying {path} out of pod {pod} failed (exit {code}): {err.strip()[:300]}")
+    data = base64.b64decode(out)
     if not data:
         raise HarnessError(f"copying {path} out of pod {pod} returned nothing")
     return data

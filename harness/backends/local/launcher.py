@@ -437,6 +437,8 @@ class LocalProcess:
     """One process of a local variant, for a fault: signals by PID after checking the owner token; a start
     runs the command line it was started with, on the same store, and waits until it serves again."""
 
+    holds_down = True
+
     def __init__(self, backend: LocalBackend, lv: LocalVariant, target: str, role: str) -> None:
         self.backend = backend
         self.lv = lv
