@@ -93,9 +93,15 @@ class MessageBody:
             return None
 
 
+# The last part an EventLog writes (``close``) carries, in its Parquet metadata under this key, how many events of
+# each kind it recorded in all: the archive writer checks every one of them reached the archive.
+COUNTED = b"rmq_harness.counted"
+
+
 @dataclass
 class EventLog:
-    """Collects events in memory and writes them as numbered Parquet parts under ``directory``.
+    """Collects events in memory and writes them as numbered Parquet parts under ``directory``; ``close``
+    writes the last one, sealed with the count of every kind recorded.
 
     Thread-safe: client callbacks may record from the client's own threads.
     """
@@ -106,6 +112,8 @@ class EventLog:
     flush_every: int = 50_000
     _rows: list[dict] = field(default_factory=list)
     _parts: int = 0
+    _counted: dict[str, int] = field(default_factory=dict)
+    _sealed: dict[str, int] | None = None  # the counts the last sealed part carries
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, kind: str, **cols: object) -> dict:
@@ -114,21 +122,31 @@ class EventLog:
         row = {**self.common, "kind": kind, "t_client_ns": cols.pop("t_client_ns", None) or time.time_ns(), **cols}
         with self._lock:
             self._rows.append(row)
+            self._counted[kind] = self._counted.get(kind, 0) + 1
             full = len(self._rows) >= self.flush_every
         if full:
             self.flush()
         return row
 
-    def flush(self) -> Path | None:
+    def flush(self, seal: bool = False) -> Path | None:
         with self._lock:
+            if seal and not self._rows and self._sealed == self._counted:
+                return None  # closed twice with nothing new between
             rows, self._rows = self._rows, []
-            if not rows:
+            if not rows and not seal:
                 return None
             part = self._parts
             self._parts += 1
+            counted = dict(self._counted)
+            if seal:
+                self._sealed = counted
         path = self.directory / f"{self.stem}-{part:04d}.parquet"
-        write_parquet(rows, path)
+        write_parquet(rows, path, {COUNTED: json.dumps(counted).encode()} if seal else None)
         return path
+
+    def close(self) -> Path | None:
+        """Write what is left as the sealed last part (an empty one when nothing is left)."""
+        return self.flush(seal=True)
 
 
 def to_table(rows: Iterable[dict]) -> pa.Table:
@@ -136,9 +154,18 @@ def to_table(rows: Iterable[dict]) -> pa.Table:
     return pa.Table.from_pydict({c: [r.get(c) for r in rows] for c in COLUMNS}, schema=SCHEMA)
 
 
-def write_parquet(rows: Iterable[dict], path: Path) -> None:
-    """Write atomically: a reader never sees a half-written part."""
+def write_parquet(rows: Iterable[dict], path: Path, metadata: dict[bytes, bytes] | None = None) -> None:
+    """Write atomically: a reader never sees a half-written part. ``metadata`` goes into the file's schema."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(to_table(rows), tmp)
+    table = to_table(rows)
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    pq.write_table(table, tmp)
     tmp.replace(path)
+
+
+def counted(path: Path) -> dict[str, int] | None:
+    """The per-kind counts a sealed part carries (EventLog.close), None for any other part."""
+    meta = pq.read_schema(path).metadata or {}
+    return json.loads(meta[COUNTED]) if COUNTED in meta else None

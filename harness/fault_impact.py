@@ -6,8 +6,9 @@ A (message, group) pair was **exposed** to a fault when it was sent before the f
 was not yet final (acked or dead-lettered) when the fault began: what the fault could lose, duplicate or
 delay. Its figures are the exposed pairs by ledger class, and the **longest wait** overlapping the window:
 a wait is the time a pair was owed a delivery it had not got, from its send to its first delivery, or from
-a retry's due time (nack + invisible duration) to its redelivery; a pair never delivered waits at least
-until the last thing the run's ledger saw (``longest_wait_open``). Besides, how long traffic stopped: the
+a retry's due time (nack + invisible duration) to its redelivery; a pair never delivered, or delivered and
+never acked (lost), waits from its send or its first delivery at least until the last thing the run's ledger
+saw (``longest_wait_open``). Besides, how long traffic stopped: the
 longest **gap** between successful sends, and between deliveries, that overlaps the window (a gap still
 open at the last thing the ledger saw is ``*_gap_open``): a target can be back long before its clients are.
 """
@@ -32,11 +33,16 @@ def waits(ledger_rows: pd.DataFrame, retries: pd.DataFrame, end_ns: int) -> pd.D
     received = owed["first_received_ns"]
     first = pd.DataFrame({"variant": owed["variant"], "from_ns": owed["sent_ns"].astype("int64"),
                           "to_ns": received.fillna(end_ns).astype("int64"), "open": received.isna()})
+    # Delivered but never acked (its ack failed, or its consumer never got it again): still owed, from its
+    # first delivery on.
+    stuck = owed[(owed["class"] == "lost") & received.notna()]
+    unfinished = pd.DataFrame({"variant": stuck["variant"], "from_ns": stuck["first_received_ns"].astype("int64"),
+                               "to_ns": end_ns, "open": True})
     r = retries[retries["redelivery_ms"].notna()]
     to = r["t_client_ns"].astype("int64")
     waited_ns = (r["redelivery_ms"].astype(float) * 1e6).round().astype("int64")
     again = pd.DataFrame({"variant": r["variant"], "from_ns": to - waited_ns, "to_ns": to, "open": False})
-    return pd.concat([first, again], ignore_index=True)
+    return pd.concat([first, unfinished, again], ignore_index=True)
 
 
 TIMES = ["sent_ns", "first_received_ns", "acked_ns", "dead_lettered_ns"]

@@ -63,6 +63,7 @@ def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
         empty_polls=counter("empty_polls", "Receive calls that returned no message."),
         cross_topic=counter("cross_topic_deliveries",
                             "Deliveries whose body names another origin topic or intended group than the consumer's."),
-        duplicates=counter("duplicate_deliveries", "Deliveries of a message this worker had already acked."),
+        duplicates=counter("duplicate_deliveries", "Deliveries of a message this worker had acked within the last "
+                           "two minutes or more (the ledger counts every duplicate)."),
         errors=counter("errors", "Client operations that failed.", (*LABELS, "operation")),
     )

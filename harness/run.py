@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
+import pyarrow.parquet as pq
 
 from harness import readiness
 from harness.archive import manifest
-from harness.archive.writer import ArchiveStaging
+from harness.archive.writer import ArchiveStaging, event_check
 from harness.client.driver import CLIENT_UNFIT, driver
 from harness.endpoints import Endpoints
 from harness.errors import ConfigError, HarnessError
@@ -30,8 +30,9 @@ from harness.observability.dashboards import panel_queries
 from harness.observability.probe import read_probe
 from harness.observability.prometheus import ScrapeTarget
 from harness.scenario import Scenario
+from harness.shares import count, read_shares
 from harness.site import Site, SiteFactory, local_site
-from harness.tally import summarize
+from harness.tally import summarize_slices
 from harness.variants import Variant, with_probe
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 
@@ -40,6 +41,8 @@ SCRAPE_INTERVAL_S = 1.0
 # Wakeup subtracts the broker's store time from the client's receive time: a clock offset between them
 # is a bias of that size. Refused when the measured bounds lie wholly beyond this.
 MAX_CLOCK_OFFSET_MS = 10.0
+# A long run's summary reads its events this many at a time (harness.shares): about 2 GB of pandas.
+SUMMARY_SHARE_EVENTS = 4_000_000
 # A fault still in progress when the load ends (a broker starting again) is waited for this long.
 FAULT_FINISH_S = 300.0
 
@@ -48,7 +51,6 @@ FAULT_FINISH_S = 300.0
 class RunResult:
     archive: Path
     summary: list[dict]
-    events: pd.DataFrame
     probes: dict[str, list[dict]] = field(default_factory=dict)  # variant -> probe counter samples
 
 
@@ -186,11 +188,9 @@ class Run:
                 log = EventLog(shard_dir, HARNESS_WORKER, self._event_common(variant))
                 for row in rows:
                     log.record("fault", **row)
-                log.flush()
-        merged = staging.merge_events(fleet.shard_dirs)
-        sc = self.scenario
-        summary = summarize(merged, sc.subscriptions(), sc.allowed_deliveries(),
-                            sc.consume.long_poll_s * 1000, records) if not merged.empty else []
+                log.close()
+        checked, missing = event_check(fleet.shard_dirs)
+        summary, unfit = self._summarize(staging, fleet.shard_dirs, records)
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
             broker_configs=configs, agent_reports=agents, clock_offsets=clocks,
@@ -200,17 +200,39 @@ class Run:
             prometheus={"scrape_interval_s": SCRAPE_INTERVAL_S, "series": exported,
                         "observer_effect": self.scenario.observer_effect},
             faults=records,
+            events_check={"workers": checked, "problems": missing},
         ))
         shutil.rmtree(self.work, ignore_errors=True)
+        if missing:
+            raise HarnessError(f"{len(missing)} worker(s) lost events on their way to the archive, e.g. {missing[0]} "
+                               f"(the archive {archive} records them; its figures miss what was lost)")
         if faults.failed:
             first = faults.failed[0]
             raise HarnessError(f"{len(faults.failed)} fault(s) not carried out as planned, e.g. {first.variant}: "
                                f"{first.label}: {first.error} (the archive {archive} records them)")
-        unfit = merged.loc[(merged["kind"] == "error") & merged["detail"].fillna("").str.startswith(CLIENT_UNFIT)]
-        if not unfit.empty:
-            raise HarnessError(f"{unfit['detail'].iloc[0]} ({len(unfit)} times; the archive is {archive}, "
+        if unfit:
+            raise HarnessError(f"{unfit[0]} ({len(unfit)} times; the archive is {archive}, "
                                "but its wakeups cannot be trusted)")
-        return RunResult(archive, summary, merged, probes)
+        return RunResult(archive, summary, probes)
+
+    def _summarize(self, staging: ArchiveStaging, shard_dirs: dict[str, Path],
+                   faults: list[dict]) -> tuple[list[dict], list[str]]:
+        """Each variant's events merged into the archive and summarised, one variant at a time (a long run's
+        events are the largest thing a run holds); the summary rows, and the client's DriverErrors."""
+        sc = self.scenario
+        summary, unfit = [], []
+        for variant, shard_dir in sorted(shard_dirs.items()):
+            path = staging.merge_events(variant, shard_dir)
+            if path is None:
+                continue
+            # FIFO order is checked over whole message groups: those runs are read at once.
+            fifo = any(t.message_type == "FIFO" for t in sc.topics)
+            shares = 1 if fifo else count(pq.read_metadata(path).num_rows, SUMMARY_SHARE_EVENTS)
+            summary += summarize_slices(read_shares(path, shares), sc.subscriptions(), sc.allowed_deliveries(),
+                                        sc.consume.long_poll_s * 1000, [f for f in faults if f["variant"] == variant])
+            errors = pq.read_table(path, columns=["kind", "detail"], filters=[("kind", "=", "error")])
+            unfit += [d for d in errors.column("detail").to_pylist() if (d or "").startswith(CLIENT_UNFIT)]
+        return summary, unfit
 
     def _event_common(self, variant: str) -> dict[str, str]:
         return {"run_id": self.run_id, "variant": variant, "scenario": self.scenario.name, "worker": HARNESS_WORKER,

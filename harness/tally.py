@@ -10,7 +10,7 @@ slices of many archives. One definition of every count, whichever engine adds th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +19,9 @@ import pyarrow as pa
 
 from harness import frames, ledger, ordering
 from harness.expectations import COUNTS, DISTRIBUTIONS, LEDGER
+from harness.fault_impact import TIMES as FAULT_TIMES
 from harness.fault_impact import impact
-from harness.latency import QUANTILES, column, retry_outcomes, retry_rows, stall_counts
+from harness.latency import QUANTILES, RETRY_SCHEMA, column, retry_outcomes, retry_rows, stall_counts
 
 BY_RUN = ["run_id", "scenario", "variant"]
 # Events of these kinds are counted under these names.
@@ -184,16 +185,33 @@ def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed
     ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
     that stalled (waited for the scenario's ``long_poll_ms`` to run out), the FIFO order checks and, when the
     run injected ``faults`` (harness.faults.FaultRecord.as_dict), what each did (harness.fault_impact)."""
-    facts = slice_facts(events, subscriptions, allowed_deliveries, long_poll_ms)
-    impacts = impact(facts.ledger, facts.retries, faults) if faults else []
+    return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults)
+
+
+def summarize_slices(slices: Iterable[pd.DataFrame], subscriptions: ledger.Subscriptions,
+                     allowed_deliveries: Mapping[str, int], long_poll_ms: float,
+                     faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
+    """``summarize`` of events given in slices, each holding every event of its messages (and, for FIFO
+    runs, of its message groups), taken one at a time: the slices' tallies add up (harness.shares)."""
+    tallies, retries, rows, fifo = [], [], [], []
+    for events in slices:
+        facts = slice_facts(events, subscriptions, allowed_deliveries, long_poll_ms)
+        tallies.append(facts.tallies)
+        retries.append(facts.retries)
+        if faults:
+            rows.append(facts.ledger[["variant", "class", *FAULT_TIMES]])
+        fifo.append(ordering.fifo_rows(events))
+    retries_all = pd.concat(retries, ignore_index=True) if retries else pd.DataFrame(columns=RETRY_SCHEMA.names)
+    impacts = impact(pd.concat(rows, ignore_index=True), retries_all, faults) if faults else []
+    fifo_all = pd.concat(fifo, ignore_index=True) if fifo else pd.DataFrame()
     out = []
-    for row in table(facts.tallies, facts.retries, ["scenario", "variant"]).to_dict("records"):
+    for row in table(pd.concat(tallies, ignore_index=True), retries_all, ["scenario", "variant"]).to_dict("records"):
         summary = nest(row)
         summary.pop("runs")
-        fifo = ordering.fifo_rows(events[(events["scenario"] == row["scenario"])
-                                         & (events["variant"] == row["variant"])])
-        if not fifo.empty:
-            summary["fifo"] = ordering.fifo_counts(fifo)
+        mine = fifo_all[(fifo_all["scenario"] == row["scenario"]) & (fifo_all["variant"] == row["variant"])] \
+            if not fifo_all.empty else fifo_all
+        if not mine.empty:
+            summary["fifo"] = ordering.fifo_counts(mine)
         if faults:
             summary["faults"] = [f for f in impacts if f["variant"] == row["variant"]]
         out.append(summary)

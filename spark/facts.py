@@ -24,11 +24,9 @@ import pyarrow.parquet as pq
 from harness import ledger, tally
 from harness.events import COLUMNS_BY_VERSION, SCHEMA
 from harness.latency import RETRY_SCHEMA
+from harness.shares import INPUT_COLUMNS, frame, share_numbers
 
 SHARE_EVENTS = 8_000_000
-# Every event column a fact reads; no other column changes a result.
-INPUT_COLUMNS = list(dict.fromkeys([
-    *ledger.INPUT_COLUMNS, *[c for c in RETRY_SCHEMA.names if c in SCHEMA.names], "invisible_ms", "message_group"]))
 RETRIES, LEDGER = "retries", "ledger"
 # Opens the one line a task says about an event file it cannot read: the driver finds it in whatever Spark
 # wrapped the task's error in (unreadable_file) and names the file without a traceback.
@@ -68,14 +66,6 @@ def plan(files: Iterable[tuple[str, int]]) -> list[Task]:
     return tasks
 
 
-def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    # Arrow-backed strings: no Python object per cell. Poll start times stay exact nanoseconds (nullable
-    # integers) where a float would round them.
-    ev = table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_string(t) else None, use_threads=False)
-    ev["poll_started_ns"] = table.column("poll_started_ns").to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
-    return ev
-
-
 def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     """The task's events of ``variants``: INPUT_COLUMNS, null where the archive's version predates one."""
     present = [c for c in INPUT_COLUMNS if c in COLUMNS_BY_VERSION[task.version]]
@@ -90,17 +80,16 @@ def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     for c in INPUT_COLUMNS:
         if c not in present:
             table = table.append_column(c, pa.nulls(table.num_rows, SCHEMA.field(c).type))
-    ev = _to_pandas(table.select(INPUT_COLUMNS))
+    ev = frame(table.select(INPUT_COLUMNS))
     if task.shares > 1:
-        ids = ledger.message_ids(ev).astype(object).fillna("")
-        ev = ev[pd.util.hash_pandas_object(ids, index=False).to_numpy() % task.shares == task.share]
+        ev = ev[share_numbers(ev, task.shares) == task.share]
     return ev
 
 
 def share_of_batches(batches: Iterable[pa.RecordBatch]) -> pd.DataFrame:
     """Events handed over by Spark (archives Spark reads itself) as read_share returns them."""
     batches = list(batches)
-    return _to_pandas(pa.Table.from_batches(batches)) if batches else pd.DataFrame(columns=INPUT_COLUMNS)
+    return frame(pa.Table.from_batches(batches)) if batches else pd.DataFrame(columns=INPUT_COLUMNS)
 
 
 def write_part(table: pa.Table, directory: Path, name: str) -> None:

@@ -72,6 +72,7 @@ def build(
     probes: dict[str, list[dict[str, Any]]],
     prometheus: dict[str, Any],
     faults: Sequence[dict[str, Any]] = (),
+    events_check: dict[str, Any] | None = None,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -101,4 +102,5 @@ def build(
         probe=probes,
         prometheus=prometheus,
         faults=list(faults),
+        events_check=events_check or {},
     )

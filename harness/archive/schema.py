@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 # 2: per variant the agents' own report of their installation and the measured clock offset.
-# 3: faults (what was injected, where, when, and when the target was back); endpoints may list several brokers.
+# 3: faults (what was injected, where, when, and when the target was back); endpoints may list several brokers;
+#    events_check (per worker, the events it recorded beside those its shards hold).
 MANIFEST_SCHEMA_VERSION = 3
 MANIFEST = "manifest.json"
 
@@ -60,5 +61,8 @@ class Manifest(BaseModel):
     summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.latency.summarize at write time
     # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).
     probe: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    # Per variant and worker the events it recorded (by kind) beside those that reached the archive, and one
+    # line per worker that fell short (harness.archive.writer.event_check).
+    events_check: dict[str, Any] = Field(default_factory=dict)
     # The run's Prometheus: scrape interval, series exported per query (files in prometheus/).
     prometheus: dict[str, Any] = Field(default_factory=dict)

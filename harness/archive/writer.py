@@ -13,15 +13,27 @@ import os
 import socket
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness import events as ev
 from harness.archive.schema import MANIFEST, Manifest
 from harness.errors import HarnessError
 from harness.latency import derive
+from harness.shares import INPUT_COLUMNS, frame
 
 INCOMPLETE = "INCOMPLETE"
+# Event columns with few distinct values (names, kinds, topics); read as dictionaries while merging.
+REPEATED = ["run_id", "variant", "scenario", "worker", "consumer", "protocol", "kind", "topic", "group",
+            "origin_topic", "intended_group", "tag", "message_group"]
+WRITE_ROWS = 1_000_000  # rows per write of the merged file (one batch made plain at a time)
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """The table with the event schema's own types (dictionary columns back to strings)."""
+    return table.cast(pa.schema([ev.SCHEMA.field(n) for n in table.column_names]))
 
 
 def incomplete_note(what: str, final: Path, started: dt.datetime | None = None) -> str:
@@ -57,6 +69,35 @@ def publish(staging: Path, final: Path, what: str) -> None:
         raise
 
 
+def event_check(shard_dirs: dict[str, Path]) -> tuple[dict[str, dict], list[str]]:
+    """Whether every event each worker recorded is in its shards: per variant and worker (a shard's stem) the
+    counts per kind its sealed last part says it recorded (harness.events.EventLog.close) beside the rows its
+    parts hold; and one line per worker whose shards fall short (no sealed part: it never closed its log)."""
+    out: dict[str, dict] = {}
+    problems = []
+    for variant, shard_dir in shard_dirs.items():
+        workers: dict[str, dict] = {}
+        for shard in sorted(shard_dir.glob("*.parquet")):
+            stem = shard.name.rsplit("-", 1)[0]
+            w = workers.setdefault(stem, {"counted": None, "archived": {}})
+            kinds = pq.read_table(shard, columns=["kind"]).column("kind").value_counts().to_pylist()
+            for k in kinds:
+                w["archived"][k["values"]] = w["archived"].get(k["values"], 0) + k["counts"]
+            sealed = ev.counted(shard)
+            if sealed is not None:
+                w["counted"] = sealed
+        for stem, w in workers.items():
+            if w["counted"] is None:
+                problems.append(f"{variant}: {stem} never sealed its events (killed before it closed its log?): "
+                                f"{sum(w['archived'].values())} archived, how many it recorded is unknown")
+            elif w["counted"] != w["archived"]:
+                short = {k: f"{w['archived'].get(k, 0)} of {n}" for k, n in w["counted"].items()
+                         if w["archived"].get(k, 0) != n}
+                problems.append(f"{variant}: {stem} recorded events that are not in its shards: {short}")
+        out[variant] = workers
+    return out, problems
+
+
 class ArchiveStaging:
     """A run archive being assembled under ``<runs>/.<run-id>.partial``, marked INCOMPLETE until ``commit``
     renames it to ``<runs>/<run-id>``."""
@@ -76,23 +117,35 @@ class ArchiveStaging:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
-    def merge_events(self, shard_dirs: dict[str, Path]) -> pd.DataFrame:
-        """Merge each variant's worker shards into ``events/<variant>.parquet`` with derived columns."""
-        frames = []
-        for shard_dir in shard_dirs.values():
-            shards = sorted(shard_dir.glob("*.parquet"))
-            if not shards:
-                continue
-            frames.append(pd.concat([pq.read_table(s).to_pandas() for s in shards], ignore_index=True))
-        if not frames:
-            return ev.to_table([]).to_pandas()
-        merged = derive(pd.concat(frames, ignore_index=True))
-        merged = merged.sort_values(["variant", "t_client_ns"], kind="stable").reset_index(drop=True)
-        out = self.dir("events")
-        for variant, part in merged.groupby("variant", sort=True):
-            rows = part.astype(object).where(part.notna(), None).to_dict("records")
-            ev.write_parquet(rows, out / f"{variant}.parquet")
-        return merged
+    def merge_events(self, variant: str, shard_dir: Path) -> Path | None:
+        """Merge a variant's worker shards into ``events/<variant>.parquet``, ordered by time, with the derived
+        columns filled (harness.latency). Columnar all the way, so a long run's tens of millions of events fit:
+        the derived columns are computed over the retry deliveries and nacks only. None without events."""
+        shards = sorted(shard_dir.glob("*.parquet"))
+        if not shards:
+            return None
+        # Columns that repeat a handful of values are read as dictionaries: a fraction of the memory.
+        table = pa.concat_tables([pq.read_table(s, read_dictionary=REPEATED) for s in shards])
+        if table.num_rows == 0:
+            return None
+        retries = pc.or_(pc.and_(pc.equal(table["kind"].cast(pa.string()), "received"),
+                                 pc.greater(table["delivery_attempt"], 1)),
+                         pc.equal(table["kind"].cast(pa.string()), "nacked"))
+        at = pc.indices_nonzero(pc.fill_null(retries, False))
+        derived = derive(frame(_plain(table.select(INPUT_COLUMNS).take(at))))
+        for c in ev.DERIVED:
+            values = np.full(table.num_rows, np.nan)
+            values[at.to_numpy()] = derived[c].to_numpy(dtype=float)
+            table = table.set_column(table.schema.get_field_index(c), c, pa.array(values, from_pandas=True))
+        # In time order, a slice of the order at a time: never a second copy of the whole table.
+        order = pc.sort_indices(table["t_client_ns"])
+        path = self.dir("events") / f"{variant}.parquet"
+        tmp = path.with_name(f".{path.name}.tmp")
+        with pq.ParquetWriter(tmp, ev.SCHEMA) as writer:
+            for start in range(0, table.num_rows, WRITE_ROWS):
+                writer.write_table(_plain(table.take(order.slice(start, WRITE_ROWS))))
+        tmp.replace(path)
+        return path
 
     def commit(self, manifest: Manifest) -> Path:
         files: dict[str, list[str]] = {}

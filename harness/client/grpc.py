@@ -23,6 +23,8 @@ R = TypeVar("R")
 _CLIENT_LOGGER = "rocketmq-python-client"
 REQUEST_TIMEOUT_S = 10
 SETTINGS_TIMEOUT_S = 10
+# What the proxy answers a receive from a consumer whose settings it does not have (it started again).
+SETTINGS_LOST = 'because "settings" is null'
 
 
 def load_client(log_file: Path | None = None) -> ModuleType:
@@ -102,16 +104,37 @@ class GrpcProducer:
 
 
 class GrpcPopConsumer:
-    def __init__(self, client: object, offload: Offload) -> None:
-        self._client = client
+    """``start`` makes and starts the SimpleConsumer; a consumer whose settings the proxy lost is started again."""
+
+    def __init__(self, start: Callable[[], object], offload: Offload, log: Callable[[str], None]) -> None:
+        self._start = start
+        self._client = start()
         self._offload = offload
+        self._log = log
 
     def receive(self, max_messages: int, invisible_s: int) -> Received:
         def timed() -> tuple[list, int]:
             return self._client.receive(max_messages, invisible_s), time.time_ns()
 
-        messages, at = self._offload(timed)
+        try:
+            messages, at = self._offload(timed)
+        except Exception as e:
+            if SETTINGS_LOST not in str(e):
+                raise
+            # A proxy started again knows nothing of this consumer, and rocketmq-python-client 5.1.2 sends its
+            # settings again only every 300 s: every receive until then fails. Started anew, it sends them now.
+            self._restart()
+            raise NotReady(f"{e} (the proxy had lost this consumer's settings: consumer started again)") from None
         return Received([to_delivery(m) for m in messages], at)
+
+    def _restart(self) -> None:
+        old, self._client = self._client, self._start()
+        self._log(f"consumer {getattr(old, 'client_id', old)} started again as "
+                  f"{getattr(self._client, 'client_id', self._client)}: the proxy had lost its settings")
+        try:
+            self._offload(old.shutdown)
+        except Exception:  # noqa: BLE001 - the old client's channel may be gone; the new one serves
+            pass
 
     def ack(self, delivery: Delivery) -> None:
         self._offload(lambda: self._client.ack(delivery.handle))
@@ -133,6 +156,8 @@ class GrpcDriver(RemotingAdmin):
         self._offload = offload
         self._rmq = load_client(log_file)
         self._clients: list[object] = []
+        client_log = logging.getLogger(_CLIENT_LOGGER)
+        self._log = lambda line: client_log.warning("[rmq-harness] %s", line)
 
     def _config(self) -> object:
         return self._rmq.ClientConfiguration(self.endpoints.grpc, self._rmq.Credentials(),
@@ -148,16 +173,19 @@ class GrpcDriver(RemotingAdmin):
         return GrpcProducer(client, topic, self._rmq, self._offload)
 
     def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> GrpcPopConsumer:
-        client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression(tags)},
-                                          await_duration=long_poll_s)
-        self._started(client)
-        # The client waits for the proxy's settings only for push consumers; a SimpleConsumer's first
-        # receive can overtake its Telemetry handshake and fail in the proxy ("settings" is null).
-        settings = getattr(client, "_init_settings_event", None)
-        if settings is not None and not self._offload(lambda: settings.wait(SETTINGS_TIMEOUT_S)):
-            raise NotReady(f"the proxy at {self.endpoints.grpc} sent no settings to consumer group {group} "
-                              f"within {SETTINGS_TIMEOUT_S} s")
-        return GrpcPopConsumer(client, self._offload)
+        def start() -> object:
+            client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression(tags)},
+                                              await_duration=long_poll_s)
+            self._started(client)
+            # The client waits for the proxy's settings only for push consumers; a SimpleConsumer's first
+            # receive can overtake its Telemetry handshake and fail in the proxy ("settings" is null).
+            settings = getattr(client, "_init_settings_event", None)
+            if settings is not None and not self._offload(lambda: settings.wait(SETTINGS_TIMEOUT_S)):
+                raise NotReady(f"the proxy at {self.endpoints.grpc} sent no settings to consumer group {group} "
+                               f"within {SETTINGS_TIMEOUT_S} s")
+            return client
+
+        return GrpcPopConsumer(start, self._offload, self._log)
 
     def close(self) -> None:
         clients, self._clients = self._clients, []

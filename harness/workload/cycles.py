@@ -42,6 +42,8 @@ class CycleBook:
         return self._check(cycle)
 
     def final(self, cycle: int, group: str, ids: Iterable[str]) -> list[int]:
+        if cycle in self._announced:
+            return []  # a late ack (a duplicate) of a cycle already drained
         self._final.setdefault(cycle, {}).setdefault(group, set()).update(ids)
         return self._check(cycle)
 
@@ -66,6 +68,9 @@ class CycleBook:
         acked = self._final.get(cycle, {})
         if all(sent.get(g, set()) <= acked.get(g, set()) for g in self.groups):
             self._announced.add(cycle)
+            # Its ids are no longer needed: a long run's master keeps only the cycles still open.
+            self._sent.pop(cycle, None)
+            self._final.pop(cycle, None)
             return [cycle]
         return []
 

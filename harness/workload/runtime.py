@@ -7,6 +7,9 @@ user can start ahead of it) and closed when the test stops.
 from __future__ import annotations
 
 import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
 
 from gevent.pywsgi import WSGIServer
 from prometheus_client import disable_created_metrics, make_wsgi_app
@@ -22,6 +25,37 @@ from harness.workload.spec import WorkloadSpec
 BURST_CONCURRENCY = 64
 # At most this many messages go in one send_all (a burst's chunk; a steady producer catching up).
 SEND_CHUNK = 32
+
+
+class RecentKeys:
+    """The keys added in the last ``window_s`` seconds (a set that forgets), so a long run's worker keeps its
+    memory flat: what the live duplicate counter remembers of the acks."""
+
+    def __init__(self, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self._clock = clock
+        self._keys: set[Hashable] = set()
+        self._order: deque[tuple[float, Hashable]] = deque()
+
+    def add(self, key: Hashable) -> None:
+        now = self._clock()
+        if key not in self._keys:
+            self._keys.add(key)
+            self._order.append((now, key))
+        while self._order and self._order[0][0] < now - self.window_s:
+            self._keys.discard(self._order.popleft()[1])
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+# How long a worker remembers an ack for the live duplicate counter: a redelivery after an ack comes within
+# about one invisible time (the ack was lost), or after a broker restart (tens of seconds). The archive's
+# ledger counts every duplicate, whenever it came.
+ACK_MEMORY_MIN_S = 120.0
 
 
 class WorkerRuntime:
@@ -49,7 +83,8 @@ class WorkerRuntime:
                                      + scenario.produce.producers * BURST_CONCURRENCY + 8)
         self.driver = driver(self.protocol, spec.endpoints, offload=gevent_bridge.offload,
                              log_file=spec.client_log_dir / f"{spec.worker}.log")
-        self.acked: set[tuple[str, str | None]] = set()  # (group, ledger_id) acked by this worker
+        # (group, ledger_id) acked by this worker lately (the live duplicate counter's memory)
+        self.acked = RecentKeys(max(ACK_MEMORY_MIN_S, 2 * scenario.consume.invisible_s + 60))
         self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms
         self._seq = itertools.count()
         self._indexes: dict[str, int] = {}
@@ -75,4 +110,4 @@ class WorkerRuntime:
                 self._closed = True
                 self.driver.close()
         finally:
-            self.log.flush()
+            self.log.close()

@@ -3,7 +3,8 @@ patched side by side, then the topologies' own cases (CASES); one Spark matrix r
 
 Not a test: it records what this machine did into bench-results/faults.json (one row per fault and variant:
 messages in flight, lost, duplicated, the longest wait, how long sends and deliveries stopped) and prints the
-table. Run by `make bench-faults` (about an hour); RMQ_HARNESS_BENCH_ONLY=kill9-broker,... runs some.
+table. Run by `make bench-faults` (about an hour); RMQ_HARNESS_BENCH_ONLY=kill9-broker,... runs some;
+`python -m tests.benchmarks.bench_faults --tabulate ARCHIVE...` only tabulates archives of earlier runs.
 """
 
 from __future__ import annotations
@@ -46,36 +47,58 @@ def run_case(name: str, scenario: str, faults: list[str], runs: Path) -> dict:
         out["error"] = (proc.stderr.strip().splitlines() or ["no archive and no error output"])[-1]
         return out
     manifest = json.loads((made[0] / "manifest.json").read_text())
-    out["rows"] = [{"variant": s["variant"], "sent": s["sent"], "errors": s["errors"], "lost": s["ledger"]["lost"],
-                    "duplicated": s["ledger"]["duplicated"], "faults": s.get("faults") or []}
-                   for s in manifest["summary"]]
+    out["rows"] = manifest["summary"]
     if proc.returncode != 0:
         out["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
     return out
 
 
-def table(results: list[dict]) -> str:
-    head = ("| fault | target | variant | away | in flight | lost | duplicated | longest wait | sends stopped "
-            "| deliveries stopped |\n|---|---|---|---|---|---|---|---|---|---|")
-    lines = [head]
+def ms(v: float | str | None, open_: bool | None) -> str:
+    return "-" if v is None else f"{'>= ' if open_ else ''}{float(v) / 1000:.1f} s"
 
-    def ms(v: float | None, open_: bool | None) -> str:
-        return "-" if v is None else f"{'>= ' if open_ else ''}{v / 1000:.1f} s"
 
-    for r in results:
-        for row in r.get("rows", []):
-            for f in row["faults"]:
-                away = "-" if f["window_s"] is None else f"{f['window_s']:.1f} s"
-                lines.append(f"| {f['label']} | {f['target']} | {row['variant']} | {away} | {f['exposed']} | "
-                             f"{f['lost']} | {f['duplicated']} | {ms(f['longest_wait_ms'], f['longest_wait_open'])} | "
-                             f"{ms(f['send_gap_ms'], f['send_gap_open'])} | "
-                             f"{ms(f['delivery_gap_ms'], f['delivery_gap_open'])} |")
-        if r.get("error"):
-            lines.append(f"| {r['case']} | | | error: {r['error']} | | | | | | |")
+def table(rows: list[dict]) -> str:
+    """The fault rows (a summary's per_variant faults, with their variant) as a Markdown table."""
+    lines = ["| fault | target | variant | away | in flight | lost | duplicated | longest wait | sends stopped "
+             "| deliveries stopped | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in rows:
+        away = "-" if f["window_s"] is None else f"{f['window_s']:.1f} s"
+        lines.append(f"| {f['label']} | {f['target']} | {f['variant']} | {away} | {f['exposed']} | {f['lost']} | "
+                     f"{f['duplicated']} | {ms(f['longest_wait_ms'], f['longest_wait_open'])} | "
+                     f"{ms(f['send_gap_ms'], f['send_gap_open'])} | "
+                     f"{ms(f['delivery_gap_ms'], f['delivery_gap_open'])} | {f['error'] or ''} |")
     return "\n".join(lines)
 
 
+def rows_of(summaries: list[dict]) -> list[dict]:
+    return [{**f, "variant": s["variant"]} for s in summaries for f in s.get("faults") or []]
+
+
+def tabulate(archives: list[str], out: Path) -> tuple[str | None, list[dict]]:
+    """One Spark matrix report over ``archives`` (the one definition, recomputed from their events): its
+    report and the fault rows of its summary."""
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "matrix", "--archives", *archives,
+                           *[x for v in VARIANTS for x in ("--variant", v)], "--out", str(out)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return f"matrix failed: {proc.stderr[-500:]}", []
+    summary = json.loads((out / "summary.json").read_text())
+    rows = sorted(rows_of(summary["per_variant"]), key=lambda f: (f["scenario"], f["variant"]))
+    return str(out / "report.html"), rows
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--tabulate"]:
+        # Archives of earlier runs (e.g. of several invocations): the matrix report and the table only.
+        stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
+        report, rows = tabulate(sys.argv[2:], REPO_ROOT / "reports" / f"{stamp}-faults")
+        doc = {"generated_at": dt.datetime.now(dt.UTC).isoformat(), "archives": sys.argv[2:], "report": report,
+               "faults": rows, "table": table(rows)}
+        path = OUT if not OUT.exists() else OUT.with_name(f"faults-{stamp}.json")
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        print(doc["table"])
+        print(f"results in {path}; report {report}")
+        return
     only = {s for s in os.environ.get("RMQ_HARNESS_BENCH_ONLY", "").split(",") if s}
     cases = [c for c in CASES if not only or c[0] in only]
     stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
@@ -86,23 +109,20 @@ def main() -> None:
     for name, scenario, faults in cases:
         print(f"== {name}: {scenario} with {' '.join(faults)}", flush=True)
         results.append(run_case(name, scenario, faults, runs))
-        print(table(results[-1:]), flush=True)
+        print(table(rows_of(results[-1].get("rows", []))), flush=True)
+        if results[-1].get("error"):
+            print(f"error: {results[-1]['error']}", flush=True)
+    wall = time.monotonic() - started
     archives = [r["archive"] for r in results if r.get("archive")]
-    report = None
-    if archives:
-        out = REPO_ROOT / "reports" / f"{stamp}-faults"
-        proc = subprocess.run([sys.executable, "-m", "harness.cli", "matrix", "--archives", *archives,
-                               *[x for v in VARIANTS for x in ("--variant", v)], "--out", str(out)],
-                              cwd=REPO_ROOT, capture_output=True, text=True, check=False)
-        report = str(out / "report.html") if proc.returncode == 0 else f"matrix failed: {proc.stderr[-500:]}"
+    report, rows = tabulate(archives, REPO_ROOT / "reports" / f"{stamp}-faults") if archives else (None, [])
     doc = {"generated_at": dt.datetime.now(dt.UTC).isoformat(), "host_cpus": os.cpu_count(),
-           "wall_s": round(time.monotonic() - started, 1), "runs_dir": str(runs), "report": report,
-           "results": results, "table": table(results)}
+           "runs_wall_s": round(wall, 1), "runs_dir": str(runs), "report": report, "results": results,
+           "faults": rows, "table": table(rows)}
     OUT.parent.mkdir(exist_ok=True)
     path = OUT if not OUT.exists() else OUT.with_name(f"faults-{stamp}.json")
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(doc["table"])
-    print(f"wall {doc['wall_s']} s; results in {path}; report {report}")
+    print(f"runs took {doc['runs_wall_s']} s; results in {path}; report {report}")
 
 
 if __name__ == "__main__":

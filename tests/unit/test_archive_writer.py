@@ -1,12 +1,13 @@
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION, HostInfo, Manifest
 from harness.archive.writer import ArchiveStaging
 from harness.errors import HarnessError
-from harness.events import write_parquet
+from harness.events import SCHEMA, write_parquet
 
 MS = 1_000_000
 
@@ -34,9 +35,13 @@ def test_merge_and_commit(tmp_path: Path):
     staging = ArchiveStaging(runs, "run-1")
     _shard(tmp_path / "shards-v" / "worker-1-0000.parquet", "v")
     _shard(tmp_path / "shards-w" / "worker-1-0000.parquet", "w")
-    merged = staging.merge_events({"v": tmp_path / "shards-v", "w": tmp_path / "shards-w"})
-    assert len(merged) == 8
-    assert merged.loc[(merged.kind == "received") & (merged.delivery_attempt == 2), "wakeup_ms"].tolist() == [5000] * 2
+    for variant in ("v", "w"):
+        path = staging.merge_events(variant, tmp_path / f"shards-{variant}")
+        merged = pq.read_table(path).to_pandas()
+        assert len(merged) == 4 and (merged.variant == variant).all()
+        assert merged.loc[(merged.kind == "received") & (merged.delivery_attempt == 2), "wakeup_ms"].tolist() == [5000]
+        assert pq.read_schema(path).remove_metadata() == SCHEMA  # the event schema's own types, no dictionaries
+    assert staging.merge_events("x", tmp_path / "no-shards") is None
     final = staging.commit(_manifest("run-1"))
     assert final == runs / "run-1" and not staging.path.exists()
     manifest = json.loads((final / "manifest.json").read_text())
@@ -107,3 +112,34 @@ def test_a_failed_rename_puts_the_marker_back(tmp_path: Path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         staging.commit(_manifest("run-5"))
     assert (staging.path / writer.INCOMPLETE).is_file() and not (runs / "run-5").exists()
+
+
+def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Path):
+    """Over every edge the derivation knows (tests.synth's runs: slow and fast retries, never redelivered
+    nacks), the merged file's derived columns equal harness.latency.derive over the same events, in time order,
+    whatever the shards' split and their sealed last parts."""
+    import pandas as pd
+
+    from harness.events import EventLog
+    from harness.latency import derive
+    from tests import synth
+
+    archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=40)
+    events = pd.read_parquet(archive / "events" / "v.parquet").sample(frac=1, random_state=3)  # any order
+    shards = tmp_path / "shards"
+    for i, part in enumerate([events.iloc[k::3] for k in range(3)]):
+        log = EventLog(shards, f"worker-{i}", {})
+        for row in part.astype(object).where(part.notna(), None).to_dict("records"):
+            log.record(row.pop("kind"), **{k: v for k, v in row.items() if v is not None})
+        log.close()
+    staging = ArchiveStaging(tmp_path / "runs", "r2")
+    merged = pq.read_table(staging.merge_events("v", shards)).to_pandas()
+    expected = derive(events.drop(columns=["wakeup_ms", "redelivery_ms", "pickup_ms"]))
+    expected = expected.sort_values("t_client_ns", kind="stable").reset_index(drop=True)
+    assert merged["t_client_ns"].is_monotonic_increasing and len(merged) == len(expected)
+    key = ["t_client_ns", "kind", "ledger_id", "group", "delivery_attempt"]
+    got = merged.sort_values(key, kind="stable").reset_index(drop=True)
+    want = expected.sort_values(key, kind="stable").reset_index(drop=True)
+    for c in ("wakeup_ms", "redelivery_ms", "pickup_ms"):
+        pd.testing.assert_series_equal(got[c], want[c], check_names=False)
+    assert got["wakeup_ms"].notna().sum() + got["pickup_ms"].notna().sum() > 0

@@ -40,3 +40,27 @@ def test_a_group_waits_only_for_the_messages_it_is_owed():
     assert book.sent(0, {"A": ["a1"], "B": ["b1"]}) == []
     assert book.final(0, "A", ["a1"]) == []
     assert book.final(0, "B", ["b1"]) == [0]
+
+
+def test_a_drained_cycle_forgets_its_ids_and_ignores_late_acks():
+    from harness.workload.cycles import CycleBook
+
+    book = CycleBook(["G"], producers=1)
+    assert book.sent(0, {"G": ["a", "b"]}) == []
+    assert book.final(0, "G", ["a", "b"]) == [0]
+    assert book._sent == {} and book._final == {}  # a long run's master keeps only the open cycles
+    assert book.final(0, "G", ["a"]) == [] and book._final == {}  # a duplicate's ack after the drain
+
+
+def test_recent_keys_forget_what_is_older_than_their_window():
+    from harness.workload.runtime import RecentKeys
+
+    now = [0.0]
+    keys = RecentKeys(10.0, clock=lambda: now[0])
+    keys.add("a")
+    now[0] = 5.0
+    keys.add("b")
+    assert "a" in keys and "b" in keys
+    now[0] = 12.0
+    keys.add("c")  # "a" is 12 s old now
+    assert "a" not in keys and "b" in keys and len(keys) == 2

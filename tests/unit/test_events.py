@@ -32,3 +32,36 @@ def test_event_log_writes_numbered_parts_with_the_schema(tmp_path: Path):
 def test_unknown_kind_is_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="unknown event kind"):
         EventLog(tmp_path, "w", {}).record("teleported")
+
+
+def test_a_closed_log_seals_its_last_part_with_what_it_recorded(tmp_path):
+    from harness.archive.writer import event_check
+    from harness.events import EventLog, counted
+
+    log = EventLog(tmp_path, "worker-1", {"run_id": "r", "variant": "v"}, flush_every=2)
+    for kind in ("sent", "sent", "received"):
+        log.record(kind, ledger_id="m")
+    last = log.close()
+    assert counted(last) == {"sent": 2, "received": 1}
+    assert log.close() is None  # closed twice, nothing new: no second part
+    assert counted(sorted(tmp_path.glob("*.parquet"))[0]) is None  # a part written on the way is not sealed
+    checked, problems = event_check({"v": tmp_path})
+    assert problems == [] and checked["v"]["worker-1"]["archived"] == {"sent": 2, "received": 1}
+
+
+def test_a_worker_whose_shards_fall_short_is_named(tmp_path):
+    from harness.archive.writer import event_check
+    from harness.events import EventLog
+
+    log = EventLog(tmp_path, "worker-1", {"variant": "v"}, flush_every=2)
+    for _ in range(3):
+        log.record("acked")
+    log.close()
+    sorted(tmp_path.glob("worker-1-*.parquet"))[0].unlink()  # a part lost on the way
+    unsealed = EventLog(tmp_path, "worker-2", {"variant": "v"})
+    unsealed.record("sent")
+    unsealed.flush()  # killed before it closed its log
+    _, problems = event_check({"v": tmp_path})
+    assert problems == ["v: worker-1 recorded events that are not in its shards: {'acked': '1 of 3'}",
+                        "v: worker-2 never sealed its events (killed before it closed its log?): 1 archived, how "
+                        "many it recorded is unknown"]

@@ -230,9 +230,10 @@ def test_a_fault_never_injected_has_no_figures():
 
 
 def test_waits_run_from_send_or_due_time_to_the_delivery():
-    ledger = _ledger([("v", "m1", "acked_first", 1 * S, 3 * S, 4 * S, None), ("v", "m2", "lost", 2 * S, None, None,
-                                                                               None)])
+    ledger = _ledger([("v", "m1", "acked_first", 1 * S, 3 * S, 4 * S, None),
+                      ("v", "m2", "lost", 2 * S, None, None, None),
+                      ("v", "m3", "lost", 5 * S, 6 * S, None, None)])  # delivered, never acked
     retries = pd.DataFrame({"variant": ["v", "v"], "t_client_ns": [9 * S, 9 * S], "redelivery_ms": [500.0, None]})
     w = waits(ledger, retries, end_ns=10 * S)
     assert sorted(zip(w["from_ns"] // 10**6, w["to_ns"] // 10**6, w["open"], strict=True)) == [
-        (1000, 3000, False), (2000, 10000, True), (8500, 9000, False)]
+        (1000, 3000, False), (2000, 10000, True), (5000, 6000, False), (6000, 10000, True), (8500, 9000, False)]

@@ -46,3 +46,43 @@ def test_a_client_that_hides_the_store_timestamp_fails_loudly():
     del hidden._Message__store_timestamp
     with pytest.raises(DriverError, match="store timestamp"):
         to_delivery(hidden)
+
+
+def test_a_consumer_whose_settings_the_proxy_lost_is_started_again():
+    from harness.client.driver import NotReady
+    from harness.client.grpc import GrpcPopConsumer
+
+    class Client:
+        def __init__(self, n: int) -> None:
+            self.client_id, self.down = n, False
+
+        def receive(self, max_messages: int, invisible_s: int) -> list:
+            if self.client_id == 1:
+                raise RuntimeError('50001, Cannot invoke "Settings.getSubscription()" because "settings" is null.')
+            return []
+
+        def shutdown(self) -> None:
+            self.down = True
+
+    made: list[Client] = []
+    lines: list[str] = []
+    consumer = GrpcPopConsumer(lambda: made.append(Client(len(made) + 1)) or made[-1], lambda f: f(), lines.append)
+    with pytest.raises(NotReady, match="the proxy had lost this consumer's settings: consumer started again"):
+        consumer.receive(16, 15)
+    assert [c.client_id for c in made] == [1, 2] and made[0].down and not made[1].down
+    assert consumer.receive(16, 15).deliveries == [] and lines == [
+        "consumer 1 started again as 2: the proxy had lost its settings"]
+
+
+def test_any_other_receive_error_is_the_callers():
+    from harness.client.grpc import GrpcPopConsumer
+
+    class Client:
+        def receive(self, max_messages: int, invisible_s: int) -> list:
+            raise RuntimeError("UNAVAILABLE: connection refused")
+
+    made = []
+    consumer = GrpcPopConsumer(lambda: made.append(Client()) or made[-1], lambda f: f(), lambda line: None)
+    with pytest.raises(RuntimeError, match="UNAVAILABLE"):
+        consumer.receive(16, 15)
+    assert len(made) == 1

@@ -29,6 +29,7 @@ COMPONENTS = {
     "harness.ordering": "contracts",
     "harness.tally": "contracts",
     "harness.fault_impact": "contracts",
+    "harness.shares": "contracts",
     "harness.frames": "contracts",
     "harness.metrics": "contracts",
     "harness.archive.schema": "contracts",
