@@ -13,7 +13,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents test test-agents lint run bench bench-faults clean \
+.PHONY: setup system-packages python jars agents test test-agents lint run bench bench-faults bench-soak clean \
 	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down
 
 setup: system-packages python jars agents
@@ -70,9 +70,13 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_workload
 	$(BIN)/python -m tests.benchmarks.bench_spark
 
-# Every fault on every process of the cluster-mode deployment, unpatched and patched (about 45 minutes).
+# Every fault on every process of the cluster-mode deployment, unpatched and patched (about an hour).
 bench-faults: setup
 	$(BIN)/python -m tests.benchmarks.bench_faults
+
+# 30 minutes at the highest sustained mixed rate: memory of every process, every event into the archive.
+bench-soak: setup
+	$(BIN)/python -m tests.benchmarks.bench_soak
 
 clean:
 	-$(HARNESS) brokers down

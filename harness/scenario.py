@@ -12,7 +12,6 @@ import zlib
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -25,8 +24,9 @@ from pydantic import (
 )
 
 from harness import expectations
-from harness.errors import ConfigError, first_line, one_line
+from harness.errors import ConfigError, one_line
 from harness.paths import REPO_ROOT
+from harness.yamlfile import read_yaml
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
 SCHEMA_VERSION = 7  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;
@@ -485,24 +485,8 @@ def resolve_path(name_or_path: str) -> Path:
 
 
 def _read(path: Path) -> object:
-    where = one_line(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
-        raise ConfigError(f"{where}: no such scenario file (built-in scenarios: {known})") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where}: is a directory, not a scenario file") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{where}: not a YAML text file (byte {e.start} is not UTF-8)") from None
-    except (OSError, ValueError) as e:  # no permission, a name too long, a NUL in the name
-        raise ConfigError(f"{where}: cannot be read ({one_line(getattr(e, 'strerror', None) or e)})") from None
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
-    except Exception as e:  # noqa: BLE001 - YAMLError, and ValueError & co. from bad scalars (a date 2024-13-45)
-        raise ConfigError(f"{where}: not valid YAML: {first_line(e)}") from None
+    known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
+    return read_yaml(path, "scenario file", f"no such scenario file (built-in scenarios: {known})")
 
 
 def _points(data: dict, source: str) -> dict[int, dict]:

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError
 
-from harness.errors import ConfigError, first_line, one_line
+from harness.errors import ConfigError, one_line
 from harness.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
+from harness.yamlfile import read_yaml
 
 Scalar = str | int | float | bool
 # DNS-label friendly: the same name becomes a Kubernetes object name later.
@@ -141,24 +141,8 @@ def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Varian
 
 def load_variants(path: Path | None = None) -> dict[str, Variant]:
     path = path or DEFAULT_VARIANTS_FILE
-    where = one_line(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: no such variants file; pass --variants FILE") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where}: is a directory, not a variants file; pass --variants FILE") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{where}: not a YAML text file (byte {e.start} is not UTF-8)") from None
-    except (OSError, ValueError) as e:  # no permission, a name too long, a NUL in the name
-        raise ConfigError(f"{where}: cannot be read ({one_line(getattr(e, 'strerror', None) or e)})") from None
-    try:
-        data = yaml.safe_load(text)
-    except RecursionError:
-        raise ConfigError(f"{where}: not valid YAML: nested too deeply") from None
-    except Exception as e:  # noqa: BLE001 - YAMLError, and ValueError & co. from bad scalars (a date 2024-13-01)
-        raise ConfigError(f"{where}: not valid YAML: {first_line(e)}") from None
-    return parse_variants(data, where)
+    data = read_yaml(path, "variants file; pass --variants FILE", "no such variants file; pass --variants FILE")
+    return parse_variants(data, one_line(path))
 
 
 def select(variants: Mapping[str, Variant], names: list[str]) -> list[Variant]:
