@@ -28,12 +28,13 @@ def archive(
     scenario_doc: dict | None = None,
     probe: dict[str, list[dict]] | None = None,
     extra: dict[str, list[dict]] | None = None,
+    faults: list[dict] | None = None,
 ) -> Path:
     """Write ``runs/<run_id>`` with, per variant, ``messages`` sent in ``cycles`` cycles, each received, nacked
     (1 s), received again after the sampled wakeup by a poll already waiting, acked; ``lost`` messages are
     sent and never received; ``never_redelivered[variant]`` of the nacked ones never come back; ``probe``: the
     wakeup probe's samples per variant, as a run with --probe keeps them in its manifest; ``extra``: more events
-    per variant (over the common columns)."""
+    per variant (over the common columns); ``faults``: the manifest's fault records (harness.faults)."""
     rng = np.random.default_rng(seed)
     staging = ArchiveStaging(runs, run_id)
     for variant, sampler in wakeups.items():
@@ -73,7 +74,7 @@ def archive(
         harness_git_sha=None,
         host=HostInfo(hostname="synth", cpus=2, memory_gib=24, python="3.11", java="17", platform="synth"),
         started_at="2026-11-22T00:00:00+00:00", ended_at="2026-11-22T00:01:00+00:00", duration_s=60.0,
-        probe=probe or {},
+        probe=probe or {}, faults=faults or [],
     )
     return staging.commit(manifest)
 

@@ -361,7 +361,7 @@ def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object],
         for name in (RETRIES, LEDGER):
             shutil.move(c.scratch / name, staging / f"{name}.parquet")
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-        render(summary, c.plot, c.samples, staging)
+        render(summary, c.plot, c.samples, staging, timeline=c.timeline)
         (staging / INCOMPLETE).unlink()
         staging.rename(out)
     except BaseException:

@@ -207,3 +207,38 @@ def test_archives_of_different_scenario_definitions_are_not_pooled(tmp_path, cap
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "scenario 'burst' differs" in err and err.strip().count("\n") == 0
+
+
+def test_faults_are_judged_alike_by_spark_and_by_the_runs_own_summary_and_drawn(spark, tmp_path):
+    import pandas as pd
+
+    from harness.faults import FaultRecord
+    from harness.scenario import parse_scenario
+    from harness.tally import summarize
+
+    base_ns = 1_795_000_000_000 * synth.MS
+    records = []
+    for variant in ("unpatched", "patched"):
+        r = FaultRecord(variant, "kill9", "broker", 100, 5, process="broker pid 1", started_ns=base_ns + 100 * 10**9,
+                        ended_ns=base_ns + 130 * 10**9, back="broker pid 2")
+        records.append(r.as_dict())
+    archive = synth.archive(tmp_path / "runs", "faulty", {"unpatched": synth.slow, "patched": synth.fast},
+                            messages=40, faults=records, never_redelivered={"patched": 2})
+    out = tmp_path / "report"
+    args = parser().parse_args([str(archive), "--baseline", "unpatched", "--candidate", "patched", "--out", str(out),
+                                "--bootstrap", "50"])
+    summary = run(args, spark=spark, warn=lambda s: None)
+    spark_rows = {v["variant"]: v["faults"] for v in summary["per_variant"]}
+    events = pd.concat([pd.read_parquet(p) for p in sorted((archive / "events").glob("*.parquet"))], ignore_index=True)
+    sc = parse_scenario(json.loads((archive / "manifest.json").read_text())["scenario"])
+    own = {s["variant"]: s["faults"] for s in summarize(events, sc.subscriptions(), sc.allowed_deliveries(),
+                                                          sc.consume.long_poll_s * 1000, records)}
+    for variant in ("unpatched", "patched"):
+        [spark_row], [own_row] = spark_rows[variant], own[variant]
+        assert {k: spark_row[k] for k in own_row} == own_row  # one definition, whichever engine
+        assert spark_row["exposed"] > 0 and spark_row["from_s"] is not None
+    # patched's two nacks never redelivered (delivered once, never acked) were still owed across the fault.
+    assert spark_rows["patched"][0]["lost"] == 2 and spark_rows["patched"][0]["longest_wait_open"] is True
+    assert spark_rows["unpatched"][0]["lost"] == 0
+    assert (out / "plots" / "burst-faults-timeline.png").stat().st_size > 0
+    assert "<h2>Faults</h2>" in (out / "report.html").read_text()
