@@ -700,7 +700,9 @@ def other_refusals(draw: st.DrawFn) -> Case:
             return Case(["matrix", *two, "--archives", "{T}/none"], names=("none",))
         return Case(["matrix", *two, "--protocol", "remoting", "--scenario", "fifo"], names=("--protocol",))
     if family == "compare":
-        base = ["compare", "{T}/a", "--baseline", draw(words), "--candidate", draw(words)]
+        # (A value starting with '-' is argparse's to refuse as an option, naming the option, not the archive.)
+        value = words.filter(lambda w: not w.startswith("-"))
+        base = ["compare", "{T}/a", "--baseline", draw(value), "--candidate", draw(value)]
         how = draw(st.sampled_from(["missing", "empty dir", "junk", "out"]))
         if how == "out":
             return Case([*base, "--out", "{T}/out"], files={"out": b""}, names=("out",))

@@ -34,7 +34,7 @@ def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):
     out = tmp_path / "reports" / "r"
     seen = {}
 
-    def render(summary, plot, samples, staging: Path) -> None:
+    def render(summary, plot, samples, staging: Path, **_kw: object) -> None:
         seen["staging"] = staging
         seen["note"] = (staging / INCOMPLETE).read_text()
         (staging / "report.html").write_text("<html/>")
@@ -53,7 +53,7 @@ def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):
 def test_an_interrupted_report_leaves_nothing(tmp_path: Path):
     out = tmp_path / "reports" / "r"
 
-    def render(summary, plot, samples, staging: Path) -> None:
+    def render(summary, plot, samples, staging: Path, **_kw: object) -> None:
         (staging / "half.html").write_text("<ht")
         raise KeyboardInterrupt
 
@@ -72,7 +72,7 @@ def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_p
     compare._mark_incomplete(staging, out)
     note = (staging / INCOMPLETE).read_text().replace(f"process {os.getpid()} ", f"process {dead.stdout.strip()} ")
     (staging / INCOMPLETE).write_text(note)
-    stage(_collected(tmp_path), {}, out, lambda *a: None, log=lambda _s: None)
+    stage(_collected(tmp_path), {}, out, lambda *a, **k: None, log=lambda _s: None)
     assert (out / "summary.json").read_text() == "{}\n" and not staging.exists()
 
     out2 = tmp_path / "reports" / "r2"
@@ -80,7 +80,7 @@ def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_p
     staging2.mkdir()
     compare._mark_incomplete(staging2, out2)  # written by this very process: still at it
     with pytest.raises(ConfigError, match="exists"):
-        stage(_collected(tmp_path / "b"), {}, out2, lambda *a: None, log=lambda _s: None)
+        stage(_collected(tmp_path / "b"), {}, out2, lambda *a, **k: None, log=lambda _s: None)
     assert (staging2 / INCOMPLETE).is_file()
 
 

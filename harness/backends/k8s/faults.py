@@ -18,9 +18,11 @@ from harness.errors import HarnessError
 # The container each target runs in, and the main class that names its JVM on the command line.
 CONTAINERS = {"namesrv": ("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup"),
               "broker": (naming.BROKER_CONTAINER, "org.apache.rocketmq.proxy.ProxyStartup")}
-# Finds the JVM by its main class in /proc (the images have no pgrep), prints its PID.
-FIND = ('for p in /proc/[0-9]*; do c=$(tr "\\000" " " < "$p/cmdline" 2>/dev/null) || continue; '
-        'case "$c" in *java*"$1"*) echo "${p#/proc/}";; esac; done')
+# Finds the JVM by its main class in /proc (the images have no pgrep), prints its PID: a process whose program
+# (argv[0]) is java (not this shell, whose own command line names the class too) and whose arguments hold the class.
+FIND = ('for p in /proc/[0-9]*; do a=$(tr "\\000" "\\n" < "$p/cmdline" 2>/dev/null) || continue; '
+        'case "$(printf "%s\\n" "$a" | head -n 1)" in */java|java) ;; *) continue;; esac; '
+        'case "$a" in *"$1"*) echo "${p#/proc/}";; esac; done')
 # (pod, container, argv) -> (exit code, stdout, stderr)
 Exec = Callable[[str, str, list[str]], tuple[int, str, str]]
 

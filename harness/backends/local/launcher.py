@@ -357,11 +357,18 @@ class LocalBackend:
     def _start_rest(self, lv: LocalVariant, deadline: float) -> None:
         """Start the processes ``_start`` held back (a cluster-mode proxy) once those before them serve."""
         for role in lv.processes:
-            if role in lv.pids:
-                continue
+            if role not in lv.pids:
+                self._spawn_when_ready(lv, role, deadline)
+                self.log(f"{lv.name}: brokers registered; started the {role} (pid {lv.pids[role]})")
+
+    def _spawn_when_ready(self, lv: LocalVariant, role: str, deadline: float) -> int:
+        """Start ``role``; a cluster-mode proxy only once every process before it serves: it creates its system
+        topics on the cluster at start and exits when no broker is registered (after a name server restart,
+        brokers register again only at their next heartbeat, up to 30 s later)."""
+        if role == "proxy" and lv.topology.proxy == "cluster":
             for before in lv.processes[: lv.processes.index(role)]:
                 self._wait_process(lv, before, deadline)
-            self.log(f"{lv.name}: brokers registered; started the {role} (pid {self._spawn(lv, role)})")
+        return self._spawn(lv, role)
 
     def _alive_check(self, lv: LocalVariant, role: str, what: str) -> Callable[[], None]:
         def check() -> None:
@@ -479,6 +486,7 @@ class LocalProcess:
         if process.alive(self.lv.pids[self.role], self.lv.token):
             raise HarnessError(f"{self.lv.name}: {self.describe()} is still running")
         offset = self.lv.dirs.stdout(self.role).stat().st_size if self.lv.dirs.stdout(self.role).exists() else 0
-        self.backend._spawn(self.lv, self.role)
-        self.backend._wait_process(self.lv, self.role, time.monotonic() + self.backend.ready_timeout_s)
+        deadline = time.monotonic() + self.backend.ready_timeout_s
+        self.backend._spawn_when_ready(self.lv, self.role, deadline)
+        self.backend._wait_process(self.lv, self.role, deadline)
         self.backend._check_agents(self.lv, self.role, offset)
