@@ -5,6 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 HARNESS := $(BIN)/rmq-harness
 STAMP := $(VENV)/.installed
+OTAVA_VERSION := 0.8.0
 # Variants `make setup` pre-fetches and `make run` starts.
 VARIANTS ?= unpatched patched
 VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
@@ -33,10 +34,13 @@ system-packages:
 
 python: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	# Apache Otava's change point detection (rmq-harness history). Without its dependencies: it pins numpy 2.2.0
+	# and scipy<1.17 and pulls in BigQuery, Postgres and Slack clients; otava.analysis needs only numpy and scipy.
+	$(BIN)/pip install -q --no-deps apache-otava==$(OTAVA_VERSION)
 	touch $@
 
 # RocketMQ jars from Maven Central into the user cache (reused offline afterwards).
@@ -69,6 +73,7 @@ bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_brokers
 	$(BIN)/python -m tests.benchmarks.bench_workload
 	$(BIN)/python -m tests.benchmarks.bench_spark
+	$(BIN)/python -m tests.benchmarks.bench_history
 
 # Every fault on every process of the cluster-mode deployment, unpatched and patched (about an hour).
 bench-faults: setup

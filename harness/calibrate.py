@@ -128,12 +128,17 @@ def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
 
 
 def write(result: dict, out: Path) -> Path:
+    return write_json(result, out, "calibration results")
+
+
+def write_json(result: dict, out: Path, what: str) -> Path:
+    """A result file, written atomically and never over an existing one (``what`` names it in the error)."""
     if out.exists():
-        raise ConfigError(f"{out} already exists; calibration results are never overwritten")
+        raise ConfigError(f"{out} already exists; {what} are never overwritten")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     from spark.jobs.compare import json_safe
 
-    tmp.write_text(json.dumps(json_safe(result), indent=2, allow_nan=False) + "\n")
+    tmp.write_text(json.dumps(json_safe(result), indent=2, allow_nan=False, default=str) + "\n")
     tmp.replace(out)
     return out

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness import __version__
+from harness import __version__, cli_releases
 from harness.endpoints import Endpoints
 from harness.errors import EXIT_USAGE, ConfigError, HarnessError, one_line
 from harness.paths import REPO_ROOT, state_dir
@@ -205,6 +205,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="analyse these archives instead of running (e.g. to re-render a matrix)")
     mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
     mx.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every variant")
+
+    cli_releases.add_parsers(sub)
 
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     from spark.jobs.compare import parser as compare_parser
@@ -666,6 +668,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cluster(args)
         if args.command == "matrix":
             return _matrix(args)
+        if args.command == "sweep":
+            return cli_releases.sweep(args)
+        if args.command == "bisect":
+            return cli_releases.bisect(args)
+        if args.command == "history":
+            return cli_releases.history(args)
         return EXIT_USAGE
     except HarnessError as e:
         err_console.print(_line("error:", "red", e), soft_wrap=True)

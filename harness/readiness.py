@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.client import remoting
 from harness.client.driver import Driver, NotReady, driver
 from harness.endpoints import Endpoints
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 
 # What every backend creates and sends through a variant before calling it ready.
 READY_TOPIC = "RMQ_HARNESS_READY"
@@ -167,3 +167,19 @@ def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
         problems += [f"{jar}: {ln}" for ln in said if "not installed" in ln]
     crashes = [ln.strip() for ln in broker_output.splitlines() if "NoClassDefFoundError" in ln and "rmqharness" in ln]
     return problems + crashes[:3]
+
+
+class UnknownSetting(ConfigError):
+    """A broker does not know a setting its scenario decides: the run would silently measure something else."""
+
+    def __init__(self, variant: str, message: str) -> None:
+        super().__init__(message)
+        self.variant = variant
+
+
+def ignored_settings(ep: Endpoints, written: dict[str, str]) -> list[str]:
+    """The keys of a variant's broker.conf that its masters do not know (the broker ignores them silently)."""
+    known: set[str] = set()
+    for broker in ep.masters:
+        known |= set(remoting.broker_settings(broker))
+    return sorted(k for k in written if k not in known)

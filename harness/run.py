@@ -140,6 +140,7 @@ class Run:
             endpoints = backend.up(self.variants, self.scenario.topology)
             faults.prepare()
             clocks = {ep.variant: self._clock_offset(ep) for ep in endpoints}
+            ignored = {ep.variant: self._check_settings(ep, backend.broker_config(ep.variant)) for ep in endpoints}
             for ep in endpoints:
                 create_resources(ep, self.scenario, self.log)
             workers = site.workers or ProcessWorkers(site.bind_host, site.advertise_host, site.worker_port)
@@ -193,7 +194,7 @@ class Run:
         summary, unfit = self._summarize(staging, fleet.shard_dirs, records)
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
-            broker_configs=configs, agent_reports=agents, clock_offsets=clocks,
+            broker_configs=configs, agent_reports=agents, clock_offsets=clocks, ignored_settings=ignored,
             digests=manifest.agent_digests(self.variants), host=manifest.host_info(),
             harness_git_sha=manifest.git_sha(), started=started, ended=dt.datetime.now(dt.UTC),
             duration_s=time.monotonic() - t0, summary=summary, probes=probes,
@@ -237,6 +238,23 @@ class Run:
     def _event_common(self, variant: str) -> dict[str, str]:
         return {"run_id": self.run_id, "variant": variant, "scenario": self.scenario.name, "worker": HARNESS_WORKER,
                 "protocol": self.scenario.protocol}
+
+    def _check_settings(self, ep: Endpoints, written: dict[str, str]) -> list[str]:
+        """The broker.conf keys a variant's broker does not know (older releases ignore them silently): refused
+        when the scenario needs one of them on (its run would measure a build without the feature), else
+        logged and kept in the manifest."""
+        ignored = readiness.ignored_settings(ep, written) if written else []
+        wanted = self.scenario.broker_overrides()
+        missing = [k for k in ignored if wanted.get(k) is True]
+        if missing:
+            raise readiness.UnknownSetting(
+                ep.variant, f"variant {ep.variant} (RocketMQ {ep.version}) does not know {', '.join(missing)}, which "
+                f"scenario {self.scenario.name} turns on; the run would measure it without: leave the scenario "
+                "out for this build")
+        if ignored:
+            self.log(f"warning: {ep.variant} (RocketMQ {ep.version}) does not know {', '.join(ignored)} from its "
+                     "broker.conf and runs without (the manifest keeps them as ignored_settings)")
+        return ignored
 
     def _clock_offset(self, ep: Endpoints) -> tuple[float, float]:
         lo, hi = readiness.clock_offset_ms(ep, self.scenario.protocol)

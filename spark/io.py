@@ -153,7 +153,10 @@ def load_archives(
     spark: object | None = None,
     skip_bad: bool = False,
     warn: Callable[[str], None] = print,
+    pool: bool = True,
 ) -> list[Archive]:
+    """Each archive inspected (local or remote); with ``pool``, archives of one scenario name must share its
+    definition (their data is pooled)."""
     out: list[Archive] = []
     seen: dict[str, str] = {}
     scenarios: dict[str, tuple[str, dict]] = {}
@@ -171,7 +174,7 @@ def load_archives(
         # Pooling two different loads under one name would mix what cannot be compared.
         sc = a.manifest.get("scenario") or {}
         name = sc.get("name", "?")
-        if name in scenarios and _comparable(scenarios[name][1]) != _comparable(sc):
+        if pool and name in scenarios and _comparable(scenarios[name][1]) != _comparable(sc):
             raise ArchiveError(f"{p}: scenario {name!r} differs from the one of {scenarios[name][0]} "
                                "(pool only archives of one scenario definition, or rename one)")
         scenarios.setdefault(name, (p, sc))

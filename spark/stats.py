@@ -142,6 +142,20 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
     return float(lo), float(hi)
 
 
+def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[float, float] | None:
+    """(1 - alpha) percentile interval of one side's level, by the same hierarchical bootstrap (runs, cycles,
+    retries); None without cycles. Endless waits stay endless (an upper end of inf)."""
+    rng = np.random.default_rng(rule.seed)
+    kept = [[c if c.size <= MAX_PER_CYCLE else rng.choice(c, MAX_PER_CYCLE, replace=False) for c in run if c.size]
+            for run in runs]
+    kept = [run for run in kept if run]
+    if not kept:
+        return None
+    draws = np.array([_replicate(kept, rng, statistic) for _ in range(rule.bootstrap)])
+    lo, hi = np.quantile(draws, [rule.alpha / 2, 1 - rule.alpha / 2], method="inverted_cdf")
+    return float(lo), float(hi)
+
+
 def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> dict:
     """Everything but the verdict (which needs the family's adjusted p-value: see ``decide``)."""
     mb, mc = cycle_values(base, statistic), cycle_values(cand, statistic)

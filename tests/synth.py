@@ -29,12 +29,15 @@ def archive(
     probe: dict[str, list[dict]] | None = None,
     extra: dict[str, list[dict]] | None = None,
     faults: list[dict] | None = None,
+    versions: dict[str, str] | None = None,
+    started_at: str = "2026-11-22T00:00:00+00:00",
 ) -> Path:
     """Write ``runs/<run_id>`` with, per variant, ``messages`` sent in ``cycles`` cycles, each received, nacked
     (1 s), received again after the sampled wakeup by a poll already waiting, acked; ``lost`` messages are
     sent and never received; ``never_redelivered[variant]`` of the nacked ones never come back; ``probe``: the
     wakeup probe's samples per variant, as a run with --probe keeps them in its manifest; ``extra``: more events
-    per variant (over the common columns); ``faults``: the manifest's fault records (harness.faults)."""
+    per variant (over the common columns); ``faults``: the manifest's fault records (harness.faults); ``versions``:
+    each variant's RocketMQ version (default 5.3.3)."""
     rng = np.random.default_rng(seed)
     staging = ArchiveStaging(runs, run_id)
     for variant, sampler in wakeups.items():
@@ -70,10 +73,11 @@ def archive(
         write_parquet(rows, staging.dir("events") / f"{variant}.parquet")
     manifest = Manifest(
         event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of(scenario, scenario_doc),
-        variants=[VariantInfo(name=v, version="5.3.3") for v in wakeups], harness_version="test",
+        variants=[VariantInfo(name=v, version=(versions or {}).get(v, "5.3.3")) for v in wakeups],
+        harness_version="test",
         harness_git_sha=None,
         host=HostInfo(hostname="synth", cpus=2, memory_gib=24, python="3.11", java="17", platform="synth"),
-        started_at="2026-11-22T00:00:00+00:00", ended_at="2026-11-22T00:01:00+00:00", duration_s=60.0,
+        started_at=started_at, ended_at=started_at, duration_s=60.0,
         probe=probe or {}, faults=faults or [],
     )
     return staging.commit(manifest)

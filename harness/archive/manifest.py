@@ -73,6 +73,7 @@ def build(
     prometheus: dict[str, Any],
     faults: Sequence[dict[str, Any]] = (),
     events_check: dict[str, Any] | None = None,
+    ignored_settings: Mapping[str, list[str]] | None = None,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -89,6 +90,7 @@ def build(
                 endpoints=by_name[v.name].as_dict(),
                 agent_report=agent_reports.get(v.name, {}),
                 clock_offset_ms=list(clock_offsets[v.name]) if v.name in clock_offsets else None,
+                ignored_settings=(ignored_settings or {}).get(v.name, []),
             )
             for v in variants
         ],

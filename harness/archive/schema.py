@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # 2: per variant the agents' own report of their installation and the measured clock offset.
 # 3: faults (what was injected, where, when, and when the target was back); endpoints may list several brokers;
 #    events_check (per worker, the events it recorded beside those its shards hold).
-MANIFEST_SCHEMA_VERSION = 3
+# 4: per variant ignored_settings, the broker.conf keys its broker did not know (older releases run without them).
+MANIFEST_SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 
 
@@ -31,6 +32,8 @@ class VariantInfo(BaseModel):
     agent_report: dict[str, list[str]] = Field(default_factory=dict)
     # Bounds of (broker clock - load generator clock) measured at the start of the run, ms.
     clock_offset_ms: list[float] | None = None
+    # Keys of broker_config the broker did not report back (GET_BROKER_CONFIG): it ran without them.
+    ignored_settings: list[str] = Field(default_factory=list)
 
 
 class HostInfo(BaseModel):

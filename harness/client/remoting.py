@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 # Request codes (org.apache.rocketmq.remoting.protocol.RequestCode).
 UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
+GET_BROKER_CONFIG = 26
 GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
@@ -251,6 +252,18 @@ def create_topic(
     if message_type != "NORMAL":
         fields["attributes"] = f"+message.type={message_type}"
     check(invoke(broker, Command(UPDATE_AND_CREATE_TOPIC, fields)), f"create topic {topic}")
+
+
+def broker_settings(broker: str) -> dict[str, str]:
+    """Every setting the broker runs with (GET_BROKER_CONFIG: its broker, store and network configs, as
+    key=value lines); a key it does not know is not among them, whatever its broker.conf said."""
+    resp = check(invoke(broker, Command(GET_BROKER_CONFIG)), "get broker config")
+    out = {}
+    for line in resp.body.decode(errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
 
 
 def topics(broker: str) -> set[str]:

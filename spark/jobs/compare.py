@@ -339,11 +339,9 @@ def _writer_alive(staging: Path) -> bool:
     return bool(m) and m.group(2) == socket.gethostname() and psutil.pid_exists(int(m.group(1)))
 
 
-def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object],
-          log: Callable[[str], None] = _stderr) -> dict:
-    """Write a report directory: staged next to ``out`` (marked INCOMPLETE meanwhile), renamed into place
-    when complete, never over one; an interrupted or failed write removes its staging directory. The retry
-    and ledger rows move there from ``c.scratch`` (directories of Parquet parts)."""
+def staged(out: Path, fill: Callable[[Path], None], log: Callable[[str], None] = _stderr) -> None:
+    """Write a report directory: ``fill`` writes into a staging directory next to ``out`` (marked INCOMPLETE
+    meanwhile), renamed into place when complete, never over one; an interrupted or failed write removes it."""
     if out.exists():
         raise ConfigError(f"{out} already exists; reports are never overwritten (choose another --out)")
     staging = out.with_name(f".{out.name}.partial")
@@ -356,18 +354,28 @@ def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object],
     try:
         _mark_incomplete(staging, out)
         log(f"writing the report: {staging}")
-        pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False),
-                       staging / "per_variant.parquet")
-        for name in (RETRIES, LEDGER):
-            shutil.move(c.scratch / name, staging / f"{name}.parquet")
-        (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-        render(summary, c.plot, c.samples, staging, timeline=c.timeline)
+        fill(staging)
         (staging / INCOMPLETE).unlink()
         staging.rename(out)
     except BaseException:
         # Ctrl-C or a failure: nothing half-written stays behind (a report is made again from the archives).
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def stage(c: Collected, summary: dict, out: Path, render: Callable[..., object],
+          log: Callable[[str], None] = _stderr) -> dict:
+    """The report of a comparison, matrix or sweep (``staged``); the retry and ledger rows move there from
+    ``c.scratch`` (directories of Parquet parts)."""
+    def fill(staging: Path) -> None:
+        pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False),
+                       staging / "per_variant.parquet")
+        for name in (RETRIES, LEDGER):
+            shutil.move(c.scratch / name, staging / f"{name}.parquet")
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        render(summary, c.plot, c.samples, staging, timeline=c.timeline)
+
+    staged(out, fill, log)
     c.close()
     return {**summary, "out": str(out.resolve()), "report": str((out / "report.html").resolve())}
 

@@ -48,15 +48,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", dest="variants", required=True, metavar="NAME",
                    help="variants in the matrix, the first being the baseline (repeat)")
     p.add_argument("--out", default=None, help="output directory (default: reports/<time>-matrix)")
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--min-effect", type=float, default=0.10)
-    p.add_argument("--bootstrap", type=int, default=2000)
+    rule_options(p)
     p.add_argument("--failed", action="append", default=[], metavar="SCENARIO=REASON",
                    help="a scenario whose run failed, shown in the report (repeat)")
     p.add_argument("--not-applicable", action="append", default=[], metavar="SCENARIO=REASON",
                    help="a scenario form that was not run because it does not apply, shown in the report (repeat)")
     p.add_argument("--master", default=None)
     return p
+
+
+def rule_options(p: argparse.ArgumentParser) -> None:
+    """The verdict rule's settings, as every report over several variants takes them."""
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--min-effect", type=float, default=0.10)
+    p.add_argument("--bootstrap", type=int, default=2000)
 
 
 def overview(c: Collected, variants: Sequence[str], checks: Sequence[dict], verdicts: dict) -> list[dict]:
@@ -94,7 +99,8 @@ def variant_facts(c: Collected, variants: Sequence[str]) -> list[dict]:
         kv = str(info.get("broker_config", {}).get(POP_KV, "false")).lower() == "true"
         out.append({"name": name, "version": info.get("version"), "jars": info.get("jars"),
                     "agents": [a.get("jar", "?").rsplit("/", 1)[-1] for a in info.get("agents", [])],
-                    "pop_implementation": f"RocksDB ({POP_KV}=true)" if kv else "file-based (default)"})
+                    "pop_implementation": f"RocksDB ({POP_KV}=true)" if kv else "file-based (default)",
+                    "ignored_settings": info.get("ignored_settings", [])})
     return out
 
 

@@ -212,6 +212,103 @@ def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out:
     return _page("matrix.html.j2", out, summary=summary, plots=plots)
 
 
+def _num(v: object) -> float:
+    return float("inf") if v == "inf" else (float("nan") if v is None else float(v))
+
+
+def _releases(rows: list[dict], changed: list[dict], metric: str, statistic: str, path: Path) -> None:
+    """A scenario's level per release (median of cycle medians, or mean share) with its interval, and the
+    retries' p90; the releases where the behaviour changed are shaded."""
+    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(rows) + 2), 4))
+    x = np.arange(len(rows))
+    names = [r["version"] or r["variant"] for r in rows]
+    level = np.array([_num(r["level"]) for r in rows])
+    lo = np.array([_num(r["ci"][0]) if r["ci"] else np.nan for r in rows])
+    hi = np.array([_num(r["ci"][1]) if r["ci"] else np.nan for r in rows])
+    share = statistic == "share"
+    floor = 0.0 if share else 0.1
+    shown = np.clip(np.where(np.isfinite(level), level, np.nan), floor, None)
+    err = np.vstack([np.clip(shown - np.clip(lo, floor, None), 0, None),
+                     np.clip(np.where(np.isfinite(hi), hi, shown) - shown, 0, None)])
+    ax.errorbar(x, shown, yerr=err, fmt="o-", capsize=4, label=f"{metric}: level with its interval")
+    if not share:
+        p90 = np.array([_num(r["p90"]) for r in rows])
+        ax.scatter(x, np.clip(p90, floor, None), marker="^", facecolors="none", edgecolors="tab:red",
+                   label="p90 of retries")
+        _ms_axis(ax, "y")
+    else:
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel("share of retries")
+    for i in range(len(rows)):
+        if not np.isfinite(level[i]):
+            ax.annotate("never", (x[i], ax.get_ylim()[1]), ha="center", va="top", color="tab:red")
+    for ch in changed:
+        i = next((k for k, r in enumerate(rows) if r["variant"] == ch["release"]), None)
+        if i is not None:
+            ax.axvspan(i - 0.5, i + 0.5, color="#fbe0e0" if ch["verdict"] == "regression" else "#dff5e1",
+                       alpha=0.7, zorder=0)
+    ax.set_xticks(x, names, rotation=30)
+    ax.set_xlabel("release")
+    _save(fig, ax, f"{metric} per release (shaded: changed from the release before)", path)
+
+
+def render_sweep(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
+                 timeline: pd.DataFrame | None = None) -> Path:
+    """The sweep report: per scenario the level per release, its changes, and the ledger per release."""
+    plots_dir = out / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    plots: dict[str, list[dict]] = {}
+    for name, sc in summary["scenarios"].items():
+        path = plots_dir / f"{name}-releases.png"
+        _releases(sc["releases"], sc["changed"], sc["metric"], sc["releases"][0]["statistic"], path)
+        plots[name] = [{"file": f"plots/{path.name}", "title": f"{sc['metric']} per release"}]
+    return _page("sweep.html.j2", out, summary=summary, plots=plots)
+
+
+def _history(points: list[dict], change_points: list[dict], label: str, statistic: str, title: str,
+             path: Path) -> None:
+    """A series: a level per point (a run, or a release), the change points as lines, the segments' means."""
+    fig, ax = plt.subplots(figsize=(max(7, 0.25 * len(points) + 3), 4))
+    x = np.arange(len(points))
+    y = np.array([_num(p["level"]) for p in points])
+    share = statistic == "share"
+    shown = np.clip(np.where(np.isfinite(y), y, np.nan), 0.0 if share else 0.1, None)
+    ax.plot(x, shown, "o-", ms=4, label="level")
+    ends = [0, *[c["index"] for c in change_points], len(points)]
+    for a, b in zip(ends, ends[1:], strict=False):
+        seg = shown[a:b][np.isfinite(shown[a:b])]
+        if seg.size:
+            ax.hlines(seg.mean(), a - 0.4, b - 0.6, colors="grey", linestyles="dotted")
+    for c in change_points:
+        ax.axvline(c["index"] - 0.5, color="tab:red" if c["direction"] == "regression" else "tab:green",
+                   label=f"{c['direction']} at {c.get('run_id') or c.get('version')}")
+    if share:
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel("share of retries")
+    else:
+        _ms_axis(ax, "y")
+    step = max(1, len(points) // 20)
+    ax.set_xticks(x[::step], [p.get(label) or "" for p in points][::step], rotation=60, fontsize=7)
+    _save(fig, ax, title, path)
+
+
+def render_history(summary: dict, out: Path) -> Path:
+    """The history report: every series with its change points, the regressions the newest runs start."""
+    plots_dir = out / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    plots: dict[str, dict] = {}
+    for kind, label in (("runs", "run_id"), ("releases", "version")):
+        for i, s in enumerate(summary[f"over_{kind}"]):
+            if len(s["points"]) < 2:
+                continue
+            path = plots_dir / f"{kind}-{i}.png"
+            who = f"{s['scenario']} / {s['variant']}" if kind == "runs" else s["scenario"]
+            _history(s["points"], s["change_points"], label, s["statistic"],
+                     f"{who}: {s['metric']} per {kind[:-1]}", path)
+            plots[f"{kind}-{i}"] = {"file": f"plots/{path.name}"}
+    return _page("history.html.j2", out, summary=summary, plots=plots)
+
+
 def _fmt(v: object, unit: str = "ms") -> str:
     if v is None:
         return "–"

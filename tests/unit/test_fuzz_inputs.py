@@ -427,6 +427,7 @@ TRIPWIRES = [
     "harness.backends.k8s.remote.Cluster.__init__", "harness.backends.k8s.remote.wait_ready",
     "harness.cluster.node.up", "harness.cluster.node.down", "harness.cluster.node.status",
     "harness.cluster.binaries.build", "harness.cluster.images.load_all",
+    "harness.releases.catalogue", "harness.sweep.run_all", "harness.bisect.search",
 ]
 
 
@@ -519,14 +520,17 @@ unknown_variants = words.map(lambda w: UNKNOWN + w)
 COMMANDS = [[], ["run"], ["brokers", "up"], ["brokers", "fetch"], ["brokers", "status"], ["brokers", "down"],
             ["k8s", "run"], ["k8s", "collect"], ["k8s", "status"], ["cluster", "build"], ["cluster", "up"],
             ["cluster", "status"], ["cluster", "images"], ["cluster", "down"], ["calibrate"],
-            ["matrix", "--variant", "a"], ["compare", "x", "--baseline", "a", "--candidate", "b"]]
+            ["matrix", "--variant", "a"], ["compare", "x", "--baseline", "a", "--candidate", "b"],
+            ["sweep", "--versions", "5.1.0..5.5.0"], ["bisect", "--good", "5.3.3", "--bad", "5.4.0"], ["history", "x"]]
 NUMERIC = [(["run"], "--duration", float), (["k8s", "run"], "--duration", float),
            (["brokers", "up"], "--timeout", float), (["k8s", "status"], "--wait", float),
            (["calibrate"], "--runs", int), (["calibrate"], "--shift-ms", int), (["calibrate"], "--alpha", float),
            (["calibrate"], "--min-effect", float), (["calibrate"], "--bootstrap", int),
            (["compare", "x", "--baseline", "a", "--candidate", "b"], "--alpha", float),
            (["compare", "x", "--baseline", "a", "--candidate", "b"], "--min-effect", float),
-           (["compare", "x", "--baseline", "a", "--candidate", "b"], "--bootstrap", int)]
+           (["compare", "x", "--baseline", "a", "--candidate", "b"], "--bootstrap", int),
+           (["sweep", "--versions", ".."], "--batch", int), (["history", "x"], "--window", int),
+           (["history", "x"], "--max-pvalue", float)]
 CHOICES = [(["run"], "--protocol", ("grpc", "remoting")), (["run"], "--backend", ("local", "k8s")),
            (["k8s", "run"], "--protocol", ("grpc", "remoting")),
            (["matrix", "--variant", "a"], "--protocol", ("grpc", "remoting"))]
@@ -672,7 +676,7 @@ def run_refusals(draw: st.DrawFn) -> Case:
 @st.composite
 def other_refusals(draw: st.DrawFn) -> Case:
     """calibrate, matrix and compare: what each refuses before its runs or Spark."""
-    family = draw(st.sampled_from(["calibrate", "matrix", "compare", "env"]))
+    family = draw(st.sampled_from(["calibrate", "matrix", "compare", "releases", "env"]))
     if family == "calibrate":
         how = draw(st.sampled_from(["runs", "shift", "out", "archives"]))
         if how == "runs":
@@ -709,6 +713,8 @@ def other_refusals(draw: st.DrawFn) -> Case:
         files = {"missing": {}, "empty dir": {"a": None},
                  "junk": {"a/manifest.json": draw(st.binary(max_size=64)), "a/events/x.parquet": b"PAR1"}}[how]
         return Case(base, files=files, names=("{T}/a",))
+    if family == "releases":
+        return draw(release_refusals())
     var, value, argv = draw(st.sampled_from([
         ("RMQ_HARNESS_PROBE", "bool", ["run"]), ("RMQ_HARNESS_COMPARE", "bool", ["--version"]),
         ("RMQ_HARNESS_FAIL_ON_REGRESSION", "bool", ["compare", "x", "--baseline", "a", "--candidate", "b"]),
@@ -731,6 +737,42 @@ def other_refusals(draw: st.DrawFn) -> Case:
         text = ",".join(draw(st.lists(unknown_variants.map(lambda s: s.replace(",", "")), min_size=1, max_size=3)))
     option = "--" + var.removeprefix("RMQ_HARNESS_").lower().replace("_", "-")
     return Case(argv, env={var: text}, names=(var, option, "none.yaml", "unknown variant"))
+
+
+@st.composite
+def release_refusals(draw: st.DrawFn) -> Case:
+    """sweep, bisect and history: what each refuses before Maven, brokers or Spark."""
+    version = st.sampled_from(["5.x", "5", "5.1", "v5.1.0", "5.1.0.0", "", "five", "5.1.0-rc1", "0.0.0"])
+    old = st.sampled_from(["4.9.7", "5.0.0", "3.2.6"])
+    how = draw(st.sampled_from(["range", "batch", "sweep out", "bisect end", "history source", "history window",
+                                "history p", "history out"]))
+    if how == "range":
+        spec = draw(st.one_of(
+            version,  # no '..'
+            st.tuples(version.filter(bool), st.sampled_from(["", "5.5.0"])).map("..".join),
+            st.tuples(st.sampled_from(["5.4.0", "5.5.1"]), st.sampled_from(["5.1.0", "5.3.3"])).map("..".join),
+            st.tuples(old, st.sampled_from(["", "5.3.3"])).map("..".join)))
+        return Case(["sweep", "--versions", spec], names=("--versions",))
+    if how == "batch":
+        return Case(["sweep", "--versions", "5.1.0..", "--batch", str(draw(st.integers(-100, 0)))], names=("--batch",))
+    if how == "sweep out":
+        return Case(["sweep", "--versions", "5.1.0..", "--out", "{T}/r"], files={"r": None}, names=("r",))
+    if how == "bisect end":
+        end = draw(st.one_of(version.filter(lambda v: v != "0.0.0"), old, st.just("jars:{T}/none"),
+                             st.just("jars:{T}/empty")))
+        side = draw(st.sampled_from(["--good", "--bad"]))
+        other = "--bad" if side == "--good" else "--good"
+        return Case(["bisect", side, end, other, "5.4.0"], files={"empty": None},
+                    names=(end.replace("jars:", ""), "release version", "older than"))
+    if how == "history source":
+        return Case(["history", "{T}/none"], names=("none",))
+    if how == "history window":
+        return Case(["history", "{T}", "--window", str(draw(st.integers(-5, 3)))], names=("--window",))
+    if how == "history p":
+        p = draw(st.one_of(st.floats(max_value=0, allow_nan=False, allow_infinity=False),
+                           st.floats(min_value=1, allow_nan=False, allow_infinity=False)))
+        return Case(["history", "{T}", "--max-pvalue", repr(p)], names=("--max-pvalue",))
+    return Case(["history", "{T}", "--out", "{T}/r"], files={"r": None}, names=("r",))
 
 
 @cases("cli_refused")

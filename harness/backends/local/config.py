@@ -56,6 +56,18 @@ COMMON_JVM = [
 ]
 
 
+# A plain logback config for releases that bundle none: everything at INFO into one file per role, where the
+# harness collects server logs from (VariantDirs.server_logs).
+OWN_LOGBACK = """<configuration>
+  <appender name="File" class="ch.qos.logback.core.FileAppender">
+    <file>${{user.home}}/logs/rocketmqlogs/{role}.log</file>
+    <encoder><pattern>%d{{yyy-MM-dd HH:mm:ss,SSS}} %-5level [%thread] %logger{{32}} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="File"/></root>
+</configuration>
+"""
+
+
 @dataclass(frozen=True)
 class VariantDirs:
     """Where one variant's processes keep their files (under a run or state directory): each process its own
@@ -99,6 +111,11 @@ class VariantDirs:
     def create(self, processes: Sequence[str]) -> None:
         for d in (self.conf, self.rocketmq_home, *(self.home(p) for p in processes)):
             d.mkdir(parents=True, exist_ok=True)
+        # 5.0.0's servers read ${rocketmq.home.dir}/conf/logback_<role>.xml and exit without it (its jars bundle
+        # none; later releases bundle rmq.<role>.logback.xml, which _jvm points them at instead).
+        (self.rocketmq_home / "conf").mkdir(exist_ok=True)
+        for role in ("namesrv", "broker", "proxy"):
+            (self.rocketmq_home / "conf" / f"logback_{role}.xml").write_text(OWN_LOGBACK.format(role=role))
 
 
 def broker_name(variant: Variant) -> str:
