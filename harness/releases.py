@@ -114,12 +114,18 @@ def check_range(spec: str) -> tuple[Version | None, Version | None]:
     lo_text, sep, hi_text = spec.partition("..")
     if not sep:
         raise ConfigError(f"--versions {spec!r}: write FIRST..LAST, e.g. 5.1.0..5.5.1 (either end may be left out)")
-    lo = parse(lo_text) if lo_text.strip() else None
-    hi = parse(hi_text) if hi_text.strip() else None
+    try:
+        lo = parse(lo_text) if lo_text.strip() else None
+        hi = parse(hi_text) if hi_text.strip() else None
+    except ConfigError as e:
+        raise ConfigError(f"--versions {spec!r}: {e}") from None
     if lo is not None and hi is not None and lo > hi:
         raise ConfigError(f"--versions {spec!r}: {text(lo)} is newer than {text(hi)}")
     if lo is not None:
-        refuse_unsupported([text(lo)])
+        try:
+            refuse_unsupported([text(lo)])
+        except ConfigError as e:
+            raise ConfigError(f"--versions {spec!r}: {e}") from None
     return lo, hi
 
 

@@ -8,6 +8,7 @@ import psutil
 import pytest
 
 from harness import process
+from harness.archive.schema import MANIFEST_SCHEMA_VERSION
 from harness.backends.local import LocalBackend
 from harness.cli import main
 from harness.events import COLUMNS, EVENT_SCHEMA_VERSION
@@ -50,11 +51,13 @@ def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path
 
 def test_manifest_and_locust_output(archive: Path):
     m = json.loads((archive / "manifest.json").read_text())
-    assert m["schema_version"] == 3 and m["event_schema_version"] == EVENT_SCHEMA_VERSION == 6
+    assert m["schema_version"] == MANIFEST_SCHEMA_VERSION == 4
+    assert m["event_schema_version"] == EVENT_SCHEMA_VERSION == 6
     assert m["scenario"]["name"] == "short-burst"
     [v] = m["variants"]
     assert v["name"] == "unpatched" and v["version"] == "5.3.3"
     assert v["broker_config"]["enableRetryTopicV2"] == "false"
+    assert v["ignored_settings"] == []  # 5.3.3 knows every setting the harness writes (GET_BROKER_CONFIG)
     # The agents said they installed; the broker's clock was measured against ours (one clock here).
     assert any("listeners default to 127.0.0.1" in ln for ln in v["agent_report"]["loopback-bind.jar"])
     assert v["agent_report"]["pop-wakeup-probe.jar"]

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from harness.cli import main
+from spark import history
 from spark.jobs.sweep import parser, run
 from tests import synth
 
@@ -48,10 +49,12 @@ def test_each_release_has_its_level_interval_and_ledger_and_the_change_is_where_
 
 def test_the_cli_sweeps_archives_of_a_range_and_refuses_a_range_they_do_not_hold(archives, tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["sweep", "--versions", "5.1.0..5.4.0", "--archives", *map(str, archives), "--out", str(out)]) == 0
+    assert main(["sweep", "--versions", "5.1.0..5.4.0", "--archives", *map(str, archives), "--out", str(out),
+                 "--dataset", str(tmp_path / "history")]) == 0
     printed = capsys.readouterr().out
     assert "report:" in printed and "improvement" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["variants"] == NAMES[1:]  # 5.0.0 is outside the range
+    assert history.ingested(tmp_path / "history") == {"run-b0", "run-b1"}  # a sweep's runs join the history
     assert main(["sweep", "--versions", "5.5.0..", "--archives", *map(str, archives)]) == 2
     assert "hold no release variant in that range (they hold 5.0.0, 5.1.0, 5.3.3, 5.4.0)" in capsys.readouterr().err
