@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from harness.errors import ConfigError, HarnessError
+from harness.variants import release_name
 
 EXIT_REGRESSION = 3
 
@@ -103,7 +104,7 @@ def sweep(args: argparse.Namespace) -> int:
             raise HarnessError("every run of the sweep failed; see the lines above")
         archives, failed, wall = done.archives, done.failed, done.wall_s
         not_applicable = done.not_applicable
-    argv = [*map(str, archives), *[x for v in ready for x in ("--variant", releases.variant_name(v))],
+    argv = [*map(str, archives), *[x for v in ready for x in ("--variant", release_name(v))],
             *[x for v, why in skipped.items() for x in ("--skipped", f"{v}={why}")],
             *[x for s, why in failed.items() for x in ("--failed", f"{s}={why}")],
             *[x for s, why in not_applicable.items() for x in ("--not-applicable", f"{s}={why}")]]

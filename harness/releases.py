@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.backends.local.jars import ARTIFACTS, ensure_version
 from harness.errors import ConfigError, HarnessError
-from harness.variants import Variant
+from harness.variants import Variant, release_name, release_of
 
 # What Maven itself resolves from (no mirror is configured on these machines); RMQ_HARNESS_MAVEN_REPO points
 # both the listing and nothing else elsewhere (Maven's own settings.xml decides where mvn fetches from).
@@ -47,13 +47,9 @@ def text(v: Version) -> str:
     return ".".join(map(str, v))
 
 
-def variant_name(version: str) -> str:
-    return f"rocketmq-{version}"
-
-
 def release_variant(version: str) -> Variant:
     """A release as shipped, as a variant of a run."""
-    return Variant(name=variant_name(version), version=version,
+    return Variant(name=release_name(version), version=version,
                    description=f"Apache RocketMQ {version} as released (Maven Central)")
 
 
@@ -142,7 +138,7 @@ def in_archives(spec: str, archives: Sequence[Path]) -> list[str]:
     found = set()
     for a in load_archives([str(p) for p in archives], warn=lambda s: None):
         for v in a.manifest.get("variants", []):
-            if v.get("name") == variant_name(str(v.get("version"))) and _RELEASE.match(str(v.get("version"))):
+            if release_of(v.get("name", "")) == v.get("version"):
                 found.add(v["version"])
     within = _within(spec, sorted(found, key=parse))
     if not within:

@@ -6,6 +6,7 @@ mount with ``-javaagent:``, and broker / proxy config overrides on top of the ha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -104,6 +105,21 @@ def with_probe(variant: Variant) -> Variant:
     if mounts_probe(variant):
         return variant
     return variant.model_copy(update={"agents": [*variant.agents, JavaAgent(jar=PROBE_JAR, options=PROBE_OPTIONS)]})
+
+
+# A release run as shipped (rmq-harness sweep, bisect) is the variant rocketmq-<version>.
+RELEASE_PREFIX = "rocketmq-"
+_RELEASE_NAME = re.compile(rf"^{RELEASE_PREFIX}(\d+\.\d+\.\d+)$")
+
+
+def release_name(version: str) -> str:
+    return f"{RELEASE_PREFIX}{version}"
+
+
+def release_of(name: str) -> str | None:
+    """The release a variant name stands for (None: not a release's variant)."""
+    m = _RELEASE_NAME.match(name)
+    return m[1] if m else None
 
 
 class VariantsFile(BaseModel):

@@ -18,7 +18,6 @@ below; their false-alarm rate and power are measured by tests/benchmarks/bench_h
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import ConfigError
+from harness.variants import release_of
 
 DATASET_SCHEMA_VERSION = 1
 SCHEMA = pa.schema([
@@ -46,7 +46,6 @@ WINDOW = 30
 MAX_PVALUE = 0.001
 # An endless level (every retry of a run lost) is drawn and tested as this many times the largest finite one.
 ENDLESS_FACTOR = 10.0
-_RELEASE_VARIANT = re.compile(r"^rocketmq-(\d+\.\d+\.\d+)$")
 LOWER_IS_BETTER = True  # every metric kept: latencies and shares of stalls
 
 
@@ -185,11 +184,6 @@ def over_runs(df: pd.DataFrame) -> pd.DataFrame:
     pts["level"] = np.where(pts["statistic"] == "share", pts["mean"], pts["median"])
     return pts.drop(columns=["median", "mean"]).sort_values(["scenario", "definition", "variant", "metric",
                                                                "started_at", "run_id"], ignore_index=True)
-
-
-def release_of(variant: str) -> str | None:
-    m = _RELEASE_VARIANT.match(variant)
-    return m[1] if m else None
 
 
 def over_releases(df: pd.DataFrame) -> pd.DataFrame:

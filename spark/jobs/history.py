@@ -79,7 +79,7 @@ def ingest(spark: object, dataset: Path, paths: Sequence[Path], warn: Callable[[
     added = 0
     for (_name, digest), archives in sorted(groups.items()):
         variants = list(dict.fromkeys(v for a in archives for v in a.variants))
-        c = collect(spark, load_archives([a.path for a in archives], spark=spark, warn=lambda s: None), variants)
+        c = collect(spark, archives, variants)
         try:
             levels = history.cycle_levels(c.samples, STATISTIC)
         finally:

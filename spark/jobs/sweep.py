@@ -71,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def release_rows(c: Collected, scenario: str, variants: Sequence[str], rule: VerdictRule) -> list[dict]:
+def release_rows(c: Collected, scenario: str, variants: Sequence[str], rule: VerdictRule,
+                 versions: dict[str, str | None]) -> list[dict]:
     """One row per release that ran ``scenario``: its level of the scenario's verdict metric (median of cycle
     medians, or mean share) with the hierarchical interval, the retries' p90, the ledger, the probe."""
     sc = c.scenarios[scenario]
@@ -92,7 +93,7 @@ def release_rows(c: Collected, scenario: str, variants: Sequence[str], rule: Ver
         dist = r.get(metric) if isinstance(r.get(metric), dict) else {}
         e = checks[v]
         rows.append({
-            "variant": v, "version": _version(c, v), "metric": metric, "statistic": statistic,
+            "variant": v, "version": versions.get(v), "metric": metric, "statistic": statistic,
             "cycles": len(cycles), "runs": sum(1 for run in runs if run), "level": level,
             "ci": list(ci) if ci else None, "p90": dist.get("p90"), "n": dist.get("n"),
             "stalled_share": (r.get("stalled") or {}).get("share"),
@@ -121,14 +122,6 @@ def probe_note(c: Collected, variant: str) -> str | None:
     return None
 
 
-def _version(c: Collected, variant: str) -> str | None:
-    for a in c.archives:
-        for v in a.manifest.get("variants", []):
-            if v["name"] == variant:
-                return v.get("version")
-    return None
-
-
 def adjacent(c: Collected, variants: Sequence[str], rule: VerdictRule) -> list[dict]:
     """Each pair of adjacent releases that both ran a scenario, judged older -> newer."""
     out = []
@@ -151,9 +144,11 @@ def adjacent(c: Collected, variants: Sequence[str], rule: VerdictRule) -> list[d
 def analyse_sweep(c: Collected, variants: Sequence[str], rule: VerdictRule, skipped: dict[str, str],
                   failed: dict[str, str], not_applicable: dict[str, str] | None = None) -> dict:
     steps = adjacent(c, variants, rule)
+    facts = variant_facts(c, variants)
+    versions = {f["name"]: f["version"] for f in facts}
     per_scenario = {}
     for name in sorted(c.scenarios):
-        rows = release_rows(c, name, variants, rule)
+        rows = release_rows(c, name, variants, rule, versions)
         if not rows:
             continue
         mine = [s for s in steps if s["scenario"] == name]
@@ -163,7 +158,7 @@ def analyse_sweep(c: Collected, variants: Sequence[str], rule: VerdictRule, skip
             "changed": [{"release": s["newer"], "from": s["older"], "verdict": s["verdict"]} for s in mine
                         if s["verdict"] in (IMPROVEMENT, REGRESSION)],
         }
-    return {"kind": "sweep", "variants": list(variants), "variant_facts": variant_facts(c, variants),
+    return {"kind": "sweep", "variants": list(variants), "variant_facts": facts,
             "rule": rule.as_dict(), "scenarios": per_scenario, "skipped": skipped, "failed_runs": failed,
             "not_applicable": not_applicable or {}}
 
