@@ -14,7 +14,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents test test-agents lint run bench bench-faults bench-soak clean \
+.PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak clean \
 	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down
 
 setup: system-packages python jars agents
@@ -62,6 +62,11 @@ lint: python
 
 test: setup k8s-tools cluster-tools lint test-agents
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest
+
+# The loop to run while working: lint and the unit layer (pure logic), under 3 minutes warm. Layers and their
+# budgets: tests/conftest.py; one layer alone: `.venv/bin/pytest -m spark` (unit, chart, spark, integration, cluster).
+test-fast: python lint
+	$(BIN)/pytest -m unit
 
 # The burst scenario against unpatched 5.3.3 and 5.3.3 + the wakeup fix agent side by side (archive in
 # runs/), then the Spark comparison of the second variant against the first (report in reports/).

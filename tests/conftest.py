@@ -1,0 +1,94 @@
+"""The test layers. Every test belongs to exactly one, by the folder it lives in, and carries its marker
+(`pytest -m unit`, `make test-fast`). Each layer has a time budget beside it: what the whole layer may take
+warm on a 2-core machine, and what one of its tests may take. A new test goes in the cheapest layer that can
+prove its point; one that would push a layer over its budget makes something else cheaper first.
+
+Budgets are not pass/fail (timing here is noisy): the end of every run prints each layer's time against its
+budget and names the tests over their layer's ceiling, so an overrun is seen, never silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Layer:
+    what: str
+    budget_s: float  # the whole layer, warm
+    per_test_s: float  # one test (setup, call and teardown together)
+
+
+# The order is the order `make test` pays for them, cheapest first. Sum of budgets: 20 minutes.
+LAYERS: dict[str, Layer] = {
+    "unit": Layer("pure logic: no server, no JVM, no network beyond loopback stubs", 150, 5),
+    "chart": Layer("the Helm chart rendered, linted, validated and security-checked", 90, 30),
+    "spark": Layer("Spark jobs on local[2] over small archives", 240, 45),
+    "integration": Layer("real RocketMQ servers started on this machine", 480, 120),
+    "cluster": Layer("the chart on a real single-node Kubernetes built here", 240, 180),
+    "browser": Layer("reports opened in headless Chromium", 60, 30),
+}
+
+
+def layer_of(path: Path) -> str | None:
+    """The layer of a test file: the folder under tests/ it sits in."""
+    try:
+        top = Path(path).resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return top if top in LAYERS else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, layer in LAYERS.items():
+        config.addinivalue_line(
+            "markers", f"{name}: {layer.what} (budget {layer.budget_s:.0f} s, {layer.per_test_s:.0f} s a test)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    homeless = []
+    for item in items:
+        layer = layer_of(item.path)
+        if layer is None:
+            homeless.append(item.nodeid)
+        else:
+            item.add_marker(getattr(pytest.mark, layer))
+    if homeless:
+        raise pytest.UsageError(f"tests outside every layer's folder ({', '.join(sorted(LAYERS))}): "
+                                f"{', '.join(homeless[:5])}")
+
+
+_spent: dict[str, dict[str, float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    layer = layer_of(Path(report.fspath)) if report.fspath else None
+    if layer is not None:
+        per_test = _spent.setdefault(layer, {})
+        per_test[report.nodeid] = per_test.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _spent:
+        return
+    tr = terminalreporter
+    tr.section("time per layer (budgets: tests/conftest.py)")
+    total = 0.0
+    for name, layer in LAYERS.items():
+        if name not in _spent:
+            continue
+        tests = _spent[name]
+        spent = sum(tests.values())
+        total += spent
+        over = "  OVER BUDGET" if spent > layer.budget_s else ""
+        tr.write_line(f"{name:12} {len(tests):4} tests {spent:7.1f} s of {layer.budget_s:5.0f} s{over}")
+        for nodeid, s in sorted(tests.items(), key=lambda kv: -kv[1]):
+            if s <= layer.per_test_s:
+                break
+            tr.write_line(f"    {s:6.1f} s > {layer.per_test_s:.0f} s a test: {nodeid}")
+    tr.write_line(f"{'all':12} {sum(map(len, _spent.values())):4} tests {total:7.1f} s")
