@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.run import Run
 from harness.scenario import Scenario
 from harness.variants import DELAY_JAR, JavaAgent, Variant

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.variants import release_name
 
 EXIT_REGRESSION = 3

@@ -5,7 +5,7 @@ FaultRecord per variant: which process it hit, when, and when its target was bac
 
 Each (variant, target) has a thread of its own that runs that target's faults in order, so faults on
 different processes may overlap while one process never gets a second fault before it is back. (A process
-a fault starts again still dies with the harness: harness.process.spawn starts it from a thread that lives
+a fault starts again still dies with the harness: harness.core.process.spawn starts it from a thread that lives
 as long as the harness.)
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from harness.backends.base import Backend, ServerProcess
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.scenario import Fault
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records

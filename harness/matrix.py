@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.run import Run
 from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
 from harness.variants import Variant

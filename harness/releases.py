@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends.local.jars import ARTIFACTS, ensure_version
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.variants import Variant, release_name, release_of
 
 # What Maven itself resolves from (no mirror is configured on these machines); RMQ_HARNESS_MAVEN_REPO points

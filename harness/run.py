@@ -22,8 +22,8 @@ from harness import readiness
 from harness.archive import manifest
 from harness.archive.writer import ArchiveStaging, event_check
 from harness.client.driver import CLIENT_UNFIT, driver
+from harness.core.errors import ConfigError, HarnessError
 from harness.endpoints import Endpoints
-from harness.errors import ConfigError, HarnessError
 from harness.events import EventLog
 from harness.faults import HARNESS_WORKER, Injector
 from harness.observability.dashboards import panel_queries

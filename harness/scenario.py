@@ -24,9 +24,9 @@ from pydantic import (
 )
 
 from harness import expectations
-from harness.errors import ConfigError, one_line
-from harness.paths import REPO_ROOT
-from harness.yamlfile import read_yaml
+from harness.core.errors import ConfigError, one_line
+from harness.core.paths import REPO_ROOT
+from harness.core.yamlfile import read_yaml
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
 SCHEMA_VERSION = 7  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends.base import Backend
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.process import free_port
 from harness.observability.prometheus import Prometheus
-from harness.process import free_port
 from harness.workers import WorkerStarter
 
 Log = Callable[[str], None]

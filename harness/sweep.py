@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.readiness import UnknownSetting
 from harness.run import Run
 from harness.scenario import Scenario

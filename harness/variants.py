@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError
 
-from harness.errors import ConfigError, one_line
-from harness.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
-from harness.yamlfile import read_yaml
+from harness.core.errors import ConfigError, one_line
+from harness.core.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
+from harness.core.yamlfile import read_yaml
 
 Scalar = str | int | float | bool
 # DNS-label friendly: the same name becomes a Kubernetes object name later.

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.variants import release_of
 
 DATASET_SCHEMA_VERSION = 1

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
-from harness.errors import ConfigError, first_line, one_line
+from harness.core.errors import ConfigError, first_line, one_line
 from harness.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
 from harness.scenario import Scenario, parse_scenario
 

@@ -16,11 +16,11 @@ import psutil
 
 from harness import __version__
 from harness.archive.schema import AgentInfo, HostInfo, Manifest, VariantInfo
+from harness.core.errors import HarnessError
+from harness.core.paths import REPO_ROOT
+from harness.core.process import find_java
 from harness.endpoints import Endpoints
-from harness.errors import HarnessError
 from harness.events import EVENT_SCHEMA_VERSION
-from harness.paths import REPO_ROOT
-from harness.process import find_java
 from harness.scenario import Scenario
 from harness.variants import Variant
 

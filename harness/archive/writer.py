@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from harness import events as ev
 from harness.archive.schema import MANIFEST, Manifest
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.latency import derive
 from harness.shares import INPUT_COLUMNS, frame
 

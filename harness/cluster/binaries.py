@@ -15,8 +15,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.errors import ConfigError, HarnessError
-from harness.paths import cache_dir
+from harness.core.errors import ConfigError, HarnessError
+from harness.core.paths import cache_dir
 
 KUBERNETES = "v1.32.0"
 ETCD = "v3.5.17"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.paths import state_dir
+from harness.core.paths import state_dir
 
 NODE_NAME = "rmq-harness-node"
 BRIDGE = "rmqh0"

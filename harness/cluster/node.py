@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import process
 from harness.cluster import binaries, configs, images
 from harness.cluster.layout import (
     API_PORT,
@@ -32,7 +31,8 @@ from harness.cluster.layout import (
     SYSCTLS,
     Layout,
 )
-from harness.errors import ConfigError, HarnessError
+from harness.core import process
+from harness.core.errors import ConfigError, HarnessError
 
 # Started in this order, stopped in the reverse (kubelet before containerd, so nothing restarts a container
 # being stopped; the API server and etcd last, so the others can still say goodbye).

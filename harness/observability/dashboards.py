@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 DASHBOARD_DIR = REPO_ROOT / "dashboards"
 

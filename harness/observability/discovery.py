@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.error import URLError
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.observability.prometheus import Prometheus, ScrapeTarget
 
 SD_PATH = "/targets"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from harness import process
-from harness.errors import HarnessError
+from harness.core import process
+from harness.core.errors import HarnessError
 
 # Raw series exported after a run: ours, the probe's, and the broker's pop / consumer families
 # (metric name patterns; the run's own label is added, since a shared Prometheus holds other runs).

@@ -40,7 +40,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from harness import ordering  # noqa: E402
-from harness.errors import ConfigError, HarnessError  # noqa: E402
+from harness.core.errors import ConfigError, HarnessError  # noqa: E402
 from harness.expectations import (  # noqa: E402
     DISTRIBUTIONS,  # noqa: E402
     evaluate,

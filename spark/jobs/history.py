@@ -21,7 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.errors import ConfigError, HarnessError  # noqa: E402
+from harness.core.errors import ConfigError, HarnessError  # noqa: E402
 from spark import history  # noqa: E402
 from spark.io import Archive, load_archives  # noqa: E402
 from spark.jobs.compare import EXIT_REGRESSION, collect, json_safe, staged, under_spark_submit  # noqa: E402

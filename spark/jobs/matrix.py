@@ -23,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.errors import ConfigError  # noqa: E402
+from harness.core.errors import ConfigError  # noqa: E402
 from harness.expectations import describe  # noqa: E402
 from spark.io import load_archives  # noqa: E402
 from spark.jobs.compare import (  # noqa: E402

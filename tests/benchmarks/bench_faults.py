@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 OUT = REPO_ROOT / "bench-results" / "faults.json"
 VARIANTS = ["unpatched", "patched"]

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from spark import history
 
 CALIBRATION = REPO_ROOT / "bench-results" / "calibration-20261123-060118.json"

@@ -23,8 +23,8 @@ import numpy as np
 import psutil
 import yaml
 
-from harness.paths import REPO_ROOT
-from harness.process import OWNER_PROPERTY
+from harness.core.paths import REPO_ROOT
+from harness.core.process import OWNER_PROPERTY
 
 OUT = REPO_ROOT / "bench-results" / "soak.json"
 SAMPLE_S = 10.0

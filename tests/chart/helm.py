@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "rocketmq-pop-harness"
 PROFILES = sorted((CHART / "ci").glob("*-values.yaml"))

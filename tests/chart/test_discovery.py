@@ -14,9 +14,9 @@ import yaml
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from harness.backends.k8s import naming
+from harness.core.process import free_port
 from harness.observability.discovery import SD_PATH, DiscoveredPrometheus
 from harness.observability.prometheus import ScrapeTarget, binary
-from harness.process import free_port
 from tests.chart.helm import one
 
 

@@ -6,7 +6,7 @@ import fnmatch
 import re
 from pathlib import Path
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from harness.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()

@@ -17,7 +17,7 @@ from harness.backends.k8s import naming
 from harness.backends.k8s.remote import Release, collector_manifest, job_manifest, run_args
 from harness.backends.k8s.workers import job_manifest as workers_job
 from harness.backends.k8s.workers import owner_reference
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from harness.workers import ENV_SPEC_JSON, Placement, WorkerPlan
 from harness.workload.fleet import WORKER_ENV, worker_command
 from tests.chart.helm import NAMESPACE, PROFILES, one

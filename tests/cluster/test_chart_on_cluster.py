@@ -18,7 +18,7 @@ from harness.backends.k8s import naming
 from harness.backends.local import jars
 from harness.cli import main
 from harness.cluster import images
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from tests.chart.helm import CHART, NAMESPACE, RELEASE, helm_binary
 
 PROFILE = CHART / "ci" / "04-docker-less-values.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 from harness.run import Run
 from harness.scenario import load_scenario
 from harness.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import process
 from harness.backends.local import LocalBackend
 from harness.cli import main
+from harness.core import process
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-faults.yaml"
 

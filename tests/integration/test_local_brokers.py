@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import process
 from harness.backends.local import LocalBackend
 from harness.backends.local.ports import port_free
 from harness.client.driver import driver
-from harness.errors import ConfigError, HarnessError
+from harness.core import process
+from harness.core.errors import ConfigError, HarnessError
 from harness.variants import DELAY_JAR, load_variants, parse_variants
 
 

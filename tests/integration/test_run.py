@@ -7,10 +7,10 @@ import pandas as pd
 import psutil
 import pytest
 
-from harness import process
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION
 from harness.backends.local import LocalBackend
 from harness.cli import main
+from harness.core import process
 from harness.events import COLUMNS, EVENT_SCHEMA_VERSION
 from harness.observability import dashboards
 

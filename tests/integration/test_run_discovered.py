@@ -13,9 +13,9 @@ import pandas as pd
 import yaml
 
 from harness.backends.local import LocalBackend
+from harness.core.process import free_port
 from harness.observability.discovery import SD_PATH, DiscoveredPrometheus
 from harness.observability.prometheus import binary
-from harness.process import free_port
 from harness.run import Run
 from harness.scenario import load_scenario
 from harness.site import Site

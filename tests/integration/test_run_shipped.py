@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.backends.local import LocalBackend
+from harness.core.process import free_port
 from harness.observability.prometheus import Prometheus
-from harness.process import free_port
 from harness.run import Run
 from harness.scenario import load_scenario
 from harness.site import Site

@@ -3,8 +3,8 @@ around (or any refactoring) must not move a figure."""
 
 import json
 
+from harness.core.paths import REPO_ROOT
 from spark.jobs.compare import parser, run
-from harness.paths import REPO_ROOT
 
 GOLDEN = REPO_ROOT / "tests" / "resources" / "archives" / "burst"
 # What says when and where the comparison ran, not what it found.

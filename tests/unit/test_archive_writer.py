@@ -6,7 +6,7 @@ import pytest
 
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION, HostInfo, Manifest
 from harness.archive.writer import ArchiveStaging
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.events import SCHEMA, write_parquet
 
 MS = 1_000_000

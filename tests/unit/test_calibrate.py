@@ -4,7 +4,7 @@ import pytest
 
 from harness import calibrate
 from harness.cli import main
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.variants import DELAY_JAR, load_variants
 
 

@@ -8,7 +8,7 @@ import yaml
 
 from harness.cluster import binaries, configs
 from harness.cluster.layout import NODE_IP, POD_CIDR, Layout
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 GO_MOD = """module k8s.io/kubernetes
 

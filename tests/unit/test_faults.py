@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.fault_impact import impact, longest_gap, waits
 from harness.faults import FaultRecord, Injector, act
 from harness.scenario import load_scenario, parse_fault, parse_scenario, with_faults

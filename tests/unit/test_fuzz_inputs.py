@@ -51,8 +51,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import EXIT_USAGE, ConfigError
-from harness.paths import DEFAULT_VARIANTS_FILE
+from harness.core.errors import EXIT_USAGE, ConfigError
+from harness.core.paths import DEFAULT_VARIANTS_FILE
 from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
 from harness.variants import Variant, load_variants
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from spark import history
 from spark.stats import STATISTIC
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.core.paths import REPO_ROOT
 
 # Longest prefix wins.
 COMPONENTS = {
     "harness": "base",
-    "harness.errors": "base",
-    "harness.paths": "base",
+    "harness.core.errors": "base",
+    "harness.core.paths": "base",
     "harness.variants": "inputs",
     "harness.scenario": "inputs",
     "harness.expectations": "inputs",
@@ -33,7 +33,7 @@ COMPONENTS = {
     "harness.frames": "contracts",
     "harness.metrics": "contracts",
     "harness.archive.schema": "contracts",
-    "harness.process": "process",
+    "harness.core.process": "process",
     "harness.client": "client",
     "harness.readiness": "readiness",
     "harness.backends": "backends",

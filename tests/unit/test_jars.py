@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.local import jars
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 def _fake_lib(lib: Path, skip: str = "") -> None:

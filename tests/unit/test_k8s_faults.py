@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from harness.backends.k8s.faults import PodProcess
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 class FakePod:

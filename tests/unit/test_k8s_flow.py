@@ -16,7 +16,7 @@ import pytest
 
 from harness.backends.k8s import naming, remote
 from harness.backends.k8s.cluster import K8sBackend
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.variants import JavaAgent, Variant
 
 FULL = "rmq-rocketmq-pop-harness"

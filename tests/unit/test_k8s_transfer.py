@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.k8s import transfer
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 def _tar(*members: tuple[str, bytes | None]) -> bytes:

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from harness import matrix
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.scenario import SCENARIO_DIR
 from harness.variants import load_variants, select
 

@@ -3,7 +3,7 @@ import socket
 import pytest
 
 from harness.backends.local.ports import MAX_SLOTS, VariantPorts, allocate, port_free
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 def test_slots_never_share_a_port():

@@ -2,7 +2,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import process
+from harness.core import process
 
 
 def _sleeper(tmp_path: Path, token: str, die_with_parent: bool = False) -> int:
@@ -55,7 +55,7 @@ def test_attached_child_dies_with_the_harness(tmp_path: Path):
 
     token = "unit-test-prefix/d/1"
     parent_code = (
-        "import sys, time; from pathlib import Path; from harness import process; "
+        "import sys, time; from pathlib import Path; from harness.core import process; "
         f"process.spawn([sys.executable, '-c', 'import time; time.sleep(60)', process.owner_flag({token!r})], "
         f"Path({str(tmp_path / 'child.log')!r}), cwd=Path({str(tmp_path)!r}), die_with_parent=True); "
         "print('spawned', flush=True); time.sleep(60)"
@@ -81,7 +81,7 @@ def test_attached_child_dies_with_the_harness(tmp_path: Path):
 def test_a_process_caught_mid_exec_is_looked_at_again(monkeypatch):
     import psutil
 
-    from harness import process
+    from harness.core import process
 
     token = "tok-exec"
     calls = []
@@ -112,7 +112,7 @@ def test_a_child_started_from_a_thread_that_ends_lives_until_the_harness_dies(tm
 
     token = "unit-test-prefix/f/1"
     parent_code = (
-        "import sys, threading, time; from pathlib import Path; from harness import process; "
+        "import sys, threading, time; from pathlib import Path; from harness.core import process; "
         "t = threading.Thread(target=lambda: [process.spawn([sys.executable, '-c', 'import time; time.sleep(60)', "
         f"process.owner_flag({token!r})], Path({str(tmp_path / 'child.log')!r}), cwd=Path({str(tmp_path)!r}), "
         "die_with_parent=True), time.sleep(0.5)]); t.start(); t.join(); print('spawned', flush=True); "

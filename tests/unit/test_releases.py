@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness import releases
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.sweep import batches
 from harness.variants import Variant
 
@@ -136,7 +136,7 @@ class FakeRun:
     def execute(self):
         from types import SimpleNamespace
 
-        from harness.errors import HarnessError
+        from harness.core.errors import HarnessError
         from harness.readiness import UnknownSetting
 
         FakeRun.calls.append((self.scenario.name, self.names))

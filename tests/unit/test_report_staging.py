@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from spark.jobs import compare
 from spark.jobs.compare import INCOMPLETE, Collected, stage
 

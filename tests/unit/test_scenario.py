@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.scenario import SCENARIO_DIR, load_scenario, parse_scenario
 
 BASE = {

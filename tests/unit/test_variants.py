@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import ConfigError
-from harness.paths import DEFAULT_VARIANTS_FILE
+from harness.core.errors import ConfigError
+from harness.core.paths import DEFAULT_VARIANTS_FILE
 from harness.variants import load_variants, parse_variants, select
 
 

@@ -18,8 +18,8 @@ from harness import readiness
 from harness.backends.base import ServerProcess, parse_properties
 from harness.backends.k8s import naming, transfer
 from harness.backends.k8s.faults import PodProcess
+from harness.core.errors import ConfigError, HarnessError
 from harness.endpoints import Endpoints
-from harness.errors import ConfigError, HarnessError
 from harness.scenario import SINGLE, Topology
 from harness.variants import Variant
 

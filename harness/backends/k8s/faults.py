@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from harness.backends.k8s import naming
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 # The container each target runs in, and the main class that names its JVM on the command line.
 CONTAINERS = {"namesrv": ("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup"),

@@ -17,7 +17,7 @@ import yaml
 
 from harness.backends.k8s import naming, transfer
 from harness.backends.k8s.cluster import load_api_client
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 from harness.scenario import Scenario
 
 

@@ -10,7 +10,7 @@ import shlex
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 
 def exec_in(core: object, namespace: str, pod: str, container: str, argv: list[str],

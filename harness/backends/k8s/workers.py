@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.backends.k8s import naming
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.workers import ENV_SPEC_JSON, Placement, WorkerPlan, worker_name
 
 CONTAINER = "worker"

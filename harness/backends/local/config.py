@@ -13,8 +13,8 @@ from pathlib import Path
 
 from harness.backends.local.jars import MAIN_CLASSES, Distribution
 from harness.backends.local.ports import NodePorts, VariantPorts
-from harness.paths import REPO_ROOT
-from harness.process import owner_flag
+from harness.core.paths import REPO_ROOT
+from harness.core.process import owner_flag
 from harness.scenario import SINGLE, Topology
 from harness.variants import LOOPBACK_JAR, Scalar, Variant
 

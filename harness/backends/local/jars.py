@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ConfigError, HarnessError
-from harness.paths import cache_dir
+from harness.core.errors import ConfigError, HarnessError
+from harness.core.paths import cache_dir
 
 ARTIFACTS = ("rocketmq-proxy", "rocketmq-namesrv", "rocketmq-tools")
 MAIN_CLASSES = {

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 BASE_PORT = 20000
 SLOT_SIZE = 100

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 OWNER_PROPERTY = "rmq.harness.owner"
 STOP_TIMEOUT_S = 30.0

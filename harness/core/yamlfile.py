@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.errors import ConfigError, first_line, one_line
+from harness.core.errors import ConfigError, first_line, one_line
 
 
 def read_yaml(path: Path, what: str, missing: str) -> object:

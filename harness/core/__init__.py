@@ -1,0 +1,1 @@
+"""What every stage stands on: errors and exit codes, paths, processes started and stopped by PID, YAML input."""
