@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
-from harness.scenario import Scenario
-from harness.variants import Variant
+from harness.inputs.scenario import Scenario
+from harness.inputs.variants import Variant
 
 CHANGED = ("improvement", "regression")
 OLDER, NEWER, UNDECIDED = "older", "newer", "undecided"

@@ -17,9 +17,9 @@ from pathlib import Path
 from scipy.stats import binomtest
 
 from harness.core.errors import ConfigError, HarnessError
+from harness.inputs.scenario import Scenario
+from harness.inputs.variants import DELAY_JAR, JavaAgent, Variant
 from harness.run import Run
-from harness.scenario import Scenario
-from harness.variants import DELAY_JAR, JavaAgent, Variant
 
 FALSE = ("improvement", "regression")
 COPY_SUFFIX = "-copy"

@@ -20,8 +20,8 @@ from harness import __version__, cli_releases
 from harness.core.errors import EXIT_USAGE, ConfigError, HarnessError, one_line
 from harness.core.paths import REPO_ROOT, state_dir
 from harness.endpoints import Endpoints
-from harness.scenario import PROTOCOLS
-from harness.variants import load_variants, select
+from harness.inputs.scenario import PROTOCOLS
+from harness.inputs.variants import load_variants, select
 
 # Piped output (CI logs, files) gets wide lines rather than tables squeezed to 80 columns.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -379,7 +379,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _scenario(args: argparse.Namespace) -> object:
-    from harness.scenario import load_scenario, on_protocol, parse_fault, parse_scenario, with_faults
+    from harness.inputs.scenario import load_scenario, on_protocol, parse_fault, parse_scenario, with_faults
 
     scenario = load_scenario(args.scenario)
     if getattr(args, "protocol", None):

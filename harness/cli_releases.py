@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.variants import release_name
+from harness.inputs.variants import release_name
 
 EXIT_REGRESSION = 3
 

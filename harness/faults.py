@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from harness.backends.base import Backend, ServerProcess
 from harness.core.errors import ConfigError
-from harness.scenario import Fault
+from harness.inputs.scenario import Fault
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
 

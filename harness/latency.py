@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from harness import frames
-from harness.expectations import DISTRIBUTIONS
+from harness.inputs.expectations import DISTRIBUTIONS
 
 NS_PER_MS = 1_000_000
 QUANTILES = (0.5, 0.9, 0.99)

@@ -38,7 +38,7 @@ import pandas as pd
 import pyarrow as pa
 
 from harness import frames
-from harness.scenario import tag_matches
+from harness.inputs.scenario import tag_matches
 
 OWED_CLASSES = ("dead_lettered", "duplicated", "acked_first", "acked_after_retry", "lost")
 STRAY_CLASSES = ("cross_topic", "unknown")
@@ -104,7 +104,7 @@ def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
 def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliveries: Mapping[str, int],
              keys: np.ndarray | None = None) -> pd.DataFrame:
     """The ledger of one scenario's events (any number of runs and variants of it); ``subscriptions`` maps
-    each topic to its groups and their consumers' tag filters (harness.scenario.Scenario.subscriptions),
+    each topic to its groups and their consumers' tag filters (harness.inputs.scenario.Scenario.subscriptions),
     ``allowed_deliveries`` each group to its retryMaxTimes + 1. Returns one row per pair, ``COLUMNS``.
     ``keys``: message_keys(events), when at hand."""
     wanted = events["kind"].isin(KINDS).to_numpy()

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
+from harness.inputs.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
+from harness.inputs.variants import Variant
 from harness.run import Run
-from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
-from harness.variants import Variant
 
 ALL = "all"
 # Brokers starting and stopping, Prometheus, the archive: measured ~40-50 s per run with three variants here.

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness.expectations import FIFO
+from harness.inputs.expectations import FIFO
 
 PAIR = ["run_id", "scenario", "variant", "group", "ledger_id"]
 SCHEMA = pa.schema([

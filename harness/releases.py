@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.backends.local.jars import ARTIFACTS, ensure_version
 from harness.core.errors import ConfigError, HarnessError
-from harness.variants import Variant, release_name, release_of
+from harness.inputs.variants import Variant, release_name, release_of
 
 # What Maven itself resolves from (no mirror is configured on these machines); RMQ_HARNESS_MAVEN_REPO points
 # both the listing and nothing else elsewhere (Maven's own settings.xml decides where mvn fetches from).

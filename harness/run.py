@@ -26,14 +26,14 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.endpoints import Endpoints
 from harness.events import EventLog
 from harness.faults import HARNESS_WORKER, Injector
+from harness.inputs.scenario import Scenario
+from harness.inputs.variants import Variant, with_probe
 from harness.observability.dashboards import panel_queries
 from harness.observability.probe import read_probe
 from harness.observability.prometheus import ScrapeTarget
-from harness.scenario import Scenario
 from harness.shares import count, read_shares
 from harness.site import Site, SiteFactory, local_site
 from harness.tally import summarize_slices
-from harness.variants import Variant, with_probe
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]

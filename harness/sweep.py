@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
+from harness.inputs.scenario import Scenario
+from harness.inputs.variants import Variant
 from harness.readiness import UnknownSetting
 from harness.run import Run
-from harness.scenario import Scenario
-from harness.variants import Variant
 
 # Measured here: four variants side by side (calibrate) keep a burst's wakeups within ~1 ms of running alone.
 DEFAULT_BATCH = 4

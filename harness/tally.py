@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 
 from harness import frames, ledger, ordering
-from harness.expectations import COUNTS, DISTRIBUTIONS, LEDGER
 from harness.fault_impact import TIMES as FAULT_TIMES
 from harness.fault_impact import impact
+from harness.inputs.expectations import COUNTS, DISTRIBUTIONS, LEDGER
 from harness.latency import QUANTILES, RETRY_SCHEMA, column, retry_outcomes, retry_rows, stall_counts
 
 BY_RUN = ["run_id", "scenario", "variant"]

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.core.errors import ConfigError
-from harness.variants import release_of
+from harness.inputs.variants import release_of
 
 DATASET_SCHEMA_VERSION = 1
 SCHEMA = pa.schema([

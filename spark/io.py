@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
 from harness.core.errors import ConfigError, first_line, one_line
 from harness.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
-from harness.scenario import Scenario, parse_scenario
+from harness.inputs.scenario import Scenario, parse_scenario
 
 KNOWN_MANIFEST_VERSIONS = set(range(1, MANIFEST_SCHEMA_VERSION + 1))
 KNOWN_EVENT_VERSIONS = set(range(1, EVENT_SCHEMA_VERSION + 1))

@@ -21,8 +21,8 @@ from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
 from harness.endpoints import Endpoints
 from harness.events import EVENT_SCHEMA_VERSION
-from harness.scenario import Scenario
-from harness.variants import Variant
+from harness.inputs.scenario import Scenario
+from harness.inputs.variants import Variant
 
 
 def git_sha() -> str | None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.endpoints import Endpoints
-from harness.scenario import SINGLE, Topology
-from harness.variants import Variant
+from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.variants import Variant
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Backend(Protocol):
         ...
 
     def process(self, name: str, target: str) -> ServerProcess:
-        """The process of variant ``name`` that a fault on ``target`` (harness.scenario.FAULT_TARGETS) hits."""
+        """The process of variant ``name`` that a fault on ``target`` (harness.inputs.scenario.FAULT_TARGETS) hits."""
         ...
 
 

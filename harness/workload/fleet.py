@@ -23,7 +23,7 @@ from harness.core import process
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.endpoints import Endpoints
-from harness.scenario import Scenario
+from harness.inputs.scenario import Scenario
 from harness.workers import ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
 from harness.workload import shipping
 from harness.workload.spec import MASTER, WorkloadSpec

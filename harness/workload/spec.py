@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.endpoints import Endpoints
-from harness.scenario import Scenario
+from harness.inputs.scenario import Scenario
 from harness.workers import ENV_INDEX, ENV_SPEC, ENV_SPEC_JSON, worker_name
 
 __all__ = ["ENV_SPEC", "ENV_SPEC_JSON", "MASTER", "WorkloadSpec"]

@@ -41,14 +41,14 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from harness import ordering  # noqa: E402
 from harness.core.errors import ConfigError, HarnessError  # noqa: E402
-from harness.expectations import (  # noqa: E402
+from harness.inputs.expectations import (  # noqa: E402
     DISTRIBUTIONS,  # noqa: E402
     evaluate,
     per_nack,
     probe_counts,
 )
+from harness.inputs.scenario import Scenario  # noqa: E402
 from harness.ordering import fifo_counts  # noqa: E402
-from harness.scenario import Scenario  # noqa: E402
 from harness.tally import nest, table  # noqa: E402
 from spark.facts import LEDGER, RETRIES, unreadable_file  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402

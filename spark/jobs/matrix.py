@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness.core.errors import ConfigError  # noqa: E402
-from harness.expectations import describe  # noqa: E402
+from harness.inputs.expectations import describe  # noqa: E402
 from spark.io import load_archives  # noqa: E402
 from spark.jobs.compare import (  # noqa: E402
     SUMMARY_SCHEMA_VERSION,
@@ -105,7 +105,7 @@ def variant_facts(c: Collected, variants: Sequence[str]) -> list[dict]:
 
 
 def series(c: Collected, variants: Sequence[str]) -> dict[str, list[dict]]:
-    """Scenarios that are points of a series (harness.scenario.Series) -> per series, one row per (number of
+    """Scenarios that are points of a series (harness.inputs.scenario.Series) -> per series, one row per (number of
     groups, variant): the probe's wasted wakeups per nack and the retry latencies, to draw as a curve. The
     unit is the run (one per point): the ratios are totals over its nacks, not a spread."""
     by = {(r["scenario"], r["variant"]): r for r in c.per_variant}

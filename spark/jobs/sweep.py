@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 import numpy as np  # noqa: E402
 
 from harness.core.errors import ConfigError, HarnessError  # noqa: E402
-from harness.expectations import describe  # noqa: E402
+from harness.inputs.expectations import describe  # noqa: E402
 from spark.io import load_archives  # noqa: E402
 from spark.jobs.compare import (  # noqa: E402
     SUMMARY_SCHEMA_VERSION,

@@ -19,7 +19,7 @@ import psutil
 
 from harness.backends.local import LocalBackend
 from harness.backends.local.jars import ensure_version
-from harness.variants import load_variants, parse_variants
+from harness.inputs.variants import load_variants, parse_variants
 
 OUT = Path("bench-results") / "brokers.json"
 

@@ -32,7 +32,7 @@ from harness.backends.local import LocalBackend
 from harness.cli import main as cli
 from harness.client import remoting
 from harness.client.remoting_messages import decode_batch
-from harness.variants import load_variants
+from harness.inputs.variants import load_variants
 from tests.unit.test_remoting_messages import stored
 
 HERE = Path(__file__).parent

@@ -22,8 +22,8 @@ from harness.backends.local.config import BROKER_DEFAULTS, COMMON_JVM
 from harness.backends.local.jars import MAIN_CLASSES
 from harness.cli import _parser
 from harness.core.paths import REPO_ROOT
-from harness.scenario import parse_scenario
-from harness.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants, parse_variants
+from harness.inputs.scenario import parse_scenario
+from harness.inputs.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants, parse_variants
 from tests.chart.helm import (
     CHART,
     KUBE_VERSION,

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from harness.inputs.scenario import load_scenario
+from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
 from harness.run import Run
-from harness.scenario import load_scenario
-from harness.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
 

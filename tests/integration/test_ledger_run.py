@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
+from harness.inputs.scenario import load_scenario
 from harness.ledger import classify, counts
-from harness.scenario import load_scenario
 
 SCENARIOS = Path(__file__).parent.parent / "resources" / "scenarios"
 SCENARIO = SCENARIOS / "short-steady.yaml"

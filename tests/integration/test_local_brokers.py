@@ -17,7 +17,7 @@ from harness.backends.local.ports import port_free
 from harness.client.driver import driver
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
-from harness.variants import DELAY_JAR, load_variants, parse_variants
+from harness.inputs.variants import DELAY_JAR, load_variants, parse_variants
 
 
 def _listeners(pid: int) -> dict[int, str]:

@@ -14,12 +14,12 @@ import yaml
 
 from harness.backends.local import LocalBackend
 from harness.core.process import free_port
+from harness.inputs.scenario import load_scenario
+from harness.inputs.variants import load_variants, select
 from harness.observability.discovery import SD_PATH, DiscoveredPrometheus
 from harness.observability.prometheus import binary
 from harness.run import Run
-from harness.scenario import load_scenario
 from harness.site import Site
-from harness.variants import load_variants, select
 from tests.chart.helm import one, render
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"

@@ -12,11 +12,11 @@ import pandas as pd
 
 from harness.backends.local import LocalBackend
 from harness.core.process import free_port
+from harness.inputs.scenario import load_scenario
+from harness.inputs.variants import load_variants, select
 from harness.observability.prometheus import Prometheus
 from harness.run import Run
-from harness.scenario import load_scenario
 from harness.site import Site
-from harness.variants import load_variants, select
 from harness.workers import Placement
 from harness.workload.fleet import ProcessWorkers
 

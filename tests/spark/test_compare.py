@@ -213,7 +213,7 @@ def test_faults_are_judged_alike_by_spark_and_by_the_runs_own_summary_and_drawn(
     import pandas as pd
 
     from harness.faults import FaultRecord
-    from harness.scenario import parse_scenario
+    from harness.inputs.scenario import parse_scenario
     from harness.tally import summarize
 
     base_ns = 1_795_000_000_000 * synth.MS

@@ -5,7 +5,7 @@ import pytest
 from harness import calibrate
 from harness.cli import main
 from harness.core.errors import ConfigError
-from harness.variants import DELAY_JAR, load_variants
+from harness.inputs.variants import DELAY_JAR, load_variants
 
 
 def test_plan_puts_the_build_its_copy_and_one_delayed_copy_per_shift_side_by_side():

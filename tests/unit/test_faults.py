@@ -12,7 +12,7 @@ import pytest
 from harness.core.errors import ConfigError
 from harness.fault_impact import impact, longest_gap, waits
 from harness.faults import FaultRecord, Injector, act
-from harness.scenario import load_scenario, parse_fault, parse_scenario, with_faults
+from harness.inputs.scenario import load_scenario, parse_fault, parse_scenario, with_faults
 
 BASE = {
     "name": "s",

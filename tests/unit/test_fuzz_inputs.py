@@ -53,8 +53,8 @@ from hypothesis import strategies as st
 
 from harness.core.errors import EXIT_USAGE, ConfigError
 from harness.core.paths import DEFAULT_VARIANTS_FILE
-from harness.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
-from harness.variants import Variant, load_variants
+from harness.inputs.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
+from harness.inputs.variants import Variant, load_variants
 
 _RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))
 PER_TEST = {"scenario_mutations": 800, "scenario_series": 150, "variant_mutations": 900,

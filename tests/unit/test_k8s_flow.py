@@ -17,7 +17,7 @@ import pytest
 from harness.backends.k8s import naming, remote
 from harness.backends.k8s.cluster import K8sBackend
 from harness.core.errors import ConfigError, HarnessError
-from harness.variants import JavaAgent, Variant
+from harness.inputs.variants import JavaAgent, Variant
 
 FULL = "rmq-rocketmq-pop-harness"
 
@@ -237,6 +237,6 @@ def test_a_fault_target_is_the_jvm_of_a_variant_the_run_brought_up(backend):
     proc = b.process("unpatched", "broker")
     assert (proc.container, proc.signaller, proc.holds_down) == ("broker", "namesrv", False)
     with pytest.raises(ConfigError, match="one broker inside its proxy per variant"):
-        from harness.scenario import Topology
+        from harness.inputs.scenario import Topology
 
         b.up([variant("unpatched")], Topology(proxy="cluster"))

@@ -23,7 +23,7 @@ from harness.backends.k8s.workers import (
 )
 from harness.core.errors import HarnessError
 from harness.endpoints import Endpoints
-from harness.scenario import load_scenario
+from harness.inputs.scenario import load_scenario
 from harness.workers import ENV_INDEX
 from harness.workload.fleet import LocustFleet, worker_command
 from harness.workload.spec import MASTER, WorkloadSpec

@@ -3,7 +3,7 @@ from pathlib import Path
 from harness.backends.local import config
 from harness.backends.local.jars import Distribution
 from harness.backends.local.ports import VariantPorts
-from harness.variants import parse_variants
+from harness.inputs.variants import parse_variants
 
 
 def _variant(**body):
@@ -64,7 +64,7 @@ def test_commands_carry_owner_agents_and_own_homes(tmp_path: Path):
 
 
 def test_a_cluster_mode_topology_is_a_jvm_per_broker_and_a_proxy_of_its_own(tmp_path: Path):
-    from harness.scenario import Topology
+    from harness.inputs.scenario import Topology
 
     topo = Topology(proxy="cluster", masters=2, slave=True)
     dist = Distribution("5.3.3", tmp_path / "lib", {"proxy": tmp_path / "p.xml", "broker": tmp_path / "b.xml"})

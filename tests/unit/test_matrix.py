@@ -4,8 +4,8 @@ import pytest
 
 from harness import matrix
 from harness.core.errors import ConfigError, HarnessError
-from harness.scenario import SCENARIO_DIR
-from harness.variants import load_variants, select
+from harness.inputs.scenario import SCENARIO_DIR
+from harness.inputs.variants import load_variants, select
 
 
 def test_all_is_every_built_in_scenario_and_cannot_be_mixed():
@@ -59,7 +59,7 @@ def test_each_scenario_over_each_protocol_and_what_does_not_apply_is_said():
 
 def test_the_protocols_a_scenario_names_are_the_ones_with_a_driver():
     from harness.client import driver
-    from harness.scenario import PROTOCOLS
+    from harness.inputs.scenario import PROTOCOLS
 
     assert PROTOCOLS == driver.PROTOCOLS
 

@@ -6,8 +6,8 @@ import pytest
 
 from harness import releases
 from harness.core.errors import ConfigError, HarnessError
+from harness.inputs.variants import Variant
 from harness.sweep import batches
-from harness.variants import Variant
 
 
 def metadata(*versions: str) -> bytes:
@@ -170,9 +170,9 @@ def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_i
     from types import SimpleNamespace
 
     from harness import readiness
+    from harness.inputs.scenario import load_scenario
     from harness.readiness import UnknownSetting
     from harness.run import Run
-    from harness.scenario import load_scenario
 
     ep = SimpleNamespace(variant="rocketmq-5.1.0", version="5.1.0")
     monkeypatch.setattr(readiness, "ignored_settings",

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from harness.core.errors import ConfigError
-from harness.scenario import SCENARIO_DIR, load_scenario, parse_scenario
+from harness.inputs.scenario import SCENARIO_DIR, load_scenario, parse_scenario
 
 BASE = {
     "name": "s",
@@ -124,7 +124,7 @@ def test_expectations_are_parsed_and_bad_ones_named_by_file_and_field(tmp_path):
 
 
 def test_every_built_in_scenario_says_where_it_comes_from_and_what_a_correct_broker_shows():
-    from harness.scenario import load_scenarios
+    from harness.inputs.scenario import load_scenarios
 
     for path in sorted(SCENARIO_DIR.glob("*.yaml")):
         for s in load_scenarios(str(path)):
@@ -140,7 +140,7 @@ def test_a_fraction_of_messages_is_nacked_the_same_everywhere():
 
 
 def test_expectations_are_checked_against_a_summary_row():
-    from harness.expectations import evaluate
+    from harness.inputs.expectations import evaluate
 
     row = {"ledger": {"lost": 0, "cross_topic": 3}, "wakeup_ms": {"n": 0, "p50": None}, "redelivery_ms": {"p90": "inf"}}
     out = evaluate(["ledger.lost == 0", "ledger.cross_topic == 0", "wakeup_ms.p50 < 1000",
@@ -151,7 +151,7 @@ def test_expectations_are_checked_against_a_summary_row():
 
 
 def test_a_check_reads_as_one_short_line():
-    from harness.expectations import describe
+    from harness.inputs.expectations import describe
 
     assert describe({"rule": "wakeup_ms.p50 < 1000", "status": "failed", "value": 14454.82}) == \
         "wakeup_ms.p50 < 1000 (failed: 14455)"
@@ -161,7 +161,7 @@ def test_a_check_reads_as_one_short_line():
 
 
 def test_probe_counters_become_metrics_of_the_scenario_groups_only():
-    from harness.expectations import parse, probe_counts
+    from harness.inputs.expectations import parse, probe_counts
 
     samples = [
         {"name": "rmq_probe_pop_wakeups_total", "topic": "T", "group": "A", "cause": "retry_other", "value": 3.0},
@@ -215,7 +215,7 @@ def test_message_groups_go_with_fifo_topics_only():
 
 
 def test_a_series_expands_into_points_and_is_refused_as_one_scenario(tmp_path):
-    from harness.scenario import load_scenarios
+    from harness.inputs.scenario import load_scenarios
 
     doc = {**BASE, "name": "gs", "series": {"groups": [1, 3]},
            "groups": [{"name": "Own", "topic": "T"}, {"name": "By", "topic": "T", "nacks": False}]}
@@ -239,7 +239,7 @@ def test_a_series_expands_into_points_and_is_refused_as_one_scenario(tmp_path):
 
 
 def test_per_nack_probe_ratios_have_no_data_without_nacks():
-    from harness.expectations import per_nack
+    from harness.inputs.expectations import per_nack
 
     probe = {"retry_other": 30.0, "empty_wakeups": 33.0}
     assert per_nack(probe, 10) == {"retry_other_per_nack": 3.0, "empty_per_nack": 3.3}

@@ -68,7 +68,7 @@ def test_stalls_are_judged_by_their_share_where_a_median_says_nothing():
 def test_every_compared_metric_has_a_statistic_and_the_scenarios_verdict_metrics_are_them():
     from typing import get_args
 
-    from harness.scenario import Scenario
+    from harness.inputs.scenario import Scenario
 
     verdict_metrics = get_args(Scenario.model_fields["verdict_metric"].annotation)
     assert set(verdict_metrics) == set(STATISTIC) and set(COMPARED) <= set(STATISTIC)

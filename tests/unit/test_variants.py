@@ -4,7 +4,7 @@ import pytest
 
 from harness.core.errors import ConfigError
 from harness.core.paths import DEFAULT_VARIANTS_FILE
-from harness.variants import load_variants, parse_variants, select
+from harness.inputs.variants import load_variants, parse_variants, select
 
 
 def test_shipped_variants_file_loads():

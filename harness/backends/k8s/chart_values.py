@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from harness.variants import (
+from harness.inputs.variants import (
     HARNESS_BROKER_KEYS,
     HARNESS_PROXY_KEYS,
     BrokerOverrides,

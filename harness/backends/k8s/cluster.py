@@ -20,8 +20,8 @@ from harness.backends.k8s import naming, transfer
 from harness.backends.k8s.faults import PodProcess
 from harness.core.errors import ConfigError, HarnessError
 from harness.endpoints import Endpoints
-from harness.scenario import SINGLE, Topology
-from harness.variants import Variant
+from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.variants import Variant
 
 CONFIG_KEY = "broker.conf"
 BASE_CONFIG_KEY = "broker-base.conf"  # as the chart rendered it; broker.conf = base + the run's overrides

@@ -18,7 +18,7 @@ import yaml
 from harness.backends.k8s import naming, transfer
 from harness.backends.k8s.cluster import load_api_client
 from harness.core.errors import ConfigError, HarnessError
-from harness.scenario import Scenario
+from harness.inputs.scenario import Scenario
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from harness.backends.local.jars import MAIN_CLASSES, Distribution
 from harness.backends.local.ports import NodePorts, VariantPorts
 from harness.core.paths import REPO_ROOT
 from harness.core.process import owner_flag
-from harness.scenario import SINGLE, Topology
-from harness.variants import LOOPBACK_JAR, Scalar, Variant
+from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.variants import LOOPBACK_JAR, Scalar, Variant
 
 LOOPBACK = "127.0.0.1"
 CLUSTER = "rmq-harness"

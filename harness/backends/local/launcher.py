@@ -33,8 +33,8 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
 from harness.endpoints import BrokerNode, Endpoints
-from harness.scenario import SINGLE, Topology
-from harness.variants import LOOPBACK_JAR, Variant, mounts_probe
+from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.variants import LOOPBACK_JAR, Variant, mounts_probe
 
 STATE_FILE = "state.json"
 

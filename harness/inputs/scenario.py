@@ -23,10 +23,10 @@ from pydantic import (
     model_validator,
 )
 
-from harness import expectations
 from harness.core.errors import ConfigError, one_line
 from harness.core.paths import REPO_ROOT
 from harness.core.yamlfile import read_yaml
+from harness.inputs import expectations
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
 SCHEMA_VERSION = 7  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;
@@ -284,7 +284,7 @@ class Scenario(_Strict):
     description: str = ""
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
     expect: list[Rule] = Field(default_factory=list, description="what a CORRECT broker shows: rules such as "
-                               "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.expectations)")
+                               "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.inputs.expectations)")
     verdict_metric: Literal["wakeup_ms", "redelivery_ms", "stalled"] = Field(
         "wakeup_ms", description="what the verdict judges (the primary comparison): the retry wakeup's median "
         "(default), the redelivery's, or the share of retries that stalled (waited for a poll to run out)")
