@@ -17,9 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from harness import __version__, cli_releases
+from harness.contracts.endpoints import Endpoints
 from harness.core.errors import EXIT_USAGE, ConfigError, HarnessError, one_line
 from harness.core.paths import REPO_ROOT, state_dir
-from harness.endpoints import Endpoints
 from harness.inputs.scenario import PROTOCOLS
 from harness.inputs.variants import load_variants, select
 

@@ -54,7 +54,7 @@ class FaultRecord:
         return {**asdict(self), "label": self.label, "window_s": self.window_s}
 
     def event(self) -> dict[str, object]:
-        """The `fault` event row (harness.events): started_ns when injected, t_client_ns when back."""
+        """The `fault` event row (harness.contracts.events): started_ns when injected, t_client_ns when back."""
         detail = f"{self.label}: {self.process}" + (f" -> {self.back}" if self.back else "")
         if self.error:
             detail += f"; error: {self.error}"

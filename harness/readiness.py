@@ -15,8 +15,8 @@ from pathlib import Path
 
 from harness.client import remoting
 from harness.client.driver import Driver, NotReady, driver
+from harness.contracts.endpoints import Endpoints
 from harness.core.errors import ConfigError, HarnessError
-from harness.endpoints import Endpoints
 
 # What every backend creates and sends through a variant before calling it ready.
 READY_TOPIC = "RMQ_HARNESS_READY"

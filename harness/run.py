@@ -22,9 +22,9 @@ from harness import readiness
 from harness.archive import manifest
 from harness.archive.writer import ArchiveStaging, event_check
 from harness.client.driver import CLIENT_UNFIT, driver
+from harness.contracts.endpoints import Endpoints
+from harness.contracts.events import EventLog
 from harness.core.errors import ConfigError, HarnessError
-from harness.endpoints import Endpoints
-from harness.events import EventLog
 from harness.faults import HARNESS_WORKER, Injector
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe

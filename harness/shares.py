@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness import ledger
-from harness.events import SCHEMA
+from harness.contracts.events import SCHEMA
 from harness.latency import RETRY_SCHEMA
 
 # Every event column a fact reads; no other column changes a result.

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness import ledger, tally
-from harness.events import COLUMNS_BY_VERSION, SCHEMA
+from harness.contracts.events import COLUMNS_BY_VERSION, SCHEMA
 from harness.latency import RETRY_SCHEMA
 from harness.shares import INPUT_COLUMNS, frame, share_numbers
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
+from harness.contracts.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
 from harness.core.errors import ConfigError, first_line, one_line
-from harness.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
 from harness.inputs.scenario import Scenario, parse_scenario
 
 KNOWN_MANIFEST_VERSIONS = set(range(1, MANIFEST_SCHEMA_VERSION + 1))

@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
-from harness.events import EVENT_SCHEMA_VERSION, write_parquet
+from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
 
 MS = 1_000_000
 

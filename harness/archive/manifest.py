@@ -16,11 +16,11 @@ import psutil
 
 from harness import __version__
 from harness.archive.schema import AgentInfo, HostInfo, Manifest, VariantInfo
+from harness.contracts.endpoints import Endpoints
+from harness.contracts.events import EVENT_SCHEMA_VERSION
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
-from harness.endpoints import Endpoints
-from harness.events import EVENT_SCHEMA_VERSION
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 

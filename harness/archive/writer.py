@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import events as ev
 from harness.archive.schema import MANIFEST, Manifest
+from harness.contracts import events as ev
 from harness.core.errors import HarnessError
 from harness.latency import derive
 from harness.shares import INPUT_COLUMNS, frame
@@ -71,7 +71,7 @@ def publish(staging: Path, final: Path, what: str) -> None:
 
 def event_check(shard_dirs: dict[str, Path]) -> tuple[dict[str, dict], list[str]]:
     """Whether every event each worker recorded is in its shards: per variant and worker (a shard's stem) the
-    counts per kind its sealed last part says it recorded (harness.events.EventLog.close) beside the rows its
+    counts per kind its sealed last part says it recorded (harness.contracts.events.EventLog.close) beside the rows its
     parts hold; and one line per worker whose shards fall short (no sealed part: it never closed its log)."""
     out: dict[str, dict] = {}
     problems = []

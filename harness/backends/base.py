@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import Variant
 

@@ -4,7 +4,7 @@ share (the proxy has no admin API)."""
 from __future__ import annotations
 
 from harness.client import remoting
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 
 
 class RemotingAdmin:

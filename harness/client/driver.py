@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 
 T = TypeVar("T")
 # Runs a blocking call (with no arguments) where it cannot stall the caller's event loop; returns its result.

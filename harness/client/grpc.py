@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from harness.client.admin import RemotingAdmin
 from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 
 T = TypeVar("T")
 R = TypeVar("R")

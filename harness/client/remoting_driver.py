@@ -28,7 +28,7 @@ from harness.client.remoting_messages import (
     encode_properties,
     handle_of,
 )
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 
 PRODUCER_GROUP = "rmq-harness-producer"
 # The broker answers an empty long poll ~50 ms before its poll time; the Java client gives it 10 s more.

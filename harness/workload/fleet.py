@@ -19,10 +19,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.contracts.endpoints import Endpoints
 from harness.core import process
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
-from harness.endpoints import Endpoints
 from harness.inputs.scenario import Scenario
 from harness.workers import ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
 from harness.workload import shipping

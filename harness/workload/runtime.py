@@ -14,9 +14,9 @@ from collections.abc import Callable, Hashable
 from gevent.pywsgi import WSGIServer
 from prometheus_client import disable_created_metrics, make_wsgi_app
 
-from harness import metrics
 from harness.client.driver import driver
-from harness.events import EventLog
+from harness.contracts import metrics
+from harness.contracts.events import EventLog
 from harness.workload import gevent_bridge
 from harness.workload.cycles import DrainSignals
 from harness.workload.spec import WorkloadSpec

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 from harness.inputs.scenario import Scenario
 from harness.workers import ENV_INDEX, ENV_SPEC, ENV_SPEC_JSON, worker_name
 

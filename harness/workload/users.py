@@ -17,7 +17,7 @@ import gevent.pool
 from locust import User, constant, events
 
 from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, PopConsumer
-from harness.events import MessageBody
+from harness.contracts.events import MessageBody
 from harness.inputs.scenario import Group
 from harness.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.ledger import ANY_GROUP

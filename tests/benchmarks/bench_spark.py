@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
-from harness.events import EVENT_SCHEMA_VERSION, SCHEMA
+from harness.contracts.events import EVENT_SCHEMA_VERSION, SCHEMA
 from tests.synth import scenario_of
 
 OUT = Path("bench-results") / "spark.json"

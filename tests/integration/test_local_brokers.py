@@ -93,7 +93,7 @@ from gevent import monkey
 monkey.patch_all(thread=False, queue=False)  # as harness.workload.launch patches a Locust worker
 import gevent
 from harness.client.driver import driver
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 ep = Endpoints(**json.loads(sys.argv[1]))
 topic, group = sys.argv[2], sys.argv[3]
 d = driver("remoting", ep)

@@ -181,7 +181,7 @@ def test_identical_builds_are_no_change(spark, tmp_path):
 def test_version_1_archives_are_read_each_run_one_cycle(spark, tmp_path):
     import pyarrow.parquet as pq
 
-    from harness.events import COLUMNS_BY_VERSION
+    from harness.contracts.events import COLUMNS_BY_VERSION
 
     paths = []
     for i in range(2):

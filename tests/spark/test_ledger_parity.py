@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import tally
-from harness.events import EVENT_SCHEMA_VERSION, SCHEMA, to_table
+from harness.contracts.events import EVENT_SCHEMA_VERSION, SCHEMA, to_table
 from harness.ledger import COLUMNS, classify
 from spark import facts
 from spark.io import Archive

@@ -6,8 +6,8 @@ import pytest
 
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION, HostInfo, Manifest
 from harness.archive.writer import ArchiveStaging
+from harness.contracts.events import SCHEMA, write_parquet
 from harness.core.errors import HarnessError
-from harness.events import SCHEMA, write_parquet
 
 MS = 1_000_000
 
@@ -120,7 +120,7 @@ def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Pa
     whatever the shards' split and their sealed last parts."""
     import pandas as pd
 
-    from harness.events import EventLog
+    from harness.contracts.events import EventLog
     from harness.latency import derive
     from tests import synth
 

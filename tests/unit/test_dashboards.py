@@ -1,7 +1,7 @@
 import re
 
 from dashboards.generate import DASHBOARDS, HERE, render
-from harness import metrics
+from harness.contracts import metrics
 from harness.observability.dashboards import queries, substitute
 
 # Broker-side names the dashboards may use: the pop-wakeup-probe's, and RocketMQ 5.3.3's exporter's

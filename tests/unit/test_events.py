@@ -3,7 +3,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.events import COLUMNS, EventLog, MessageBody
+from harness.contracts.events import COLUMNS, EventLog, MessageBody
 
 
 def test_message_body_round_trip_and_garbage():
@@ -36,7 +36,7 @@ def test_unknown_kind_is_refused(tmp_path: Path):
 
 def test_a_closed_log_seals_its_last_part_with_what_it_recorded(tmp_path):
     from harness.archive.writer import event_check
-    from harness.events import EventLog, counted
+    from harness.contracts.events import EventLog, counted
 
     log = EventLog(tmp_path, "worker-1", {"run_id": "r", "variant": "v"}, flush_every=2)
     for kind in ("sent", "sent", "received"):
@@ -51,7 +51,7 @@ def test_a_closed_log_seals_its_last_part_with_what_it_recorded(tmp_path):
 
 def test_a_worker_whose_shards_fall_short_is_named(tmp_path):
     from harness.archive.writer import event_check
-    from harness.events import EventLog
+    from harness.contracts.events import EventLog
 
     log = EventLog(tmp_path, "worker-1", {"variant": "v"}, flush_every=2)
     for _ in range(3):

@@ -21,8 +21,8 @@ from harness.backends.k8s.workers import (
     job_name,
     owner_reference,
 )
+from harness.contracts.endpoints import Endpoints
 from harness.core.errors import HarnessError
-from harness.endpoints import Endpoints
 from harness.inputs.scenario import load_scenario
 from harness.workers import ENV_INDEX
 from harness.workload.fleet import LocustFleet, worker_command

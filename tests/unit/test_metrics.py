@@ -4,7 +4,7 @@ import subprocess
 import pytest
 from prometheus_client import generate_latest
 
-from harness import metrics
+from harness.contracts import metrics
 
 DESIGN_NAMES = {
     "rmq_harness_retry_wakeup_seconds", "rmq_harness_redelivery_delay_seconds", "rmq_harness_poll_wait_seconds",

@@ -18,8 +18,8 @@ from harness import readiness
 from harness.backends.base import ServerProcess, parse_properties
 from harness.backends.k8s import naming, transfer
 from harness.backends.k8s.faults import PodProcess
+from harness.contracts.endpoints import Endpoints
 from harness.core.errors import ConfigError, HarnessError
-from harness.endpoints import Endpoints
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import Variant
 

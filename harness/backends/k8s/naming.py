@@ -5,7 +5,7 @@ The chart's templates and these functions must agree; tests render the chart and
 
 from __future__ import annotations
 
-from harness.endpoints import Endpoints
+from harness.contracts.endpoints import Endpoints
 
 CHART = "rocketmq-pop-harness"
 # Label keys (app.kubernetes.io/* are Kubernetes' recommended ones).
