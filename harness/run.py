@@ -28,12 +28,12 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.faults import HARNESS_WORKER, Injector
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe
+from harness.measure.shares import count, read_shares
+from harness.measure.tally import summarize_slices
 from harness.observability.dashboards import panel_queries
 from harness.observability.probe import read_probe
 from harness.observability.prometheus import ScrapeTarget
-from harness.shares import count, read_shares
 from harness.site import Site, SiteFactory, local_site
-from harness.tally import summarize_slices
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]
@@ -41,7 +41,7 @@ SCRAPE_INTERVAL_S = 1.0
 # Wakeup subtracts the broker's store time from the client's receive time: a clock offset between them
 # is a bias of that size. Refused when the measured bounds lie wholly beyond this.
 MAX_CLOCK_OFFSET_MS = 10.0
-# A long run's summary reads its events this many at a time (harness.shares): about 2 GB of pandas.
+# A long run's summary reads its events this many at a time (harness.measure.shares): about 2 GB of pandas.
 SUMMARY_SHARE_EVENTS = 4_000_000
 # A fault still in progress when the load ends (a broker starting again) is waited for this long.
 FAULT_FINISH_S = 300.0

@@ -1,5 +1,5 @@
 """The Spark analysis of run archives: the message facts of every archive computed by Spark tasks, each
-holding whole messages (spark.facts, harness.tally), then what spans the tasks: their tallies added up,
+holding whole messages (spark.facts, harness.measure.tally), then what spans the tasks: their tallies added up,
 the exact quantiles and the verdict's samples from the retry rows they wrote, and, where the tasks saw any
 FIFO messages or dead-letter reader errors, a pass of Spark over the events for those checks. No
 deployment, no report.
@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from harness import ordering, tally
-from harness.fault_impact import TIMES, impact
+from harness.measure import ordering, tally
+from harness.measure.fault_impact import TIMES, impact
 from spark import facts
 from spark.io import Archive, read_events, scenario_of
 from spark.stats import MEDIAN, STATISTIC
@@ -37,7 +37,7 @@ def routing(archives: Sequence[Archive]) -> dict[str, facts.Routing]:
 def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Sequence[str], scratch: Path,
                   route: Mapping[str, facts.Routing], read_by_spark: bool = False) -> pd.DataFrame:
     """The facts of ``variants``' events in ``archives``: retry and ledger rows written as Parquet parts under
-    ``scratch`` (spark.facts.RETRIES, LEDGER), the tallies returned (harness.tally.TALLY_SCHEMA). ``route``:
+    ``scratch`` (spark.facts.RETRIES, LEDGER), the tallies returned (harness.measure.tally.TALLY_SCHEMA). ``route``:
     run id -> what its facts depend on besides its events (``routing``).
 
     Local archives are read by the tasks themselves, a task per event file or per share of a large one;
@@ -100,7 +100,7 @@ def _ddl(schema: pa.Schema) -> str:
 
 
 def fifo(events: DataFrame) -> DataFrame:
-    """harness.ordering's rows of FIFO messages, one run at a time (runs without message groups give none)."""
+    """harness.measure.ordering's rows of FIFO messages, one run at a time (runs without message groups give none)."""
     return _per_run(events.filter(F.col("message_group").isNotNull()), ordering.fifo_rows, ordering.SCHEMA)
 
 
@@ -140,7 +140,7 @@ def outcome_samples(tallies: pd.DataFrame) -> pd.DataFrame:
 def fault_impacts(archives: Sequence[Archive], scratch: Path, retries: pd.DataFrame,
                   variants: Sequence[str]) -> tuple[list[dict], pd.DataFrame]:
     """What each fault of every archive that injected any did to ``variants``' messages
-    (harness.fault_impact, over that run's ledger rows under ``scratch`` and its ``retries``), with the run id
+    (harness.measure.fault_impact, over that run's ledger rows under ``scratch`` and its ``retries``), with the run id
     and scenario of each; and those runs' traffic per second since their first send (scenario, variant,
     run_id, second, sends, deliveries: successful sends and first deliveries)."""
     runs = {a.run_id: a for a in archives if a.manifest.get("faults")}

@@ -1,5 +1,5 @@
 """The per-task side of the Spark analysis: one task reads its share of an archive's events (every event of
-the messages it holds), computes harness.tally's facts, writes the retry and ledger rows as Parquet parts
+the messages it holds), computes harness.measure.tally's facts, writes the retry and ledger rows as Parquet parts
 into a scratch directory, and hands its tallies back to Spark.
 
 A task reads its event file itself (pyarrow) rather than through Spark: the facts are pandas work, and
@@ -21,10 +21,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness import ledger, tally
 from harness.contracts.events import COLUMNS_BY_VERSION, SCHEMA
-from harness.latency import RETRY_SCHEMA
-from harness.shares import INPUT_COLUMNS, frame, share_numbers
+from harness.measure import ledger, tally
+from harness.measure.latency import RETRY_SCHEMA
+from harness.measure.shares import INPUT_COLUMNS, frame, share_numbers
 
 SHARE_EVENTS = 8_000_000
 RETRIES, LEDGER = "retries", "ledger"

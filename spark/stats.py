@@ -28,7 +28,7 @@ from scipy.stats import mannwhitneyu
 
 IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH = "improvement", "regression", "no change", "not enough data"
 MEDIAN, SHARE = "median", "share"
-# What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.latency.stalled: 1 for a
+# What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.measure.latency.stalled: 1 for a
 # retry that waited for a poll to run out, else 0) by shares, as their median says only "most" or "few".
 STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE}
 # Compared in every scenario; a scenario's own verdict metric (Scenario.verdict_metric) joins them.

@@ -61,7 +61,7 @@ class Manifest(BaseModel):
     duration_s: float
     faults: list[dict[str, Any]] = Field(default_factory=list)  # harness.faults.FaultRecord, one per variant
     files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
-    summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.latency.summarize at write time
+    summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.measure.latency.summarize at write time
     # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).
     probe: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     # Per variant and worker the events it recorded (by kind) beside those that reached the archive, and one

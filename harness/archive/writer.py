@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 from harness.archive.schema import MANIFEST, Manifest
 from harness.contracts import events as ev
 from harness.core.errors import HarnessError
-from harness.latency import derive
-from harness.shares import INPUT_COLUMNS, frame
+from harness.measure.latency import derive
+from harness.measure.shares import INPUT_COLUMNS, frame
 
 INCOMPLETE = "INCOMPLETE"
 # Event columns with few distinct values (names, kinds, topics); read as dictionaries while merging.
@@ -119,7 +119,7 @@ class ArchiveStaging:
 
     def merge_events(self, variant: str, shard_dir: Path) -> Path | None:
         """Merge a variant's worker shards into ``events/<variant>.parquet``, ordered by time, with the derived
-        columns filled (harness.latency). Columnar all the way, so a long run's tens of millions of events fit:
+        columns filled (harness.measure.latency). Columnar all the way, so a long run's tens of millions of events fit:
         the derived columns are computed over the retry deliveries and nacks only. None without events."""
         shards = sorted(shard_dir.glob("*.parquet"))
         if not shards:

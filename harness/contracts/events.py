@@ -51,7 +51,7 @@ SCHEMA = pa.schema(
         ("message_group", pa.string()),  # FIFO: the message group it was sent in (from its body)
         # acked: when the ack call started (t_client_ns is when it returned; the broker saw it in between)
         ("started_ns", pa.int64()),
-        # Derived (filled by the archive writer; see harness.latency):
+        # Derived (filled by the archive writer; see harness.measure.latency):
         ("wakeup_ms", pa.float64()),
         ("redelivery_ms", pa.float64()),
         ("pickup_ms", pa.float64()),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-# The distributions every summary holds (ms; harness.latency defines each), in this order.
+# The distributions every summary holds (ms; harness.measure.latency defines each), in this order.
 DISTRIBUTIONS = ("wakeup_ms", "pickup_ms", "redelivery_ms", "nack_retry_ms")
 STATISTICS = ("n", "p50", "p90", "p99", "max")
 LEDGER = ("sent", "received", "acked", "never_received", "unknown_received", "duplicate_deliveries",
@@ -34,10 +34,10 @@ PER_NACK = ("retry_other_per_nack", "empty_per_nack")
 RETRY_READS = ("retry_reads_v1", "retry_reads_v2", "suspends_unread_retry")
 COUNTED = PROBE_CAUSES + tuple(f"empty_{c}" for c in PROBE_CAUSES) + ("wakeups", "empty_wakeups") + RETRY_READS
 PROBE = COUNTED + PER_NACK
-# FIFO runs (harness.ordering): messages, those out of send order or delivered while the one before was in
+# FIFO runs (harness.measure.ordering): messages, those out of send order or delivered while the one before was in
 # flight, and how long a nack blocked its message group (ms).
 FIFO = ("messages", "out_of_order", "overtaken", "block_n", "block_p50", "block_p90", "block_max")
-# Retries asked for, those that stalled (harness.latency.stalled), and their share.
+# Retries asked for, those that stalled (harness.measure.latency.stalled), and their share.
 STALLED = ("retries", "count", "share")
 METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(f"ledger.{k}" for k in LEDGER)
            + tuple(f"stalled.{k}" for k in STALLED)

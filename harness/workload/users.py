@@ -19,8 +19,8 @@ from locust import User, constant, events
 from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, PopConsumer
 from harness.contracts.events import MessageBody
 from harness.inputs.scenario import Group
-from harness.latency import due_ms, redelivery_ms, waited, wakeup_ms
-from harness.ledger import ANY_GROUP
+from harness.measure.latency import due_ms, redelivery_ms, waited, wakeup_ms
+from harness.measure.ledger import ANY_GROUP
 from harness.workload import cycles
 from harness.workload.runtime import BURST_CONCURRENCY, SEND_CHUNK, WorkerRuntime
 from harness.workload.spec import WorkloadSpec

@@ -39,7 +39,6 @@ import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from harness import ordering  # noqa: E402
 from harness.core.errors import ConfigError, HarnessError  # noqa: E402
 from harness.inputs.expectations import (  # noqa: E402
     DISTRIBUTIONS,  # noqa: E402
@@ -48,8 +47,9 @@ from harness.inputs.expectations import (  # noqa: E402
     probe_counts,
 )
 from harness.inputs.scenario import Scenario  # noqa: E402
-from harness.ordering import fifo_counts  # noqa: E402
-from harness.tally import nest, table  # noqa: E402
+from harness.measure import ordering  # noqa: E402
+from harness.measure.ordering import fifo_counts  # noqa: E402
+from harness.measure.tally import nest, table  # noqa: E402
 from spark.facts import LEDGER, RETRIES, unreadable_file  # noqa: E402
 from spark.io import Archive, ArchiveError, load_archives, read_events, scenario_of  # noqa: E402
 from spark.stats import (  # noqa: E402
@@ -71,7 +71,7 @@ from spark.stats import (  # noqa: E402
 # 3: the message ledger's classes in each ledger, expectations, ledger.parquet.
 # 4: stalled (retries that waited for a poll to run out) per variant; each comparison's statistic; the
 #    primary comparison is the scenario's verdict_metric.
-# 5: per variant, the faults its runs injected and what each did (harness/fault_impact.py).
+# 5: per variant, the faults its runs injected and what each did (harness/measure/fault_impact.py).
 SUMMARY_SCHEMA_VERSION = 5
 EXIT_REGRESSION = 3
 INCOMPLETE = "INCOMPLETE"  # in a report's staging directory until it is renamed into place
@@ -201,7 +201,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
 
 
 def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:
-    """The ``fifo.*`` metrics (harness.ordering) into the rows of (scenario, variant)s that ran FIFO."""
+    """The ``fifo.*`` metrics (harness.measure.ordering) into the rows of (scenario, variant)s that ran FIFO."""
     for r in rows:
         mine = rows_of_fifo[(rows_of_fifo["scenario"] == r["scenario"]) & (rows_of_fifo["variant"] == r["variant"])]
         if not mine.empty:

@@ -79,7 +79,7 @@ def make_archive(runs: Path, events: int) -> Path:
 
 
 # Per variant: retry wakeups (the poll was waiting when the retry copy was stored) and redelivery against the
-# latest nack of the attempt before, as harness.latency defines them; messages sent, received, acked, never
+# latest nack of the attempt before, as harness.measure.latency defines them; messages sent, received, acked, never
 # received; deliveries beyond one per (message, attempt).
 DUCKDB_SQL = """
 with ev as (select * from read_parquet(?)),

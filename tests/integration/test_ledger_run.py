@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.inputs.scenario import load_scenario
-from harness.ledger import classify, counts
+from harness.measure.ledger import classify, counts
 
 SCENARIOS = Path(__file__).parent.parent / "resources" / "scenarios"
 SCENARIO = SCENARIOS / "short-steady.yaml"

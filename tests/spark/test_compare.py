@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from harness.latency import derive
-from harness.tally import summarize
+from harness.measure.latency import derive
+from harness.measure.tally import summarize
 from spark.jobs.compare import parser, run
 from tests import synth
 
@@ -214,7 +214,7 @@ def test_faults_are_judged_alike_by_spark_and_by_the_runs_own_summary_and_drawn(
 
     from harness.faults import FaultRecord
     from harness.inputs.scenario import parse_scenario
-    from harness.tally import summarize
+    from harness.measure.tally import summarize
 
     base_ns = 1_795_000_000_000 * synth.MS
     records = []

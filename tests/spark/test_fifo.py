@@ -5,8 +5,8 @@ import pandas as pd
 from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
-from harness.latency import derive
-from harness.tally import summarize
+from harness.measure.latency import derive
+from harness.measure.tally import summarize
 from spark.io import load_archives, scenario_of
 from spark.jobs.compare import collect
 from tests import synth

@@ -7,9 +7,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from harness import tally
 from harness.contracts.events import EVENT_SCHEMA_VERSION, SCHEMA, to_table
-from harness.ledger import COLUMNS, classify
+from harness.measure import tally
+from harness.measure.ledger import COLUMNS, classify
 from spark import facts
 from spark.io import Archive
 from tests.unit.test_ledger import SUBS, _ev, _sent

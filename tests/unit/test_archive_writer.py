@@ -116,12 +116,12 @@ def test_a_failed_rename_puts_the_marker_back(tmp_path: Path, monkeypatch):
 
 def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Path):
     """Over every edge the derivation knows (tests.synth's runs: slow and fast retries, never redelivered
-    nacks), the merged file's derived columns equal harness.latency.derive over the same events, in time order,
+    nacks), the merged file's derived columns equal harness.measure.latency.derive over the same events, in time order,
     whatever the shards' split and their sealed last parts."""
     import pandas as pd
 
     from harness.contracts.events import EventLog
-    from harness.latency import derive
+    from harness.measure.latency import derive
     from tests import synth
 
     archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=40)

@@ -1,5 +1,5 @@
 """Topologies and fault schedules in scenarios, the fault runner's sequence, and what a fault did to the
-messages (harness.fault_impact)."""
+messages (harness.measure.fault_impact)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from harness.core.errors import ConfigError
-from harness.fault_impact import impact, longest_gap, waits
 from harness.faults import FaultRecord, Injector, act
 from harness.inputs.scenario import load_scenario, parse_fault, parse_scenario, with_faults
+from harness.measure.fault_impact import impact, longest_gap, waits
 
 BASE = {
     "name": "s",

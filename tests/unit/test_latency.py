@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.latency import derive, retry_outcomes
-from harness.tally import summarize
+from harness.measure.latency import derive, retry_outcomes
+from harness.measure.tally import summarize
 
 MS = 1_000_000  # ns
 SUBS = {"T": {"G": ["*"]}}

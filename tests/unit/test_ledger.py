@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from harness.ledger import CLASSES, classify, counts
+from harness.measure.ledger import CLASSES, classify, counts
 
 MS = 1_000_000
 SUBS = {"T": {"G": ["*"]}, "U": {"H": ["*"]}, "F": {"A": ["*"], "B": ["*"]}, "X": {"A": ["TagA"], "B": ["TagB||TagC"]}}

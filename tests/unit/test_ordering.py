@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from harness.ordering import fifo_counts, fifo_rows
+from harness.measure.ordering import fifo_counts, fifo_rows
 
 MS = 1_000_000
 

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness import frames
 from harness.inputs.expectations import DISTRIBUTIONS
+from harness.measure import frames
 
 NS_PER_MS = 1_000_000
 QUANTILES = (0.5, 0.9, 0.99)

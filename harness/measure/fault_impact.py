@@ -1,5 +1,5 @@
-"""What each fault did to the messages, from the ledger (harness.ledger) and the retry deliveries
-(harness.latency.retry_rows) of its variant. One definition: the run's own summary and the Spark report
+"""What each fault did to the messages, from the ledger (harness.measure.ledger) and the retry deliveries
+(harness.measure.latency.retry_rows) of its variant. One definition: the run's own summary and the Spark report
 both call ``impact``.
 
 A (message, group) pair was **exposed** to a fault when it was sent before the fault's target was back and
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from harness.ledger import OWED_CLASSES
+from harness.measure.ledger import OWED_CLASSES
 
 IMPACT_CLASSES = ("lost", "duplicated", "dead_lettered", "acked_first", "acked_after_retry")
 FIGURES = ("longest_wait_ms", "longest_wait_open", "send_gap_ms", "send_gap_open", "delivery_gap_ms",

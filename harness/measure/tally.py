@@ -1,8 +1,8 @@
 """What the events of a set of whole messages add to a summary, and the summary made of them.
 
 ``slice_facts`` takes events holding every event of each message they hold (a whole run, or the share of a
-run's messages one Spark task reads) and returns the retry deliveries (harness.latency.retry_rows), the
-ledger rows (harness.ledger.classify) and additive tallies per (run, scenario, variant, cycle). A summary
+run's messages one Spark task reads) and returns the retry deliveries (harness.measure.latency.retry_rows), the
+ledger rows (harness.measure.ledger.classify) and additive tallies per (run, scenario, variant, cycle). A summary
 over any number of slices is the sum of their tallies and the quantiles of their retry rows
 (``totals``, ``nest``): the run's own summary takes its run as one slice, the Spark analysis adds up the
 slices of many archives. One definition of every count, whichever engine adds them up.
@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness import frames, ledger, ordering
-from harness.fault_impact import TIMES as FAULT_TIMES
-from harness.fault_impact import impact
 from harness.inputs.expectations import COUNTS, DISTRIBUTIONS, LEDGER
-from harness.latency import QUANTILES, RETRY_SCHEMA, column, retry_outcomes, retry_rows, stall_counts
+from harness.measure import frames, ledger, ordering
+from harness.measure.fault_impact import TIMES as FAULT_TIMES
+from harness.measure.fault_impact import impact
+from harness.measure.latency import QUANTILES, RETRY_SCHEMA, column, retry_outcomes, retry_rows, stall_counts
 
 BY_RUN = ["run_id", "scenario", "variant"]
 # Events of these kinds are counted under these names.
@@ -40,14 +40,14 @@ STATISTICS = ("n", *[f"p{round(q * 100)}" for q in QUANTILES], "max")
 
 @dataclass(frozen=True)
 class Facts:
-    retries: pd.DataFrame  # harness.latency.RETRY_SCHEMA
-    ledger: pd.DataFrame  # harness.ledger.SCHEMA
+    retries: pd.DataFrame  # harness.measure.latency.RETRY_SCHEMA
+    ledger: pd.DataFrame  # harness.measure.ledger.SCHEMA
     tallies: pd.DataFrame  # TALLY_SCHEMA, long: one row per (run, scenario, variant, cycle, name)
 
 
 def _sums(keys: pd.DataFrame, values: Mapping[str, np.ndarray | pd.Series]) -> pd.DataFrame:
     """Per distinct row of ``keys`` (a null is a value of its own): the sums of ``values`` and ``rows``, the
-    number of rows (numpy over harness.frames' integer per row)."""
+    number of rows (numpy over harness.measure.frames' integer per row)."""
     dense, frame = frames.levels(keys, list(keys.columns), frames.codes(keys, list(keys.columns)))
     frame["rows"] = np.bincount(dense, minlength=len(frame)).astype(np.int64)
     for name, v in values.items():
@@ -70,7 +70,7 @@ def _kinds(ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def _messages(ev: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
-    """Per message (``keys``: harness.ledger.message_keys): sent, received, acked; counted in its first cycle."""
+    """Per message (``keys``: ledger.message_keys): sent, received, acked; counted in its first cycle."""
     kind = ev["kind"]
     seen = kind.isin(["sent", "received", "acked"]).to_numpy()
     dense, first = frames.levels(ev, BY_RUN, keys[seen], np.flatnonzero(seen))
@@ -181,10 +181,10 @@ def table(tallies: pd.DataFrame, retries: pd.DataFrame, by: Sequence[str]) -> pd
 
 def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
               long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
-    """Per (scenario, variant): counts, the ledger (harness.ledger: ``subscriptions`` topic -> its groups,
+    """Per (scenario, variant): counts, the ledger (harness.measure.ledger: ``subscriptions`` topic -> its groups,
     ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
     that stalled (waited for the scenario's ``long_poll_ms`` to run out), the FIFO order checks and, when the
-    run injected ``faults`` (harness.faults.FaultRecord.as_dict), what each did (harness.fault_impact)."""
+    run injected ``faults`` (harness.faults.FaultRecord.as_dict), what each did (harness.measure.fault_impact)."""
     return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults)
 
 
@@ -192,7 +192,7 @@ def summarize_slices(slices: Iterable[pd.DataFrame], subscriptions: ledger.Subsc
                      allowed_deliveries: Mapping[str, int], long_poll_ms: float,
                      faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
     """``summarize`` of events given in slices, each holding every event of its messages (and, for FIFO
-    runs, of its message groups), taken one at a time: the slices' tallies add up (harness.shares)."""
+    runs, of its message groups), taken one at a time: the slices' tallies add up (harness.measure.shares)."""
     tallies, retries, rows, fifo = [], [], [], []
     for events in slices:
         facts = slice_facts(events, subscriptions, allowed_deliveries, long_poll_ms)

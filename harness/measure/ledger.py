@@ -25,7 +25,7 @@ and every delivery to a pair nobody owed is one of:
 A dead-lettered pair is also checked against the number of deliveries its group allows (retryMaxTimes +
 1): ``dlq_early`` counts those dead-lettered after fewer, ``dlq_late`` after more.
 
-One definition: the run's own summary and the Spark analysis both call ``classify`` (harness.tally, over a
+One definition: the run's own summary and the Spark analysis both call ``classify`` (harness.measure.tally, over a
 whole run or over slices of its messages).
 """
 
@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness import frames
 from harness.inputs.scenario import tag_matches
+from harness.measure import frames
 
 OWED_CLASSES = ("dead_lettered", "duplicated", "acked_first", "acked_after_retry", "lost")
 STRAY_CLASSES = ("cross_topic", "unknown")

@@ -1,5 +1,5 @@
 """Reading events a share of their messages at a time: every event of a message lands in one share, so the
-facts of each share (harness.tally) are whole, and no share holds more events than memory allows. The run's
+facts of each share (harness.measure.tally) are whole, and no share holds more events than memory allows. The run's
 own summary of a long run and the Spark tasks over a large event file both read this way.
 """
 
@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness import ledger
 from harness.contracts.events import SCHEMA
-from harness.latency import RETRY_SCHEMA
+from harness.measure import ledger
+from harness.measure.latency import RETRY_SCHEMA
 
 # Every event column a fact reads; no other column changes a result.
 INPUT_COLUMNS = list(dict.fromkeys([
@@ -35,7 +35,7 @@ def frame(table: pa.Table) -> pd.DataFrame:
 
 
 def share_numbers(events: pd.DataFrame, shares: int) -> np.ndarray:
-    """Each event's share: a hash of the id the ledger knows its message by (harness.ledger.message_ids)."""
+    """Each event's share: a hash of the id the ledger knows its message by (harness.measure.ledger.message_ids)."""
     ids = ledger.message_ids(events).astype(object).fillna("")
     return pd.util.hash_pandas_object(ids, index=False).to_numpy() % shares
 
