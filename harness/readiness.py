@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.client import remoting
-from harness.client.driver import Driver, NotReady, driver
+from harness.client.driver import Driver, NotReady
+from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.core.errors import ConfigError, HarnessError
 

@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from harness import readiness
 from harness.archive import manifest
 from harness.archive.writer import ArchiveStaging, event_check
-from harness.client.driver import CLIENT_UNFIT, driver
+from harness.client.driver import CLIENT_UNFIT
+from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
 from harness.core.errors import ConfigError, HarnessError

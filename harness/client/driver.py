@@ -3,7 +3,7 @@
 Shaped after OpenMessaging Benchmark's driver API: create resources, a producer that sends, a pop
 consumer that receives, acks and changes invisible durations, and close. Locust users and the readiness
 check talk only to these types; each protocol (gRPC through the proxy, remoting straight to the broker)
-implements them in its own module and is picked by ``driver(protocol, ...)``.
+implements them in its own module, and harness.client.registry picks one by ``driver(protocol, ...)``.
 
 Every call blocks. A driver whose client cannot block a gevent worker's hub (the gRPC client runs its own
 asyncio thread) runs its calls through ``offload``, which the workload supplies.
@@ -13,15 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, TypeVar
-
-from harness.contracts.endpoints import Endpoints
 
 T = TypeVar("T")
 # Runs a blocking call (with no arguments) where it cannot stall the caller's event loop; returns its result.
 Offload = Callable[[Callable[[], T]], T]
-PROTOCOLS = ("grpc", "remoting")
 
 
 class DriverError(Exception):
@@ -114,16 +110,3 @@ class Driver(Protocol):
 
 def direct(fn: Callable[[], T]) -> T:
     return fn()
-
-
-def driver(protocol: str, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> Driver:
-    """The driver for ``protocol`` (one of PROTOCOLS) against one variant's endpoints."""
-    if protocol == "grpc":
-        from harness.client.grpc import GrpcDriver
-
-        return GrpcDriver(endpoints, offload=offload, log_file=log_file)
-    if protocol == "remoting":
-        from harness.client.remoting_driver import RemotingDriver
-
-        return RemotingDriver(endpoints, offload=offload, log_file=log_file)
-    raise ValueError(f"no client driver for protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")

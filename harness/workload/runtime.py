@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable
 from gevent.pywsgi import WSGIServer
 from prometheus_client import disable_created_metrics, make_wsgi_app
 
-from harness.client.driver import driver
+from harness.client.registry import driver
 from harness.contracts import metrics
 from harness.contracts.events import EventLog
 from harness.workload import gevent_bridge

@@ -14,7 +14,7 @@ import pytest
 
 from harness.backends.local import LocalBackend
 from harness.backends.local.ports import port_free
-from harness.client.driver import driver
+from harness.client.registry import driver
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.variants import DELAY_JAR, load_variants, parse_variants
@@ -92,7 +92,7 @@ import json, sys, time
 from gevent import monkey
 monkey.patch_all(thread=False, queue=False)  # as harness.workload.launch patches a Locust worker
 import gevent
-from harness.client.driver import driver
+from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 ep = Endpoints(**json.loads(sys.argv[1]))
 topic, group = sys.argv[2], sys.argv[3]

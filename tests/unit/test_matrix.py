@@ -58,10 +58,10 @@ def test_each_scenario_over_each_protocol_and_what_does_not_apply_is_said():
 
 
 def test_the_protocols_a_scenario_names_are_the_ones_with_a_driver():
-    from harness.client import driver
+    from harness.client import registry
     from harness.inputs.scenario import PROTOCOLS
 
-    assert PROTOCOLS == driver.PROTOCOLS
+    assert PROTOCOLS == registry.PROTOCOLS
 
 
 def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
