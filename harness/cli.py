@@ -236,8 +236,8 @@ def _print_endpoints(rows: Sequence[Endpoints], health: dict[str, tuple[bool, st
 
 
 def _brokers(args: argparse.Namespace) -> int:
-    from harness.backends.local import LocalBackend
-    from harness.backends.local.jars import distribution_for
+    from harness.deploy.local import LocalBackend
+    from harness.deploy.local.jars import distribution_for
 
     if args.action == "fetch":
         for v in select(load_variants(args.variants), args.variants_wanted or ["unpatched"]):
@@ -403,7 +403,7 @@ def _maybe_compare(args: argparse.Namespace, archive: Path, variants: list[str])
 
 def _k8s_run(args: argparse.Namespace) -> int:
     """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
-    from harness.backends.k8s.remote import Cluster
+    from harness.deploy.k8s.remote import Cluster
     from harness.run import GRACE_S, new_run_id
 
     scenario = _scenario(args)
@@ -425,7 +425,7 @@ def _k8s_run(args: argparse.Namespace) -> int:
 
 
 def _k8s(args: argparse.Namespace) -> int:
-    from harness.backends.k8s.remote import Cluster, wait_ready
+    from harness.deploy.k8s.remote import Cluster, wait_ready
 
     if args.action == "run":
         return _k8s_run(args)
@@ -616,8 +616,8 @@ def _cluster(args: argparse.Namespace) -> int:
     elif args.action == "down":
         node.down(node.owner() or lay, log)
     elif args.action == "images":
-        from harness.backends.local import jars
         from harness.cluster import images
+        from harness.deploy.local import jars
 
         if not node.status(lay)["node_ready"]:
             raise ConfigError("the cluster is not up: `make cluster-up` first")

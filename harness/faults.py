@@ -1,5 +1,5 @@
 """Faults during a run: each of the scenario's faults is injected into every variant at the same moment of
-the load, through the backend's ServerProcess (harness.backends.base), and what happened is kept as a
+the load, through the backend's ServerProcess (harness.deploy.base), and what happened is kept as a
 FaultRecord per variant: which process it hit, when, and when its target was back (the manifest's
 ``faults`` and a ``fault`` event in the variant's events).
 
@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.backends.base import Backend, ServerProcess
 from harness.core.errors import ConfigError
+from harness.deploy.base import Backend, ServerProcess
 from harness.inputs.scenario import Fault
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records

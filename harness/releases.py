@@ -1,7 +1,7 @@
 """RocketMQ 5.x releases as Maven Central lists them, and which of them the harness can run.
 
 A release is listed when any of the server artifacts lists it (5.3.4's broker jar is there, its proxy is
-not); it is assemblable when every artifact the harness fetches (harness.backends.local.jars.ARTIFACTS) is
+not); it is assemblable when every artifact the harness fetches (harness.deploy.local.jars.ARTIFACTS) is
 published and Maven resolves their tree. ``sweep`` and ``bisect`` run releases as plain variants named
 ``rocketmq-<version>``: no agents, no overrides, so what they measure is the release as shipped.
 """
@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.local.jars import ARTIFACTS, ensure_version
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy.local.jars import ARTIFACTS, ensure_version
 from harness.inputs.variants import Variant, release_name, release_of
 
 # What Maven itself resolves from (no mirror is configured on these machines); RMQ_HARNESS_MAVEN_REPO points

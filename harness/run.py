@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from harness import readiness
 from harness.archive import manifest
 from harness.archive.writer import ArchiveStaging, event_check
 from harness.client.driver import CLIENT_UNFIT
@@ -26,6 +25,7 @@ from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy import readiness
 from harness.faults import HARNESS_WORKER, Injector
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe

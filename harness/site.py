@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.base import Backend
 from harness.core.errors import HarnessError
 from harness.core.process import free_port
+from harness.deploy.base import Backend
 from harness.observability.prometheus import Prometheus
 from harness.workers import WorkerStarter
 
@@ -37,7 +37,7 @@ SiteFactory = Callable[[Path, Log], Site]
 
 def local_site(work: Path, log: Log) -> Site:
     """Brokers started for the run on loopback, a Prometheus of its own, free ports."""
-    from harness.backends.local import LocalBackend
+    from harness.deploy.local import LocalBackend
 
     return Site(
         backend=LocalBackend(work / "brokers", attached=True, log=log, stop_timeout_s=RUN_BROKER_STOP_S),
@@ -59,9 +59,9 @@ def _pod_env(name: str) -> str:
 def cluster_site(work: Path, log: Log) -> Site:
     """Inside the chart's load-test pod: the release's StatefulSets, the chart's Prometheus (told about the
     run's targets through HTTP service discovery), the workers as pods of their own (masters stay here)."""
-    from harness.backends.k8s import naming
-    from harness.backends.k8s.cluster import K8sBackend
-    from harness.backends.k8s.workers import PodWorkers
+    from harness.deploy.k8s import naming
+    from harness.deploy.k8s.cluster import K8sBackend
+    from harness.deploy.k8s.workers import PodWorkers
     from harness.observability.discovery import DiscoveredPrometheus
 
     full, namespace, pod_ip = _pod_env(naming.ENV_FULLNAME), _pod_env(naming.ENV_NAMESPACE), _pod_env(naming.ENV_POD_IP)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
+from harness.deploy.readiness import UnknownSetting
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
-from harness.readiness import UnknownSetting
 from harness.run import Run
 
 # Measured here: four variants side by side (calibrate) keep a burst's wakeups within ~1 ms of running alone.

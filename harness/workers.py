@@ -1,6 +1,6 @@
 """How a run's Locust workers are started, wherever they run: the seam between the fleet
 (harness.workload.fleet, which owns the command line, the specs and the check that every worker's events
-arrived) and what starts them: processes beside the master, or pods of their own (harness.backends.k8s).
+arrived) and what starts them: processes beside the master, or pods of their own (harness.deploy.k8s).
 
 A contract of its own because both sides need it and neither may import the other.
 """

@@ -3,7 +3,7 @@ every variant sees the same machine; start, follow, stop.
 
 The fleet decides everything about the workers (their command line, their specs, where they serve metrics,
 the check that every worker's events arrived); a WorkerStarter (harness.workers) only starts them: as
-processes beside the master (ProcessWorkers, here) or as pods (harness.backends.k8s.workers). Workers run
+processes beside the master (ProcessWorkers, here) or as pods (harness.deploy.k8s.workers). Workers run
 through harness.workload.launch (the gevent patching the gRPC client survives).
 """
 

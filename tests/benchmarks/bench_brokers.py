@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil
 
-from harness.backends.local import LocalBackend
-from harness.backends.local.jars import ensure_version
+from harness.deploy.local import LocalBackend
+from harness.deploy.local.jars import ensure_version
 from harness.inputs.variants import load_variants, parse_variants
 
 OUT = Path("bench-results") / "brokers.json"

@@ -28,10 +28,10 @@ from pathlib import Path
 import psutil
 import yaml
 
-from harness.backends.local import LocalBackend
 from harness.cli import main as cli
 from harness.client import remoting
 from harness.client.remoting_messages import decode_batch
+from harness.deploy.local import LocalBackend
 from harness.inputs.variants import load_variants
 from tests.unit.test_remoting_messages import stored
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.backends.k8s import cluster, naming
-from harness.backends.k8s.chart_values import ChartValues
-from harness.backends.local.config import BROKER_DEFAULTS, COMMON_JVM
-from harness.backends.local.jars import MAIN_CLASSES
 from harness.cli import _parser
 from harness.core.paths import REPO_ROOT
+from harness.deploy.k8s import cluster, naming
+from harness.deploy.k8s.chart_values import ChartValues
+from harness.deploy.local.config import BROKER_DEFAULTS, COMMON_JVM
+from harness.deploy.local.jars import MAIN_CLASSES
 from harness.inputs.scenario import parse_scenario
 from harness.inputs.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants, parse_variants
 from tests.chart.helm import (
@@ -69,10 +69,10 @@ def test_the_kind_cluster_runs_the_kubernetes_version_the_chart_is_checked_again
 
 
 def test_values_schema_is_generated_from_the_model():
-    from harness.backends.k8s.chart_values import render as render_schema
+    from harness.deploy.k8s.chart_values import render as render_schema
 
     committed = (CHART / "values.schema.json").read_text()
-    assert committed == render_schema(), "regenerate: python -m harness.backends.k8s.chart_values > values.schema.json"
+    assert committed == render_schema(), "regenerate: python -m harness.deploy.k8s.chart_values > values.schema.json"
 
 
 @pytest.mark.parametrize(
@@ -237,7 +237,7 @@ def test_variant_services_are_where_the_backend_looks(rendered):
 
 
 def test_a_faults_signals_reach_each_jvm_of_a_variants_pod_from_the_other_container(rendered):
-    from harness.backends.k8s.faults import CONTAINERS
+    from harness.deploy.k8s.faults import CONTAINERS
 
     for profile, objs in rendered.items():
         for variant, sts in variant_sets(objs).items():
@@ -469,7 +469,7 @@ def test_the_docker_less_profile_pulls_nothing_and_runs_without_grafana(rendered
 
 
 def test_worker_pods_follow_the_load_test_pods_conventions(rendered):
-    """The run makes its worker pods from this template (harness/backends/k8s/workers.py): the harness image,
+    """The run makes its worker pods from this template (harness/deploy/k8s/workers.py): the harness image,
     restricted like the load-test pod, resources from values, no API access, nothing of the host."""
     for profile, objs in rendered.items():
         values = values_of(profile)

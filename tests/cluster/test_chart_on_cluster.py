@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.backends.k8s import naming
-from harness.backends.local import jars
 from harness.cli import main
 from harness.cluster import images
 from harness.core.paths import REPO_ROOT
+from harness.deploy.k8s import naming
+from harness.deploy.local import jars
 from tests.chart.helm import CHART, NAMESPACE, RELEASE, helm_binary
 
 PROFILE = CHART / "ci" / "04-docker-less-values.yaml"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.backends.local import LocalBackend
 from harness.cli import main
 from harness.core import process
+from harness.deploy.local import LocalBackend
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-faults.yaml"
 

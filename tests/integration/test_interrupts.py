@@ -29,9 +29,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.backends.local import LocalBackend
 from harness.core import process
 from harness.core.paths import REPO_ROOT
+from harness.deploy.local import LocalBackend
 from tests import synth
 
 SCENARIO = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-steady.yaml"

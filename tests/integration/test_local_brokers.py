@@ -12,11 +12,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.backends.local import LocalBackend
-from harness.backends.local.ports import port_free
 from harness.client.registry import driver
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy.local import LocalBackend
+from harness.deploy.local.ports import port_free
 from harness.inputs.variants import DELAY_JAR, load_variants, parse_variants
 
 

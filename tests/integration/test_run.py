@@ -8,10 +8,10 @@ import psutil
 import pytest
 
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION
-from harness.backends.local import LocalBackend
 from harness.cli import main
 from harness.contracts.events import COLUMNS, EVENT_SCHEMA_VERSION
 from harness.core import process
+from harness.deploy.local import LocalBackend
 from harness.observability import dashboards
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"

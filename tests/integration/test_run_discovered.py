@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.backends.local import LocalBackend
 from harness.core.process import free_port
+from harness.deploy.local import LocalBackend
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import load_variants, select
 from harness.observability.discovery import SD_PATH, DiscoveredPrometheus

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.backends.local import LocalBackend
 from harness.core.process import free_port
+from harness.deploy.local import LocalBackend
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import load_variants, select
 from harness.observability.prometheus import Prometheus

@@ -4,7 +4,7 @@ import http.server
 import threading
 from types import SimpleNamespace as NS
 
-from harness.backends.local.ports import port_free
+from harness.deploy.local.ports import port_free
 from harness.workload.fleet import Progress, scrape
 
 EXPOSITION = b"""# TYPE rmq_harness_messages_sent_total counter

@@ -420,11 +420,11 @@ def _trip(*args: object, **kwargs: object) -> None:
 
 TRIPWIRES = [
     "harness.run.Run.__init__", "harness.run.Run.execute",
-    "harness.backends.local.launcher.LocalBackend.up", "harness.backends.local.launcher.LocalBackend.down",
-    "harness.backends.local.launcher.LocalBackend.status",
-    "harness.backends.local.jars.distribution_for", "harness.backends.local.jars.ensure_version",
+    "harness.deploy.local.launcher.LocalBackend.up", "harness.deploy.local.launcher.LocalBackend.down",
+    "harness.deploy.local.launcher.LocalBackend.status",
+    "harness.deploy.local.jars.distribution_for", "harness.deploy.local.jars.ensure_version",
     "spark.session.local_session", "harness.calibrate.run_all", "harness.matrix.run_all",
-    "harness.backends.k8s.remote.Cluster.__init__", "harness.backends.k8s.remote.wait_ready",
+    "harness.deploy.k8s.remote.Cluster.__init__", "harness.deploy.k8s.remote.wait_ready",
     "harness.cluster.node.up", "harness.cluster.node.down", "harness.cluster.node.status",
     "harness.cluster.binaries.build", "harness.cluster.images.load_all",
     "harness.releases.catalogue", "harness.sweep.run_all", "harness.bisect.search",

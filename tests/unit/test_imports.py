@@ -35,9 +35,9 @@ COMPONENTS = {
     "harness.archive.schema": "contracts",
     "harness.core.process": "process",
     "harness.client": "client",
-    "harness.readiness": "readiness",
-    "harness.backends": "backends",
-    "harness.backends.base": "backend-interface",
+    "harness.deploy.readiness": "readiness",
+    "harness.deploy": "backends",
+    "harness.deploy.base": "backend-interface",
     "harness.faults": "faults",
     "harness.cluster": "cluster",
     "harness.observability": "observability",
@@ -146,7 +146,7 @@ def test_no_import_against_the_flow(path: Path):
 
 def test_the_rule_catches_a_backward_import(tmp_path: Path):
     # The checker itself must be able to fail: a backend importing the run orchestrator is caught.
-    assert component("harness.run") not in ALLOWED[component("harness.backends.local.launcher")]
-    assert component("harness.backends.local") not in ALLOWED[component("harness.run")]
-    assert component("harness.backends.k8s.cluster") not in ALLOWED[component("spark.jobs.compare")]
-    assert component("harness.backends.local") not in ALLOWED[component("harness.observability.prometheus")]
+    assert component("harness.run") not in ALLOWED[component("harness.deploy.local.launcher")]
+    assert component("harness.deploy.local") not in ALLOWED[component("harness.run")]
+    assert component("harness.deploy.k8s.cluster") not in ALLOWED[component("spark.jobs.compare")]
+    assert component("harness.deploy.local") not in ALLOWED[component("harness.observability.prometheus")]

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.local import jars
 from harness.core.errors import ConfigError
+from harness.deploy.local import jars
 
 
 def _fake_lib(lib: Path, skip: str = "") -> None:

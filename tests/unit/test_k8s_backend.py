@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from harness.backends.base import parse_properties
-from harness.backends.k8s import naming
-from harness.backends.k8s.cluster import agent_option, merged_broker_conf
-from harness.backends.k8s.remote import job_name, run_args
 from harness.cli import _parser
+from harness.deploy.base import parse_properties
+from harness.deploy.k8s import naming
+from harness.deploy.k8s.cluster import agent_option, merged_broker_conf
+from harness.deploy.k8s.remote import job_name, run_args
+from harness.deploy.readiness import agent_problems
 from harness.observability.discovery import sd_groups
 from harness.observability.prometheus import ScrapeTarget
-from harness.readiness import agent_problems
 
 
 def test_fullname_follows_the_chart_helper():

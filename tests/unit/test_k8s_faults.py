@@ -1,4 +1,4 @@
-"""Faults on Kubernetes (harness/backends/k8s/faults.py): which container signals which process, and when the
+"""Faults on Kubernetes (harness/deploy/k8s/faults.py): which container signals which process, and when the
 target counts as back; against stand-ins for the pod's exec and status (no cluster runs here)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from harness.backends.k8s.faults import PodProcess
 from harness.core.errors import HarnessError
+from harness.deploy.k8s.faults import PodProcess
 
 
 class FakePod:

@@ -14,9 +14,9 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from harness.backends.k8s import naming, remote
-from harness.backends.k8s.cluster import K8sBackend
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy.k8s import naming, remote
+from harness.deploy.k8s.cluster import K8sBackend
 from harness.inputs.variants import JavaAgent, Variant
 
 FULL = "rmq-rocketmq-pop-harness"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.k8s import transfer
 from harness.core.errors import HarnessError
+from harness.deploy.k8s import transfer
 
 
 def _tar(*members: tuple[str, bytes | None]) -> bytes:

@@ -10,8 +10,10 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from harness.backends.k8s import naming
-from harness.backends.k8s.workers import (
+from harness.contracts.endpoints import Endpoints
+from harness.core.errors import HarnessError
+from harness.deploy.k8s import naming
+from harness.deploy.k8s.workers import (
     CLIENT_LOG_DIR,
     ENV_SPEC_JSON,
     EVENTS_DIR,
@@ -21,8 +23,6 @@ from harness.backends.k8s.workers import (
     job_name,
     owner_reference,
 )
-from harness.contracts.endpoints import Endpoints
-from harness.core.errors import HarnessError
 from harness.inputs.scenario import load_scenario
 from harness.workers import ENV_INDEX
 from harness.workload.fleet import LocustFleet, worker_command

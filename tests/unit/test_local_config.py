@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from harness.backends.local import config
-from harness.backends.local.jars import Distribution
-from harness.backends.local.ports import VariantPorts
+from harness.deploy.local import config
+from harness.deploy.local.jars import Distribution
+from harness.deploy.local.ports import VariantPorts
 from harness.inputs.variants import parse_variants
 
 

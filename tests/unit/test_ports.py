@@ -2,8 +2,8 @@ import socket
 
 import pytest
 
-from harness.backends.local.ports import MAX_SLOTS, VariantPorts, allocate, port_free
 from harness.core.errors import HarnessError
+from harness.deploy.local.ports import MAX_SLOTS, VariantPorts, allocate, port_free
 
 
 def test_slots_never_share_a_port():

@@ -137,7 +137,7 @@ class FakeRun:
         from types import SimpleNamespace
 
         from harness.core.errors import HarnessError
-        from harness.readiness import UnknownSetting
+        from harness.deploy.readiness import UnknownSetting
 
         FakeRun.calls.append((self.scenario.name, self.names))
         for n in self.names:
@@ -169,9 +169,9 @@ def test_a_sweep_runs_each_scenario_per_batch_leaving_out_a_release_that_lacks_i
 def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_it_on_else_kept(monkeypatch):
     from types import SimpleNamespace
 
-    from harness import readiness
+    from harness.deploy import readiness
+    from harness.deploy.readiness import UnknownSetting
     from harness.inputs.scenario import load_scenario
-    from harness.readiness import UnknownSetting
     from harness.run import Run
 
     ep = SimpleNamespace(variant="rocketmq-5.1.0", version="5.1.0")

@@ -4,7 +4,7 @@
 {{- end }}
 
 {{/* The release's object prefix: the release name, suffixed with the chart's unless it contains it
-(harness/backends/k8s/naming.py computes the same). */}}
+(harness/deploy/k8s/naming.py computes the same). */}}
 {{- define "rph.fullname" -}}
 {{- if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from harness.backends.k8s import naming, transfer
-from harness.backends.k8s.cluster import load_api_client
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy.k8s import naming, transfer
+from harness.deploy.k8s.cluster import load_api_client
 from harness.inputs.scenario import Scenario
 
 

@@ -61,7 +61,7 @@ class ServerProcess(Protocol):
 class Backend(Protocol):
     def up(self, variants: Sequence[Variant], topology: Topology = SINGLE) -> list[Endpoints]:
         """Start each variant in ``topology`` and return once every one has passed
-        harness.readiness.wait_serving."""
+        harness.deploy.readiness.wait_serving."""
         ...
 
     def endpoints(self) -> list[Endpoints]:

@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness import readiness
-from harness.backends.base import ServerProcess, parse_properties
-from harness.backends.k8s import naming, transfer
-from harness.backends.k8s.faults import PodProcess
 from harness.contracts.endpoints import Endpoints
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy import readiness
+from harness.deploy.base import ServerProcess, parse_properties
+from harness.deploy.k8s import naming, transfer
+from harness.deploy.k8s.faults import PodProcess
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import Variant
 

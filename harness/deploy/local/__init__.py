@@ -1,5 +1,5 @@
 """The local backend: RocketMQ servers as Java processes on this machine, built from Maven Central jars."""
 
-from harness.backends.local.launcher import LocalBackend
+from harness.deploy.local.launcher import LocalBackend
 
 __all__ = ["LocalBackend"]

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.backends.k8s import naming
 from harness.core.errors import HarnessError
+from harness.deploy.k8s import naming
 from harness.workers import ENV_SPEC_JSON, Placement, WorkerPlan, worker_name
 
 CONTAINER = "worker"
@@ -108,7 +108,7 @@ class PodWorkers:
                  start_timeout_s: float = START_TIMEOUT_S) -> None:
         from kubernetes import client
 
-        from harness.backends.k8s.cluster import load_api_client
+        from harness.deploy.k8s.cluster import load_api_client
 
         self.full = full
         self.namespace = namespace

@@ -1,6 +1,6 @@
 """The Helm chart's values as a pydantic model: the source of charts/rocketmq-pop-harness/values.schema.json.
 
-`python -m harness.backends.k8s.chart_values` prints the schema; a test keeps the committed file equal to
+`python -m harness.deploy.k8s.chart_values` prints the schema; a test keeps the committed file equal to
 it. Helm checks values against the schema on lint, template and install, so a bad value fails there
 with the field's name, before anything reaches a cluster.
 """

@@ -22,17 +22,17 @@ from pathlib import Path
 
 import psutil
 
-from harness import readiness
-from harness.backends.base import Health, parse_properties
-from harness.backends.local import config
-from harness.backends.local.jars import Distribution, distribution_for
-from harness.backends.local.ports import VariantPorts, allocate
 from harness.client import remoting
 from harness.contracts.endpoints import BrokerNode, Endpoints
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
+from harness.deploy import readiness
+from harness.deploy.base import Health, parse_properties
+from harness.deploy.local import config
+from harness.deploy.local.jars import Distribution, distribution_for
+from harness.deploy.local.ports import VariantPorts, allocate
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import LOOPBACK_JAR, Variant, mounts_probe
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from harness.backends.k8s import naming
 from harness.core.errors import HarnessError
+from harness.deploy.k8s import naming
 
 # The container each target runs in, and the main class that names its JVM on the command line.
 CONTAINERS = {"namesrv": ("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup"),

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.local.jars import MAIN_CLASSES, Distribution
-from harness.backends.local.ports import NodePorts, VariantPorts
 from harness.core.paths import REPO_ROOT
 from harness.core.process import owner_flag
+from harness.deploy.local.jars import MAIN_CLASSES, Distribution
+from harness.deploy.local.ports import NodePorts, VariantPorts
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import LOOPBACK_JAR, Scalar, Variant
 
