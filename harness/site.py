@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.contracts.workers import WorkerStarter
 from harness.core.errors import HarnessError
 from harness.core.process import free_port
 from harness.deploy.base import Backend
 from harness.observability.prometheus import Prometheus
-from harness.workers import WorkerStarter
 
 Log = Callable[[str], None]
 # A run's brokers and their stores are thrown away after it; their logs are complete by then.

@@ -2,7 +2,7 @@
 every variant sees the same machine; start, follow, stop.
 
 The fleet decides everything about the workers (their command line, their specs, where they serve metrics,
-the check that every worker's events arrived); a WorkerStarter (harness.workers) only starts them: as
+the check that every worker's events arrived); a WorkerStarter (harness.contracts.workers) only starts them: as
 processes beside the master (ProcessWorkers, here) or as pods (harness.deploy.k8s.workers). Workers run
 through harness.workload.launch (the gevent patching the gRPC client survives).
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.workers import ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
 from harness.core import process
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.inputs.scenario import Scenario
-from harness.workers import ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
 from harness.workload import shipping
 from harness.workload.spec import MASTER, WorkloadSpec
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from harness.workers import worker_name
+from harness.contracts.workers import worker_name
 from harness.workload.spec import WorkloadSpec
 
 SHIP = "rmq_files_ship"  # master -> workers: stop, flush, send your files

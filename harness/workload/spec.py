@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.workers import ENV_INDEX, ENV_SPEC, ENV_SPEC_JSON, worker_name
 from harness.inputs.scenario import Scenario
-from harness.workers import ENV_INDEX, ENV_SPEC, ENV_SPEC_JSON, worker_name
 
 __all__ = ["ENV_SPEC", "ENV_SPEC_JSON", "MASTER", "WorkloadSpec"]
 MASTER = "master"

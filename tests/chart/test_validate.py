@@ -13,12 +13,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.contracts.workers import ENV_SPEC_JSON, Placement, WorkerPlan
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import naming
 from harness.deploy.k8s.remote import Release, collector_manifest, job_manifest, run_args
 from harness.deploy.k8s.workers import job_manifest as workers_job
 from harness.deploy.k8s.workers import owner_reference
-from harness.workers import ENV_SPEC_JSON, Placement, WorkerPlan
 from harness.workload.fleet import WORKER_ENV, worker_command
 from tests.chart.helm import NAMESPACE, PROFILES, one
 

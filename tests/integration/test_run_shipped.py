@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.contracts.workers import Placement
 from harness.core.process import free_port
 from harness.deploy.local import LocalBackend
 from harness.inputs.scenario import load_scenario
@@ -17,7 +18,6 @@ from harness.inputs.variants import load_variants, select
 from harness.observability.prometheus import Prometheus
 from harness.run import Run
 from harness.site import Site
-from harness.workers import Placement
 from harness.workload.fleet import ProcessWorkers
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"  # 2 workers, 16 messages

@@ -11,6 +11,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.workers import ENV_INDEX
 from harness.core.errors import HarnessError
 from harness.deploy.k8s import naming
 from harness.deploy.k8s.workers import (
@@ -24,7 +25,6 @@ from harness.deploy.k8s.workers import (
     owner_reference,
 )
 from harness.inputs.scenario import load_scenario
-from harness.workers import ENV_INDEX
 from harness.workload.fleet import LocustFleet, worker_command
 from harness.workload.spec import MASTER, WorkloadSpec
 

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from harness.contracts.workers import ENV_SPEC_JSON, Placement, WorkerPlan, worker_name
 from harness.core.errors import HarnessError
 from harness.deploy.k8s import naming
-from harness.workers import ENV_SPEC_JSON, Placement, WorkerPlan, worker_name
 
 CONTAINER = "worker"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
