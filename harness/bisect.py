@@ -106,7 +106,7 @@ def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Pa
                 ) -> Callable[[Variant | None], Judged]:
     """A judge that runs [older, point, newer] side by side (one run) and compares them on Spark (one session
     for every step)."""
-    from harness.run import Run
+    from harness.run.sequence import Run
     from spark.io import load_archives
     from spark.jobs.compare import analyse, collect
     from spark.session import local_session

@@ -19,7 +19,7 @@ from scipy.stats import binomtest
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import DELAY_JAR, JavaAgent, Variant
-from harness.run import Run
+from harness.run.sequence import Run
 
 FALSE = ("improvement", "regression")
 COPY_SUFFIX = "-copy"

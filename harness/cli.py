@@ -350,8 +350,8 @@ def print_probes(probes: dict[str, list[dict]]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.run import Run
-    from harness.site import SITES
+    from harness.run.sequence import Run
+    from harness.run.site import SITES
 
     scenario = _scenario(args)
     variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
@@ -404,7 +404,7 @@ def _maybe_compare(args: argparse.Namespace, archive: Path, variants: list[str])
 def _k8s_run(args: argparse.Namespace) -> int:
     """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
     from harness.deploy.k8s.remote import Cluster
-    from harness.run import GRACE_S, new_run_id
+    from harness.run.sequence import GRACE_S, new_run_id
 
     scenario = _scenario(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))

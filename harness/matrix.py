@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
 from harness.inputs.variants import Variant
-from harness.run import Run
+from harness.run.sequence import Run
 
 ALL = "all"
 # Brokers starting and stopping, Prometheus, the archive: measured ~40-50 s per run with three variants here.

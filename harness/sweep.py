@@ -17,7 +17,7 @@ from harness.core.errors import HarnessError
 from harness.deploy.readiness import UnknownSetting
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
-from harness.run import Run
+from harness.run.sequence import Run
 
 # Measured here: four variants side by side (calibrate) keep a burst's wakeups within ~1 ms of running alone.
 DEFAULT_BATCH = 4

@@ -36,7 +36,7 @@ def archive(
     (1 s), received again after the sampled wakeup by a poll already waiting, acked; ``lost`` messages are
     sent and never received; ``never_redelivered[variant]`` of the nacked ones never come back; ``probe``: the
     wakeup probe's samples per variant, as a run with --probe keeps them in its manifest; ``extra``: more events
-    per variant (over the common columns); ``faults``: the manifest's fault records (harness.faults); ``versions``:
+    per variant (over the common columns); ``faults``: the manifest's fault records (harness.run.faults); ``versions``:
     each variant's RocketMQ version (default 5.3.3)."""
     rng = np.random.default_rng(seed)
     staging = ArchiveStaging(runs, run_id)

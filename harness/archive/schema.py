@@ -59,7 +59,7 @@ class Manifest(BaseModel):
     started_at: str  # ISO 8601, UTC
     ended_at: str
     duration_s: float
-    faults: list[dict[str, Any]] = Field(default_factory=list)  # harness.faults.FaultRecord, one per variant
+    faults: list[dict[str, Any]] = Field(default_factory=list)  # harness.run.faults.FaultRecord, one per variant
     files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
     summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.measure.latency.summarize at write time
     # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).

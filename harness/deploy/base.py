@@ -26,7 +26,7 @@ class Health:
 
 
 class ServerProcess(Protocol):
-    """One server process of a variant, as its backend runs it: what a fault (harness.faults) acts on."""
+    """One server process of a variant, as its backend runs it: what a fault (harness.run.faults) acts on."""
 
     # Whether a killed process stays down until ``start`` (locally), or its supervisor restarts it at once
     # (the kubelet): a kill9 held down for duration_s needs the first.

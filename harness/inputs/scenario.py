@@ -310,7 +310,7 @@ class Scenario(_Strict):
                                   "it has one number and names the series in `of`")
     topology: Topology = Field(default_factory=Topology, description="the deployment every variant runs on")
     faults: list[Fault] = Field(default_factory=list, description="faults injected during the load, into every "
-                                "variant at once (harness.faults); each is in the manifest and the events")
+                                "variant at once (harness.run.faults); each is in the manifest and the events")
     _source: str = PrivateAttr("scenario")
 
     @model_validator(mode="before")

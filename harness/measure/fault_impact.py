@@ -66,7 +66,7 @@ def longest_gap(times: np.ndarray, start: int, end: int, end_ns: int) -> tuple[f
 
 def impact(ledger_rows: pd.DataFrame, retries: pd.DataFrame,
            records: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
-    """Per fault record (harness.faults.FaultRecord.as_dict) of one run: its exposed pairs by class and the
+    """Per fault record (harness.run.faults.FaultRecord.as_dict) of one run: its exposed pairs by class and the
     longest wait across its window, from the run's ledger rows and retry rows."""
     seen = ledger_rows[TIMES].max().max() if len(ledger_rows) else None
     end_ns = int(seen) if seen is not None and not pd.isna(seen) else 0

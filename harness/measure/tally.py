@@ -184,7 +184,7 @@ def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed
     """Per (scenario, variant): counts, the ledger (harness.measure.ledger: ``subscriptions`` topic -> its groups,
     ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
     that stalled (waited for the scenario's ``long_poll_ms`` to run out), the FIFO order checks and, when the
-    run injected ``faults`` (harness.faults.FaultRecord.as_dict), what each did (harness.measure.fault_impact)."""
+    run injected ``faults`` (harness.run.faults.FaultRecord.as_dict), what each did (harness.measure.fault_impact)."""
     return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults)
 
 

@@ -229,7 +229,7 @@ class PopConsumerUser(User):
         try:
             received = self.consumer.receive(c.batch, c.invisible_s)
         except Exception as e:  # noqa: BLE001
-            # A DriverError means the client cannot measure at all; the run refuses to pass it (harness.run).
+            # A DriverError means the client cannot measure at all; the run refuses to pass it (harness.run.sequence).
             what = CLIENT_UNFIT if isinstance(e, DriverError) else "receive"
             rt.log.record("error", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
                           poll_started_ns=started, detail=f"{what}: {e}"[:500])

@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from harness.core.process import free_port
 from harness.deploy.k8s import naming
-from harness.observability.discovery import SD_PATH, DiscoveredPrometheus
-from harness.observability.prometheus import ScrapeTarget, binary
+from harness.run.observability.discovery import SD_PATH, DiscoveredPrometheus
+from harness.run.observability.prometheus import ScrapeTarget, binary
 from tests.chart.helm import one
 
 

@@ -46,7 +46,7 @@ def test_every_copied_source_exists_and_is_in_the_build_context():
 def test_what_a_run_in_the_pod_reads_is_in_the_image():
     copied = set(_copied())
     for needed in ("workloads/locustfile.py", "workloads/scenarios/burst.yaml", "dashboards/pop-retry.json",
-                   "harness/run.py", "spark/jobs/compare.py", "pyproject.toml"):
+                   "harness/run/sequence.py", "spark/jobs/compare.py", "pyproject.toml"):
         assert any(needed == c or needed.startswith(c + "/") for c in copied), needed
         assert _in_context(needed), needed
     assert not _in_context(".venv/bin/python") and not _in_context("runs/x/manifest.json")

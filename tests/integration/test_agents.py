@@ -11,7 +11,7 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
-from harness.run import Run
+from harness.run.sequence import Run
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
 

@@ -12,7 +12,7 @@ from harness.cli import main
 from harness.contracts.events import COLUMNS, EVENT_SCHEMA_VERSION
 from harness.core import process
 from harness.deploy.local import LocalBackend
-from harness.observability import dashboards
+from harness.run.observability import dashboards
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"
 

@@ -16,10 +16,10 @@ from harness.core.process import free_port
 from harness.deploy.local import LocalBackend
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import load_variants, select
-from harness.observability.discovery import SD_PATH, DiscoveredPrometheus
-from harness.observability.prometheus import binary
-from harness.run import Run
-from harness.site import Site
+from harness.run.observability.discovery import SD_PATH, DiscoveredPrometheus
+from harness.run.observability.prometheus import binary
+from harness.run.sequence import Run
+from harness.run.site import Site
 from tests.chart.helm import one, render
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"

@@ -15,9 +15,9 @@ from harness.core.process import free_port
 from harness.deploy.local import LocalBackend
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import load_variants, select
-from harness.observability.prometheus import Prometheus
-from harness.run import Run
-from harness.site import Site
+from harness.run.observability.prometheus import Prometheus
+from harness.run.sequence import Run
+from harness.run.site import Site
 from harness.workload.fleet import ProcessWorkers
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"  # 2 workers, 16 messages

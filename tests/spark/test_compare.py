@@ -212,9 +212,9 @@ def test_archives_of_different_scenario_definitions_are_not_pooled(tmp_path, cap
 def test_faults_are_judged_alike_by_spark_and_by_the_runs_own_summary_and_drawn(spark, tmp_path):
     import pandas as pd
 
-    from harness.faults import FaultRecord
     from harness.inputs.scenario import parse_scenario
     from harness.measure.tally import summarize
+    from harness.run.faults import FaultRecord
 
     base_ns = 1_795_000_000_000 * synth.MS
     records = []

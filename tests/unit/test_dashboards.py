@@ -2,7 +2,7 @@ import re
 
 from dashboards.generate import DASHBOARDS, HERE, render
 from harness.contracts import metrics
-from harness.observability.dashboards import queries, substitute
+from harness.run.observability.dashboards import queries, substitute
 
 # Broker-side names the dashboards may use: the pop-wakeup-probe's, and RocketMQ 5.3.3's exporter's
 # (read off a running broker's /metrics).

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from harness.core.errors import ConfigError
-from harness.faults import FaultRecord, Injector, act
 from harness.inputs.scenario import load_scenario, parse_fault, parse_scenario, with_faults
 from harness.measure.fault_impact import impact, longest_gap, waits
+from harness.run.faults import FaultRecord, Injector, act
 
 BASE = {
     "name": "s",

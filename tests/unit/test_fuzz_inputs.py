@@ -419,7 +419,7 @@ def _trip(*args: object, **kwargs: object) -> None:
 
 
 TRIPWIRES = [
-    "harness.run.Run.__init__", "harness.run.Run.execute",
+    "harness.run.sequence.Run.__init__", "harness.run.sequence.Run.execute",
     "harness.deploy.local.launcher.LocalBackend.up", "harness.deploy.local.launcher.LocalBackend.down",
     "harness.deploy.local.launcher.LocalBackend.status",
     "harness.deploy.local.jars.distribution_for", "harness.deploy.local.jars.ensure_version",

@@ -38,14 +38,14 @@ COMPONENTS = {
     "harness.deploy.readiness": "readiness",
     "harness.deploy": "backends",
     "harness.deploy.base": "backend-interface",
-    "harness.faults": "faults",
+    "harness.run.faults": "faults",
     "harness.cluster": "cluster",
-    "harness.observability": "observability",
+    "harness.run.observability": "observability",
     "harness.workload": "workload",
     "workloads": "workload",
     "harness.archive": "archive",
-    "harness.site": "site",
-    "harness.run": "run",
+    "harness.run.site": "site",
+    "harness.run.sequence": "run",
     "harness.calibrate": "cli",
     "harness.matrix": "cli",
     "harness.cli": "cli",
@@ -146,7 +146,7 @@ def test_no_import_against_the_flow(path: Path):
 
 def test_the_rule_catches_a_backward_import(tmp_path: Path):
     # The checker itself must be able to fail: a backend importing the run orchestrator is caught.
-    assert component("harness.run") not in ALLOWED[component("harness.deploy.local.launcher")]
-    assert component("harness.deploy.local") not in ALLOWED[component("harness.run")]
+    assert component("harness.run.sequence") not in ALLOWED[component("harness.deploy.local.launcher")]
+    assert component("harness.deploy.local") not in ALLOWED[component("harness.run.sequence")]
     assert component("harness.deploy.k8s.cluster") not in ALLOWED[component("spark.jobs.compare")]
-    assert component("harness.deploy.local") not in ALLOWED[component("harness.observability.prometheus")]
+    assert component("harness.deploy.local") not in ALLOWED[component("harness.run.observability.prometheus")]

@@ -8,8 +8,8 @@ from harness.deploy.k8s import naming
 from harness.deploy.k8s.cluster import agent_option, merged_broker_conf
 from harness.deploy.k8s.remote import job_name, run_args
 from harness.deploy.readiness import agent_problems
-from harness.observability.discovery import sd_groups
-from harness.observability.prometheus import ScrapeTarget
+from harness.run.observability.discovery import sd_groups
+from harness.run.observability.prometheus import ScrapeTarget
 
 
 def test_fullname_follows_the_chart_helper():

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.observability.prometheus import ScrapeTarget, render_config
+from harness.run.observability.prometheus import ScrapeTarget, render_config
 
 TARGETS = [
     ScrapeTarget("workers", "127.0.0.1:40001", "unpatched"),

@@ -123,7 +123,7 @@ def test_batches_are_few_balanced_and_keep_the_order(n, size, sizes):
 
 
 class FakeRun:
-    """Stands in for harness.run.Run in a test of the sweep's loop (which releases run which scenario)."""
+    """Stands in for harness.run.sequence.Run in a test of the sweep's loop (which releases run which scenario)."""
 
     calls: list[tuple[str, list[str]]] = []
     lacking: dict[str, str] = {}  # release -> scenario it lacks a setting of
@@ -172,7 +172,7 @@ def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_i
     from harness.deploy import readiness
     from harness.deploy.readiness import UnknownSetting
     from harness.inputs.scenario import load_scenario
-    from harness.run import Run
+    from harness.run.sequence import Run
 
     ep = SimpleNamespace(variant="rocketmq-5.1.0", version="5.1.0")
     monkeypatch.setattr(readiness, "ignored_settings",

@@ -14,7 +14,7 @@ from harness.contracts.workers import WorkerStarter
 from harness.core.errors import HarnessError
 from harness.core.process import free_port
 from harness.deploy.base import Backend
-from harness.observability.prometheus import Prometheus
+from harness.run.observability.prometheus import Prometheus
 
 Log = Callable[[str], None]
 # A run's brokers and their stores are thrown away after it; their logs are complete by then.
@@ -62,7 +62,7 @@ def cluster_site(work: Path, log: Log) -> Site:
     from harness.deploy.k8s import naming
     from harness.deploy.k8s.cluster import K8sBackend
     from harness.deploy.k8s.workers import PodWorkers
-    from harness.observability.discovery import DiscoveredPrometheus
+    from harness.run.observability.discovery import DiscoveredPrometheus
 
     full, namespace, pod_ip = _pod_env(naming.ENV_FULLNAME), _pod_env(naming.ENV_NAMESPACE), _pod_env(naming.ENV_POD_IP)
     backend = K8sBackend(full, namespace, log=log)

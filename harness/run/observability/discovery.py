@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.error import URLError
 
 from harness.core.errors import HarnessError
-from harness.observability.prometheus import Prometheus, ScrapeTarget
+from harness.run.observability.prometheus import Prometheus, ScrapeTarget
 
 SD_PATH = "/targets"
 

@@ -26,15 +26,15 @@ from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
 from harness.core.errors import ConfigError, HarnessError
 from harness.deploy import readiness
-from harness.faults import HARNESS_WORKER, Injector
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe
 from harness.measure.shares import count, read_shares
 from harness.measure.tally import summarize_slices
-from harness.observability.dashboards import panel_queries
-from harness.observability.probe import read_probe
-from harness.observability.prometheus import ScrapeTarget
-from harness.site import Site, SiteFactory, local_site
+from harness.run.faults import HARNESS_WORKER, Injector
+from harness.run.observability.dashboards import panel_queries
+from harness.run.observability.probe import read_probe
+from harness.run.observability.prometheus import ScrapeTarget
+from harness.run.site import Site, SiteFactory, local_site
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]
