@@ -496,7 +496,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from harness import matrix
+    from harness.campaigns import matrix
     from spark.jobs.matrix import parser as matrix_parser
     from spark.jobs.matrix import run as run_matrix
 
@@ -549,7 +549,7 @@ def print_matrix(summary: dict) -> None:
 def _calibrate(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from harness import calibrate
+    from harness.campaigns import calibrate
 
     if args.runs < 1:
         raise ConfigError(f"--runs {args.runs}: at least one run")

@@ -66,8 +66,8 @@ def _stamp() -> str:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    from harness import matrix, releases
-    from harness import sweep as sweeping
+    from harness.campaigns import matrix, releases
+    from harness.campaigns import sweep as sweeping
     from harness.cli import console, print_summary
     from spark.jobs.sweep import parser as sweep_parser
     from spark.jobs.sweep import run as run_sweep
@@ -198,8 +198,8 @@ def print_sweep(summary: dict) -> None:
 
 
 def bisect(args: argparse.Namespace) -> int:
-    from harness import bisect as bisecting
-    from harness import releases
+    from harness.campaigns import bisect as bisecting
+    from harness.campaigns import releases
     from harness.cli import _scenario, console
     from spark.stats import VerdictRule
 

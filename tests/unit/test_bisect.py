@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import bisect
+from harness.campaigns import bisect
+from harness.campaigns.releases import release_variant
 from harness.core.errors import HarnessError
-from harness.releases import release_variant
 
 POINTS = [release_variant(v) for v in ("5.0.0", "5.1.0", "5.1.1", "5.2.0", "5.3.3", "5.4.0", "5.5.0")]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness import calibrate
+from harness.campaigns import calibrate
 from harness.cli import main
 from harness.core.errors import ConfigError
 from harness.inputs.variants import DELAY_JAR, load_variants

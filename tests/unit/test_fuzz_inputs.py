@@ -423,11 +423,11 @@ TRIPWIRES = [
     "harness.deploy.local.launcher.LocalBackend.up", "harness.deploy.local.launcher.LocalBackend.down",
     "harness.deploy.local.launcher.LocalBackend.status",
     "harness.deploy.local.jars.distribution_for", "harness.deploy.local.jars.ensure_version",
-    "spark.session.local_session", "harness.calibrate.run_all", "harness.matrix.run_all",
+    "spark.session.local_session", "harness.campaigns.calibrate.run_all", "harness.campaigns.matrix.run_all",
     "harness.deploy.k8s.remote.Cluster.__init__", "harness.deploy.k8s.remote.wait_ready",
     "harness.cluster.node.up", "harness.cluster.node.down", "harness.cluster.node.status",
     "harness.cluster.binaries.build", "harness.cluster.images.load_all",
-    "harness.releases.catalogue", "harness.sweep.run_all", "harness.bisect.search",
+    "harness.campaigns.releases.catalogue", "harness.campaigns.sweep.run_all", "harness.campaigns.bisect.search",
 ]
 
 

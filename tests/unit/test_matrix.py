@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import matrix
+from harness.campaigns import matrix
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import SCENARIO_DIR
 from harness.inputs.variants import load_variants, select

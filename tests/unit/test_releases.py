@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import releases
+from harness.campaigns import releases
+from harness.campaigns.sweep import batches
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.variants import Variant
-from harness.sweep import batches
 
 
 def metadata(*versions: str) -> bytes:
@@ -151,7 +151,7 @@ class FakeRun:
 def test_a_sweep_runs_each_scenario_per_batch_leaving_out_a_release_that_lacks_its_setting(tmp_path):
     from types import SimpleNamespace
 
-    from harness import sweep
+    from harness.campaigns import sweep
 
     FakeRun.calls, FakeRun.lacking, FakeRun.broken = [], {"rocketmq-5.1.0": "v2"}, {"rocketmq-5.5.0"}
     plan = [SimpleNamespace(name="v1"), SimpleNamespace(name="v2")]

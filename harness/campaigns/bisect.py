@@ -144,7 +144,7 @@ def order(good: Variant, bad: Variant, between: Sequence[Variant]) -> list[Varia
     """Releases oldest first; local builds (or a mix) in the order given: --good, --between..., --bad."""
     points = [good, *between, bad]
     if all(p.jars is None for p in points):
-        from harness.releases import parse
+        from harness.campaigns.releases import parse
 
         points = sorted(points, key=lambda p: parse(p.version))
     names = [p.name for p in points]
@@ -155,6 +155,6 @@ def order(good: Variant, bad: Variant, between: Sequence[Variant]) -> list[Varia
 
 def write(result: dict, out: Path) -> Path:
     """The bisection's evidence as JSON, written atomically and never over an existing file."""
-    from harness.calibrate import write_json
+    from harness.campaigns.calibrate import write_json
 
     return write_json(result, out, "bisection results")
