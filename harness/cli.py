@@ -602,8 +602,8 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from harness.cluster import binaries, node
-    from harness.cluster.layout import default_layout
+    from tools.cluster import binaries, node
+    from tools.cluster.layout import default_layout
 
     lay = default_layout()
     log = console.print
@@ -616,7 +616,7 @@ def _cluster(args: argparse.Namespace) -> int:
     elif args.action == "down":
         node.down(node.owner() or lay, log)
     elif args.action == "images":
-        from harness.cluster import images
+        from tools.cluster import images
         from harness.deploy.local import jars
 
         if not node.status(lay)["node_ready"]:

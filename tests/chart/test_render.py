@@ -462,7 +462,7 @@ def test_the_docker_less_profile_pulls_nothing_and_runs_without_grafana(rendered
             assert c["imagePullPolicy"] == "Never", (name, c["name"])
             images.append(c["image"])
     # What `rmq-harness cluster images` loads: the harness image, Prometheus from Debian, the broker image.
-    from harness.cluster import images as cluster_images
+    from tools.cluster import images as cluster_images
 
     assert {"rmq-pop-harness:dev", cluster_images.PROMETHEUS_IMAGE,
             f"{cluster_images.ROCKETMQ_REPOSITORY}:5.3.3"} == set(images)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as kclient
 
-from harness.cluster import binaries, images, node
-from harness.cluster.layout import BRIDGE, Layout
+from tools.cluster import binaries, images, node
+from tools.cluster.layout import BRIDGE, Layout
 
 
 def host_traces() -> dict[str, object]:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.cluster import images
+from tools.cluster import images
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import naming
 from harness.deploy.local import jars
@@ -114,7 +114,7 @@ def test_the_workers_ran_as_pods_and_every_ones_events_came_back(archive, releas
 
 def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
     lay, _ = release
-    from harness.cluster import node
+    from tools.cluster import node
 
     run_id = archive.name
     api = node.api(lay)

@@ -9,8 +9,8 @@ import pytest
 from kubernetes import client as kclient
 from kubernetes.stream import stream
 
-from harness.cluster import binaries, images, node
-from harness.cluster.layout import NODE_NAME
+from tools.cluster import binaries, images, node
+from tools.cluster.layout import NODE_NAME
 
 NS = "default"
 

@@ -6,8 +6,8 @@ import tomllib
 import pytest
 import yaml
 
-from harness.cluster import binaries, configs
-from harness.cluster.layout import NODE_IP, POD_CIDR, Layout
+from tools.cluster import binaries, configs
+from tools.cluster.layout import NODE_IP, POD_CIDR, Layout
 from harness.core.errors import HarnessError
 
 GO_MOD = """module k8s.io/kubernetes

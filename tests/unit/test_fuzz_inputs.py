@@ -425,8 +425,8 @@ TRIPWIRES = [
     "harness.deploy.local.jars.distribution_for", "harness.deploy.local.jars.ensure_version",
     "spark.session.local_session", "harness.campaigns.calibrate.run_all", "harness.campaigns.matrix.run_all",
     "harness.deploy.k8s.remote.Cluster.__init__", "harness.deploy.k8s.remote.wait_ready",
-    "harness.cluster.node.up", "harness.cluster.node.down", "harness.cluster.node.status",
-    "harness.cluster.binaries.build", "harness.cluster.images.load_all",
+    "tools.cluster.node.up", "tools.cluster.node.down", "tools.cluster.node.status",
+    "tools.cluster.binaries.build", "tools.cluster.images.load_all",
     "harness.campaigns.releases.catalogue", "harness.campaigns.sweep.run_all", "harness.campaigns.bisect.search",
 ]
 

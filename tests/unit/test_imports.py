@@ -39,7 +39,7 @@ COMPONENTS = {
     "harness.deploy": "backends",
     "harness.deploy.base": "backend-interface",
     "harness.run.faults": "faults",
-    "harness.cluster": "cluster",
+    "tools.cluster": "cluster",
     "harness.run.observability": "observability",
     "harness.workload": "workload",
     "workloads": "workload",

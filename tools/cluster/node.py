@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.cluster import binaries, configs, images
-from harness.cluster.layout import (
+from tools.cluster import binaries, configs, images
+from tools.cluster.layout import (
     API_PORT,
     BRIDGE,
     CLUSTER_DOMAIN,

@@ -9,8 +9,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.cluster.binaries import tools_dir
-from harness.cluster.layout import PAUSE_IMAGE, Layout
+from tools.cluster.binaries import tools_dir
+from tools.cluster.layout import PAUSE_IMAGE, Layout
 from harness.core.errors import HarnessError
 
 # Root here lacks CAP_SYS_RESOURCE: podman's default ulimits cannot be set, these can (environment.md).

@@ -11,7 +11,7 @@ import json
 
 import yaml
 
-from harness.cluster.layout import (
+from tools.cluster.layout import (
     BRIDGE,
     CLUSTER_DOMAIN,
     KUBELET_PORT,

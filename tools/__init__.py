@@ -1,0 +1,1 @@
+"""Tools that build what the harness runs on, outside the runtime package."""
