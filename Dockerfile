@@ -1,7 +1,7 @@
 # The harness image for the Kubernetes side (charts/rocketmq-pop-harness): `rmq-harness run` in the
 # load-test pod (Locust master and workers, the run orchestrator) and the agent jars that the brokers'
 # init containers copy. Built and loaded into kind by `make kind-up`; where no
-# registry serves the base images, `rmq-harness cluster images` builds it on local stand-ins of them.
+# registry serves the base images, `make cluster-images` builds it on local stand-ins of them.
 
 # The broker agents, built as `make setup` builds them (Java 8 bytecode: the apache/rocketmq image
 # runs Java 8).

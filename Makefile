@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 HARNESS := $(BIN)/rmq-harness
+# The Kubernetes builder (tools/cluster): not part of the rmq-harness package.
+CLUSTER := $(BIN)/python -m tools.cluster
 STAMP := $(VENV)/.installed
 OTAVA_VERSION := 0.8.0
 # Variants `make setup` pre-fetches and `make run` starts.
@@ -189,14 +191,14 @@ cluster-packages:
 
 # Kubernetes, etcd, CoreDNS and the pause program, built once per pinned version (cold ~15 min on 2 cores).
 cluster-tools: python cluster-packages
-	$(HARNESS) cluster build
+	$(CLUSTER) build
 
 cluster-up: cluster-tools
-	$(HARNESS) cluster up
+	$(CLUSTER) up
 
 # The harness image and the brokers' images (rocketmq.Dockerfile over the cached jars), loaded into it.
 cluster-images: python
-	$(HARNESS) cluster images $(VARIANT_FLAGS)
+	$(CLUSTER) images $(VARIANT_FLAGS)
 
 cluster-down: python
-	$(HARNESS) cluster down
+	$(CLUSTER) down

@@ -1,0 +1,1 @@
+"""Grafana dashboards as code (generate.py, grafana-foundation-sdk) and the JSON it writes."""

@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from harness.contracts.verdict import MEDIAN, STATISTIC
 from harness.measure import ordering, tally
 from harness.measure.fault_impact import TIMES, impact
 from spark import facts
 from spark.io import Archive, read_events, scenario_of
-from spark.stats import MEDIAN, STATISTIC
 
 LATENCIES = [m for m, statistic in STATISTIC.items() if statistic == MEDIAN]
 

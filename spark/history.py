@@ -17,21 +17,25 @@ below; their false-alarm rate and power are measured by tests/benchmarks/bench_h
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.contracts import schemas
+from harness.contracts.verdict import IMPROVEMENT, REGRESSION, STATISTIC, group_levels
 from harness.core.errors import ConfigError
 from harness.inputs.variants import release_of
+from spark.io import Archive
 
-DATASET_SCHEMA_VERSION = 1
+DATASET_SCHEMA_VERSION = schemas.HISTORY.version
 SCHEMA = pa.schema([
     ("dataset_schema_version", pa.int16()), ("run_id", pa.string()), ("started_at", pa.string()),
     ("definition", pa.string()), ("variant", pa.string()), ("version", pa.string()), ("jars", pa.bool_()),
@@ -56,11 +60,10 @@ def cycle_levels(samples: pd.DataFrame, statistics: dict[str, str]) -> pd.DataFr
     df = samples[samples["metric"].astype(str).isin(statistics)]
     df = df.astype({"scenario": str, "variant": str, "run_id": str, "metric": str})
     g = df.groupby(keys, sort=True, observed=True)["value"]
-    out = pd.concat([g.median().rename("median"), g.mean().rename("mean"), g.size().rename("values")], axis=1)
-    out = out.reset_index()
+    level = group_levels(g, lambda groups: groups.get_level_values("metric").map(statistics))
+    out = pd.concat([g.size().rename("values"), level], axis=1).reset_index()
     out["statistic"] = out["metric"].map(statistics)
-    out["level"] = np.where(out["statistic"] == "share", out["mean"], out["median"])
-    return out.drop(columns=["median", "mean"])
+    return out[[*keys, "values", "statistic", "level"]]
 
 
 def ingested(dataset: Path) -> set[str]:
@@ -130,7 +133,7 @@ class ChangePoint:
     before: float  # mean level of the points since the change before it
     after: float
     p_value: float
-    direction: str  # "regression" (higher) or "improvement" (lower)
+    direction: str  # REGRESSION (higher) or IMPROVEMENT (lower)
 
     def as_dict(self) -> dict:
         return {"index": self.index, "before": self.before, "after": self.after, "p_value": self.p_value,
@@ -159,7 +162,7 @@ def change_points(values: Sequence[float], window: int = WINDOW, max_pvalue: flo
         before, after = float(cp.stats.mean_before()), float(cp.stats.mean_after())
         worse = after > before if LOWER_IS_BETTER else after < before
         out.append(ChangePoint(int(cp.index), before, after, float(cp.stats.pvalue),
-                               "regression" if worse else "improvement"))
+                               REGRESSION if worse else IMPROVEMENT))
     return out
 
 
@@ -171,19 +174,21 @@ def newest_starts_regression(values: Sequence[float], window: int = WINDOW,
         return None
     now = change_points(values, window, max_pvalue)
     before = {c.index for c in change_points(values[:-1], window, max_pvalue)}
-    new = [c for c in now if c.index not in before and c.direction == "regression"]
+    new = [c for c in now if c.index not in before and c.direction == REGRESSION]
     return new[-1] if new else None
+
+
+def _statistic_of(groups: pd.Index) -> pd.Index:
+    return groups.get_level_values("statistic")
 
 
 def over_runs(df: pd.DataFrame) -> pd.DataFrame:
     """One point per (scenario, variant, metric, run): the run's level over its cycles, ordered by start."""
     g = df.groupby(["scenario", "definition", "variant", "metric", "statistic", "run_id", "started_at", "version"],
                    sort=False, dropna=False)["level"]
-    pts = pd.concat([g.median().rename("median"), g.mean().rename("mean"), g.size().rename("cycles")], axis=1)
-    pts = pts.reset_index()
-    pts["level"] = np.where(pts["statistic"] == "share", pts["mean"], pts["median"])
-    return pts.drop(columns=["median", "mean"]).sort_values(["scenario", "definition", "variant", "metric",
-                                                               "started_at", "run_id"], ignore_index=True)
+    pts = pd.concat([g.size().rename("cycles"), group_levels(g, _statistic_of)], axis=1).reset_index()
+    return pts.sort_values(["scenario", "definition", "variant", "metric", "started_at", "run_id"],
+                           ignore_index=True)
 
 
 def over_releases(df: pd.DataFrame) -> pd.DataFrame:
@@ -195,12 +200,11 @@ def over_releases(df: pd.DataFrame) -> pd.DataFrame:
                                      "runs"])
     rel["version"] = rel["variant"].map(release_of)
     g = rel.groupby(["scenario", "definition", "metric", "statistic", "version"], sort=False)
-    pts = pd.concat([g["level"].median().rename("median"), g["level"].mean().rename("mean"),
-                     g.size().rename("cycles"), g["run_id"].nunique().rename("runs")], axis=1).reset_index()
-    pts["level"] = np.where(pts["statistic"] == "share", pts["mean"], pts["median"])
+    pts = pd.concat([g.size().rename("cycles"), g["run_id"].nunique().rename("runs"),
+                     group_levels(g["level"], _statistic_of)], axis=1).reset_index()
     key = pts["version"].map(lambda v: tuple(int(x) for x in v.split(".")))
     pts = pts.assign(_k=key).sort_values(["scenario", "definition", "metric", "_k"])
-    return pts.drop(columns=["_k", "median", "mean"]).reset_index(drop=True)
+    return pts.drop(columns=["_k"]).reset_index(drop=True)
 
 
 def analyse(df: pd.DataFrame, window: int = WINDOW, max_pvalue: float = MAX_PVALUE) -> dict:
@@ -237,3 +241,64 @@ def analyse(df: pd.DataFrame, window: int = WINDOW, max_pvalue: float = MAX_PVAL
             "dataset_schema_version": DATASET_SCHEMA_VERSION, "runs": int(df["run_id"].nunique()),
             "over_runs": runs_series, "over_releases": release_series,
             "regressions": [s for s in runs_series if s["newest_starts_regression"]]}
+
+
+# Archives into the dataset (Spark: the samples of every new run).
+
+
+def find_archives(sources: Sequence[str]) -> list[Path]:
+    """Archive directories (those with a manifest.json), below each source; staging and work directories
+    (names starting with '.') are not archives."""
+    found: list[Path] = []
+    for s in sources:
+        p = Path(s)
+        if not p.exists():
+            raise ConfigError(f"{s}: no such archive or directory")
+        if (p / "manifest.json").is_file():
+            found.append(p)
+            continue
+        for m in sorted(p.rglob("manifest.json")):
+            rel = m.parent.relative_to(p)
+            if not any(part.startswith(".") for part in rel.parts):
+                found.append(m.parent)
+    return list(dict.fromkeys(found))
+
+
+def definition(archive: Archive) -> str:
+    """What pools a run with others: its scenario as far as the load goes (not its length or expectations)."""
+    from spark.io import _comparable
+
+    doc = _comparable(archive.manifest.get("scenario") or {})
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def ingest(spark: object, dataset: Path, paths: Sequence[Path], warn: Callable[[str], None]) -> dict:
+    """Add the archives not yet in the dataset; returns what was added and what was skipped (and why)."""
+    from spark.comparison import collect
+    from spark.io import load_archives
+
+    have = ingested(dataset)
+    loaded = load_archives([str(p) for p in paths], skip_bad=True, warn=warn, pool=False)
+    new = [a for a in loaded if a.run_id not in have]
+    groups: dict[tuple[str, str], list[Archive]] = {}
+    for a in new:
+        groups.setdefault(((a.manifest.get("scenario") or {}).get("name", "?"), definition(a)), []).append(a)
+    added = 0
+    for (_name, digest), archives in sorted(groups.items()):
+        variants = list(dict.fromkeys(v for a in archives for v in a.variants))
+        c = collect(spark, archives, variants)
+        try:
+            levels = cycle_levels(c.samples, STATISTIC)
+        finally:
+            c.close()
+        runs = {a.run_id: {"started_at": str(a.manifest.get("started_at", "")),
+                           "harness_version": str(a.manifest.get("harness_version", "")), "definition": digest,
+                           "variants": {v["name"]: v for v in a.manifest.get("variants", [])}} for a in archives}
+        missing = sorted(set(runs) - set(levels["run_id"]))
+        for run_id in missing:
+            warn(f"run {run_id}: no retry measured (no cycle level); not in the history")
+        added += append(dataset, levels, runs)
+    return {"archives_found": len(paths), "runs_added": sorted(a.run_id for a in new),
+            "runs_already_in": sorted(a.run_id for a in loaded if a.run_id in have), "files_written": added}
+
+

@@ -16,13 +16,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.archive.schema import MANIFEST, MANIFEST_SCHEMA_VERSION
-from harness.contracts.events import COLUMNS, COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
+from harness.archive.schema import MANIFEST
+from harness.contracts import schemas
+from harness.contracts.events import COLUMNS, COLUMNS_BY_VERSION, SCHEMA
 from harness.core.errors import ConfigError, first_line, one_line
 from harness.inputs.scenario import Scenario, parse_scenario
 
-KNOWN_MANIFEST_VERSIONS = set(range(1, MANIFEST_SCHEMA_VERSION + 1))
-KNOWN_EVENT_VERSIONS = set(range(1, EVENT_SCHEMA_VERSION + 1))
+KNOWN_MANIFEST_VERSIONS = schemas.MANIFEST.known
+KNOWN_EVENT_VERSIONS = schemas.EVENTS.known
 
 
 class ArchiveError(ConfigError):

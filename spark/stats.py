@@ -20,46 +20,25 @@ The rule:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from math import comb
 
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH = "improvement", "regression", "no change", "not enough data"
-MEDIAN, SHARE = "median", "share"
-# What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.measure.latency.stalled: 1 for a
-# retry that waited for a poll to run out, else 0) by shares, as their median says only "most" or "few".
-STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE}
-# Compared in every scenario; a scenario's own verdict metric (Scenario.verdict_metric) joins them.
-COMPARED = ("wakeup_ms", "redelivery_ms")
+from harness.contracts.verdict import (
+    AGGREGATE,
+    IMPROVEMENT,
+    MEDIAN,
+    NO_CHANGE,
+    NOT_ENOUGH,
+    REGRESSION,
+    VerdictRule,
+    level,
+)
+
 Runs = Sequence[Sequence[np.ndarray]]  # runs -> cycles -> values
 # A bootstrap replicate resamples at most this many values of one cycle (a random subset beyond it).
 MAX_PER_CYCLE = 2_000
-
-
-@dataclass(frozen=True)
-class VerdictRule:
-    alpha: float = 0.05
-    min_effect: float = 0.10
-    bootstrap: int = 2000
-    seed: int = 20251110
-
-    @property
-    def level(self) -> float:
-        return 1 - self.alpha
-
-    def describe(self) -> str:
-        return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians (shares for stalls), "
-                f"Holm-adjusted p < {self.alpha:g} over all comparisons, and the {self.level:.0%} hierarchical "
-                f"bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians (mean shares for "
-                f"stalls; candidate/baseline) entirely "
-                f"below {1 - self.min_effect:g} (improvement) or above {1 + self.min_effect:g} (regression); "
-                "otherwise no change; a retry never redelivered counts as an endless wait; not enough data "
-                "when too few cycles could reach the level")
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "text": self.describe()}
 
 
 def min_p_value(n1: int, n2: int) -> float:
@@ -90,17 +69,13 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 
 def _of(statistic: str) -> object:
-    return np.mean if statistic == SHARE else np.median
+    return getattr(np, AGGREGATE[statistic])
 
 
 def cycle_values(runs: Runs, statistic: str = MEDIAN) -> np.ndarray:
     """Each cycle's statistic (its median, or its share)."""
     f = _of(statistic)
     return np.array([f(c) for run in runs for c in run if len(c)], dtype=float)
-
-
-def _level(values: np.ndarray, statistic: str = MEDIAN) -> float:
-    return float(_of(statistic)(values)) if values.size else float("nan")
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -168,7 +143,7 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) 
                  "p_value": None, "rank_biserial": None}
     if not mb.size or not mc.size:
         return out
-    level_b, level_c = _level(mb, statistic), _level(mc, statistic)
+    level_b, level_c = level(mb, statistic), level(mc, statistic)
     out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b))
     finite = np.concatenate([mb, mc])
     ties = np.unique(finite).size < finite.size

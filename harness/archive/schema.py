@@ -7,11 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# 2: per variant the agents' own report of their installation and the measured clock offset.
-# 3: faults (what was injected, where, when, and when the target was back); endpoints may list several brokers;
-#    events_check (per worker, the events it recorded beside those its shards hold).
-# 4: per variant ignored_settings, the broker.conf keys its broker did not know (older releases run without them).
-MANIFEST_SCHEMA_VERSION = 4
+from harness.contracts import schemas
+
+MANIFEST_SCHEMA_VERSION = schemas.MANIFEST.version  # what each version brought: harness.contracts.schemas
 MANIFEST = "manifest.json"
 
 

@@ -8,9 +8,6 @@ holds one.
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +18,10 @@ import pyarrow.parquet as pq
 from harness.archive.schema import MANIFEST, Manifest
 from harness.contracts import events as ev
 from harness.core.errors import HarnessError
+from harness.core.publish import INCOMPLETE, KEEP, mark_incomplete, publish, staging_of, write_atomically
 from harness.measure.latency import derive
 from harness.measure.shares import INPUT_COLUMNS, frame
 
-INCOMPLETE = "INCOMPLETE"
 # Event columns with few distinct values (names, kinds, topics); read as dictionaries while merging.
 REPEATED = ["run_id", "variant", "scenario", "worker", "consumer", "protocol", "kind", "topic", "group",
             "origin_topic", "intended_group", "tag", "message_group"]
@@ -34,39 +31,6 @@ WRITE_ROWS = 1_000_000  # rows per write of the merged file (one batch made plai
 def _plain(table: pa.Table) -> pa.Table:
     """The table with the event schema's own types (dictionary columns back to strings)."""
     return table.cast(pa.schema([ev.SCHEMA.field(n) for n in table.column_names]))
-
-
-def incomplete_note(what: str, final: Path, started: dt.datetime | None = None) -> str:
-    """The text of the INCOMPLETE marker of a staging directory that will become ``final``."""
-    started = started or dt.datetime.now(dt.UTC)
-    return (
-        f"INCOMPLETE: this {what} was never completed.\n"
-        f"It was being written by process {os.getpid()} on {socket.gethostname()}, started "
-        f"{started.isoformat(timespec='seconds')}, to become {final}.\n"
-        "This file is written when the staging directory is created and removed just before the directory is "
-        f"renamed to {final.name}; a directory whose name starts with '.' and ends with '.partial' is never "
-        f"a complete {what}. If that process is no longer running, it was interrupted or killed: what is here "
-        "is kept for inspection only, nothing reads it, and it may be deleted.\n"
-    )
-
-
-def mark_incomplete(staging: Path, what: str, final: Path) -> None:
-    """Write ``staging``/INCOMPLETE (atomically: the marker is either absent or whole)."""
-    tmp = staging / f".{INCOMPLETE}.tmp"
-    tmp.write_text(incomplete_note(what, final))
-    tmp.replace(staging / INCOMPLETE)
-
-
-def publish(staging: Path, final: Path, what: str) -> None:
-    """Rename the complete ``staging`` to ``final``, taking its INCOMPLETE marker away just before; should
-    the rename fail, the marker is put back."""
-    (staging / INCOMPLETE).unlink(missing_ok=True)
-    try:
-        os.rename(staging, final)
-    except BaseException:
-        if staging.is_dir():
-            mark_incomplete(staging, what, final)
-        raise
 
 
 def event_check(shard_dirs: dict[str, Path]) -> tuple[dict[str, dict], list[str]]:
@@ -108,9 +72,9 @@ class ArchiveStaging:
         self.final = runs_dir / run_id
         if self.final.exists():
             raise HarnessError(f"{self.final} already exists; archives are never overwritten")
-        self.path = runs_dir / f".{run_id}.partial"
+        self.path = staging_of(self.final)
         self.path.mkdir(parents=True, exist_ok=False)
-        mark_incomplete(self.path, f"run archive of run {run_id}", self.final)
+        mark_incomplete(self.path, f"run archive of run {run_id}", self.final, KEEP)
 
     def dir(self, *parts: str) -> Path:
         d = self.path.joinpath(*parts)
@@ -154,10 +118,7 @@ class ArchiveStaging:
                 rel = p.relative_to(self.path)
                 files.setdefault(rel.parts[0] if len(rel.parts) > 1 else "root", []).append(str(rel))
         manifest.files = files
-        tmp = self.path / f".{MANIFEST}.tmp"
-        tmp.write_text(manifest.model_dump_json(indent=2))
-        tmp.replace(self.path / MANIFEST)
+        write_atomically(self.path / MANIFEST, manifest.model_dump_json(indent=2))
         if self.final.exists():
             raise HarnessError(f"{self.final} appeared while the run was being written; kept {self.path}")
-        publish(self.path, self.final, f"run archive of run {self.run_id}")
-        return self.final
+        return publish(self.path, self.final, f"run archive of run {self.run_id}", KEEP)

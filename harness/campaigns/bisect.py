@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.contracts.verdict import CHANGED
 from harness.core.errors import HarnessError
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 
-CHANGED = ("improvement", "regression")
 OLDER, NEWER, UNDECIDED = "older", "newer", "undecided"
 
 
@@ -107,8 +107,8 @@ def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Pa
     """A judge that runs [older, point, newer] side by side (one run) and compares them on Spark (one session
     for every step)."""
     from harness.run.sequence import Run
+    from spark.comparison import analyse, collect
     from spark.io import load_archives
-    from spark.jobs.compare import analyse, collect
     from spark.session import local_session
 
     state: dict[str, object] = {}
@@ -155,6 +155,6 @@ def order(good: Variant, bad: Variant, between: Sequence[Variant]) -> list[Varia
 
 def write(result: dict, out: Path) -> Path:
     """The bisection's evidence as JSON, written atomically and never over an existing file."""
-    from harness.campaigns.calibrate import write_json
+    from harness.core.publish import publish_json
 
-    return write_json(result, out, "bisection results")
+    return publish_json(result, out, "bisection results")

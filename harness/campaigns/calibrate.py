@@ -9,19 +9,19 @@ is then judged on its own, by the same code `rmq-harness compare` uses, at the s
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from scipy.stats import binomtest
 
+from harness.contracts.verdict import CHANGED, REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.publish import publish_json
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import DELAY_JAR, JavaAgent, Variant
 from harness.run.sequence import Run
 
-FALSE = ("improvement", "regression")
 COPY_SUFFIX = "-copy"
 MAX_SHIFT_MS = 2000  # the delay agent's own bound (DelayOptions.MAX_DELAY_MS); beyond it the agent refuses
 
@@ -74,19 +74,16 @@ def run_all(p: Plan, scenario: Scenario, runs: int, runs_dir: Path, log: Callabl
     return archives
 
 
-def judge(archives: Sequence[Path], p: Plan, alpha: float, min_effect: float, bootstrap: int,
-          log: Callable[[str], None]) -> dict:
+def judge(archives: Sequence[Path], p: Plan, rule: VerdictRule, log: Callable[[str], None]) -> dict:
     """Every run judged on its own: base vs copy (A/A), base vs each shifted variant (power)."""
+    from spark.comparison import analyse, check_variants, collect
     from spark.io import load_archives
-    from spark.jobs.compare import analyse, check_variants, collect
     from spark.session import local_session
-    from spark.stats import VerdictRule
 
     loaded = load_archives([str(a) for a in archives], warn=log)
     names = [v.name for v in p.variants]
     check_variants(loaded, names)
     spark = local_session("local[*]")
-    rule = VerdictRule(alpha=alpha, min_effect=min_effect, bootstrap=bootstrap)
     data = collect(spark, loaded, names, seed=rule.seed, per_run=True)
     data.close()  # (judged from the samples and tables; no report keeps the rows)
     per_run = []
@@ -110,7 +107,7 @@ def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
         "scenario": scenario.model_dump(mode="json"),
         "unit": "one run judged on its own: cycles of the run, the scenario's run length",
         "rule": judged["rule"],
-        "aa": {**rate(sum(v in FALSE for v in aa), len(aa)),
+        "aa": {**rate(sum(v in CHANGED for v in aa), len(aa)),
                "verdicts": {v: aa.count(v) for v in sorted(set(aa))},
                "cycles": [[_primary(r["aa"])["n_baseline"], _primary(r["aa"])["n_candidate"]] for r in runs],
                "ratios": [_primary(r["aa"])["ratio_of_medians"] for r in runs]},
@@ -119,7 +116,7 @@ def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
     }
     for ms in p.shifted:
         verdicts = [r["shifts"][ms]["verdict"] for r in runs]
-        out["shifts"].append({"delay_ms": ms, **rate(verdicts.count("regression"), len(verdicts)),
+        out["shifts"].append({"delay_ms": ms, **rate(verdicts.count(REGRESSION), len(verdicts)),
                               "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
                               "ratios": [_primary(r["shifts"][ms])["ratio_of_medians"] for r in runs],
                               "levels_ms": [[_primary(r["shifts"][ms])["median_baseline"],
@@ -128,17 +125,4 @@ def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
 
 
 def write(result: dict, out: Path) -> Path:
-    return write_json(result, out, "calibration results")
-
-
-def write_json(result: dict, out: Path, what: str) -> Path:
-    """A result file, written atomically and never over an existing one (``what`` names it in the error)."""
-    if out.exists():
-        raise ConfigError(f"{out} already exists; {what} are never overwritten")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    from spark.jobs.compare import json_safe
-
-    tmp.write_text(json.dumps(json_safe(result), indent=2, allow_nan=False, default=str) + "\n")
-    tmp.replace(out)
-    return out
+    return publish_json(result, out, "calibration results")

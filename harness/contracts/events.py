@@ -17,10 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# 2: the cycle column, cycle_start / cycle_end events, pickup_ms. 3: the tag column. 4: message_group.
-# 5: started_ns. 6: the fault kind (written by the harness, worker "harness"). Readers take every earlier
-# version too.
-EVENT_SCHEMA_VERSION = 6
+from harness.contracts import schemas
+
+# Readers take every earlier version too (harness.contracts.schemas.EVENTS says what each brought).
+EVENT_SCHEMA_VERSION = schemas.EVENTS.version
 KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end",
          "fault")
 

@@ -23,14 +23,14 @@ from pydantic import (
     model_validator,
 )
 
+from harness.contracts import schemas
 from harness.core.errors import ConfigError, one_line
 from harness.core.paths import REPO_ROOT
 from harness.core.yamlfile import read_yaml
 from harness.inputs import expectations
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
-SCHEMA_VERSION = 7  # 2: cycles; 3: reference, expect; 4: series, groups that never nack; 5: verdict_metric;
-# 6: consume.delay_s; 7: topology, faults
+SCHEMA_VERSION = schemas.SCENARIO.version
 
 
 def _rule(text: str) -> str:
@@ -279,7 +279,7 @@ class Fault(_Strict):
 
 
 class Scenario(_Strict):
-    schema_version: Literal[1, 2, 3, 4, 5, 6, 7] = SCHEMA_VERSION
+    schema_version: Literal[tuple(sorted(schemas.SCENARIO.known))] = SCHEMA_VERSION  # type: ignore[valid-type]
     name: ResourceName
     description: str = ""
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")

@@ -1,5 +1,5 @@
-"""History over every run archive in directories: add the runs not yet in the dataset (spark/history.py: per-
-cycle statistics, partitioned Parquet), then the series per (scenario, variant, metric) over runs and per
+"""History over every run archive in directories: add the runs not yet in the dataset (spark.history: per-
+cycle levels, partitioned Parquet), then the series per (scenario, variant, metric) over runs and per
 (scenario, metric) over releases, their change points (Apache Otava's E-divisive means) and a report.
 
 Called by `rmq-harness history`, or directly:
@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from harness.core.errors import ConfigError, HarnessError  # noqa: E402
-from spark import history  # noqa: E402
-from spark.io import Archive, load_archives  # noqa: E402
-from spark.jobs.compare import EXIT_REGRESSION, collect, json_safe, staged, under_spark_submit  # noqa: E402
-from spark.stats import STATISTIC  # noqa: E402
+from harness.contracts.verdict import EXIT_REGRESSION
+from harness.core.errors import ConfigError
+from harness.core.publish import json_safe, json_text, publish_dir, refuse_existing
+from spark import history, outputs
+from spark.jobs import entry
 
 DEFAULT_DATASET = Path("runs") / "history"
 
@@ -42,70 +37,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def find_archives(sources: Sequence[str]) -> list[Path]:
-    """Archive directories (those with a manifest.json), below each source; staging and work directories
-    (names starting with '.') are not archives."""
-    found: list[Path] = []
-    for s in sources:
-        p = Path(s)
-        if not p.exists():
-            raise ConfigError(f"{s}: no such archive or directory")
-        if (p / "manifest.json").is_file():
-            found.append(p)
-            continue
-        for m in sorted(p.rglob("manifest.json")):
-            rel = m.parent.relative_to(p)
-            if not any(part.startswith(".") for part in rel.parts):
-                found.append(m.parent)
-    return list(dict.fromkeys(found))
+def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None = None) -> dict:
+    from harness.report.html import render_history
+    from spark.session import interruptible
 
-
-def definition(archive: Archive) -> str:
-    """What pools a run with others: its scenario as far as the load goes (not its length or expectations)."""
-    from spark.io import _comparable
-
-    doc = _comparable(archive.manifest.get("scenario") or {})
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def ingest(spark: object, dataset: Path, paths: Sequence[Path], warn: Callable[[str], None]) -> dict:
-    """Add the archives not yet in the dataset; returns what was added and what was skipped (and why)."""
-    have = history.ingested(dataset)
-    loaded = load_archives([str(p) for p in paths], skip_bad=True, warn=warn, pool=False)
-    new = [a for a in loaded if a.run_id not in have]
-    groups: dict[tuple[str, str], list[Archive]] = {}
-    for a in new:
-        groups.setdefault(((a.manifest.get("scenario") or {}).get("name", "?"), definition(a)), []).append(a)
-    added = 0
-    for (_name, digest), archives in sorted(groups.items()):
-        variants = list(dict.fromkeys(v for a in archives for v in a.variants))
-        c = collect(spark, archives, variants)
-        try:
-            levels = history.cycle_levels(c.samples, STATISTIC)
-        finally:
-            c.close()
-        runs = {a.run_id: {"started_at": str(a.manifest.get("started_at", "")),
-                           "harness_version": str(a.manifest.get("harness_version", "")), "definition": digest,
-                           "variants": {v["name"]: v for v in a.manifest.get("variants", [])}} for a in archives}
-        missing = sorted(set(runs) - set(levels["run_id"]))
-        for run_id in missing:
-            warn(f"run {run_id}: no retry measured (no cycle level); not in the history")
-        added += history.append(dataset, levels, runs)
-    return {"archives_found": len(paths), "runs_added": sorted(a.run_id for a in new),
-            "runs_already_in": sorted(a.run_id for a in loaded if a.run_id in have), "files_written": added}
-
-
-def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: object | None = None) -> dict:
-    from spark.report.render import render_history
-    from spark.session import interruptible, local_session
-
-    if args.out and Path(args.out).exists():
-        raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
+    if args.out:
+        refuse_existing(Path(args.out), "report")
     if args.window < 4:
         raise ConfigError(f"--window {args.window}: at least 4 points")
     if not 0 < args.max_pvalue < 1:
         raise ConfigError(f"--max-pvalue {args.max_pvalue}: a probability between 0 and 1")
-    paths = find_archives(args.sources)
+    paths = history.find_archives(args.sources)
     skipped: list[str] = []
 
     def note(line: str) -> None:
@@ -114,33 +56,25 @@ def run(args: argparse.Namespace, warn: Callable[[str], None] = print, spark: ob
 
     added: dict = {"archives_found": len(paths), "runs_added": [], "runs_already_in": [], "files_written": 0}
     if paths:
-        if spark is None:
-            spark = local_session(getattr(args, "master", None) or (None if under_spark_submit() else "local[*]"),
-                                  app="rmq-harness-history")
+        spark = spark or entry.session(args, "rmq-harness-history")
         with interruptible(spark):
-            added = ingest(spark, args.dataset, paths, note)
+            added = history.ingest(spark, args.dataset, paths, note)
     result = history.analyse(history.read(args.dataset), args.window, args.max_pvalue)
     now = dt.datetime.now(dt.UTC)
-    out = Path(args.out) if args.out else Path("reports") / f"{now:%Y%m%d-%H%M%S}-history"
+    out = Path(args.out) if args.out else outputs.default_out("history", now)
     summary = json_safe({"generated_at": now.isoformat(), "dataset": str(args.dataset.resolve()), **added,
                          "skipped": skipped, **result})
 
     def fill(staging: Path) -> None:
-        (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        (staging / "summary.json").write_text(json_text(summary))
         render_history(summary, staging)
 
-    staged(out, fill)
-    return {**summary, "out": str(out.resolve()), "report": str((out / "report.html").resolve())}
+    publish_dir(out, fill)
+    return outputs.with_place(summary, out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        summary = run(parser().parse_args(argv), warn=lambda s: print(f"warning: {s}", file=sys.stderr))
-    except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    print(f"report: {summary['report']}")
-    return EXIT_REGRESSION if summary["regressions"] else 0
+    return entry.main(parser, run, argv, lambda args, summary: EXIT_REGRESSION if summary["regressions"] else 0)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ CASES = [
 
 
 def run_case(name: str, scenario: str, faults: list[str], runs: Path) -> dict:
-    argv = [sys.executable, "-m", "harness.cli", "run", "--scenario", scenario, "--runs-dir", str(runs),
+    argv = [sys.executable, "-m", "harness.cli.main", "run", "--scenario", scenario, "--runs-dir", str(runs),
             *[x for v in VARIANTS for x in ("--variant", v)], *[x for f in faults for x in ("--fault", f)]]
     before = {p.name for p in runs.iterdir()} if runs.exists() else set()
     started = time.monotonic()
@@ -77,7 +77,7 @@ def rows_of(summaries: list[dict]) -> list[dict]:
 def tabulate(archives: list[str], out: Path) -> tuple[str | None, list[dict]]:
     """One Spark matrix report over ``archives`` (the one definition, recomputed from their events): its
     report and the fault rows of its summary."""
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "matrix", "--archives", *archives,
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "matrix", "--archives", *archives,
                            *[x for v in VARIANTS for x in ("--variant", v)], "--out", str(out)],
                           cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

@@ -89,7 +89,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "soak.yaml"
         path.write_text(yaml.safe_dump(scenario))
-        argv = [sys.executable, "-m", "harness.cli", "run", "--variant", "unpatched", "--scenario", str(path),
+        argv = [sys.executable, "-m", "harness.cli.main", "run", "--variant", "unpatched", "--scenario", str(path),
                 "--runs-dir", str(runs)]
         started = time.monotonic()
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

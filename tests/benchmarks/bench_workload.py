@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from harness.cli import main as cli
+from harness.cli.main import main as cli
 from harness.client import remoting
 from harness.client.remoting_messages import decode_batch
 from harness.deploy.local import LocalBackend

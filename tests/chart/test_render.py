@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cli import _parser
+from harness.cli.main import parser
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import cluster, naming
 from harness.deploy.k8s.chart_values import ChartValues
@@ -277,7 +277,7 @@ def test_load_test_runs_the_harness_with_what_the_chart_mounts(rendered):
         assert cron["spec"]["suspend"] is True and cron["spec"]["concurrencyPolicy"] == "Forbid"
         pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         harness = container(pod, "harness")
-        args = _parser().parse_args(harness["args"])
+        args = parser().parse_args(harness["args"])
         assert args.command == "run" and args.backend == "k8s"
         assert str(args.variants) == naming.VARIANTS_FILE and str(args.runs_dir) == naming.RUNS_MOUNT
         mounts = {m["mountPath"]: m["name"] for m in harness["volumeMounts"]}
@@ -461,7 +461,7 @@ def test_the_docker_less_profile_pulls_nothing_and_runs_without_grafana(rendered
         for c in spec["containers"] + spec.get("initContainers", []):
             assert c["imagePullPolicy"] == "Never", (name, c["name"])
             images.append(c["image"])
-    # What `rmq-harness cluster images` loads: the harness image, Prometheus from Debian, the broker image.
+    # What `make cluster-images` loads: the harness image, Prometheus from Debian, the broker image.
     from tools.cluster import images as cluster_images
 
     assert {"rmq-pop-harness:dev", cluster_images.PROMETHEUS_IMAGE,

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.cli import main
-from tools.cluster import images
+from harness.cli.main import main
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import naming
 from harness.deploy.local import jars
 from tests.chart.helm import CHART, NAMESPACE, RELEASE, helm_binary
+from tools.cluster import images
 
 PROFILE = CHART / "ci" / "04-docker-less-values.yaml"
 FULL = naming.fullname(RELEASE)

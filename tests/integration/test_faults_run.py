@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.core import process
 from harness.deploy.local import LocalBackend
 

@@ -49,7 +49,7 @@ EXEC_WITH_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal
 
 def _cli() -> list[str]:
     script = Path(sys.executable).parent / "rmq-harness"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "harness.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "harness.cli.main"]
 
 
 def _alive(p: psutil.Process) -> bool:

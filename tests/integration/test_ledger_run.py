@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.inputs.scenario import load_scenario
 from harness.measure.ledger import classify, counts
 

@@ -225,7 +225,7 @@ def test_unknown_version_is_named(tmp_path: Path, monkeypatch):
 
 def test_harness_killed_mid_up_then_down_cleans_up(tmp_path: Path):
     env = {**os.environ, "RMQ_HARNESS_STATE": str(tmp_path)}
-    cli = [sys.executable, "-m", "harness.cli"]
+    cli = [sys.executable, "-m", "harness.cli.main"]
     up = subprocess.Popen([*cli, "brokers", "up"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state = tmp_path / "brokers" / "unpatched" / "state.json"
     deadline = time.monotonic() + 60

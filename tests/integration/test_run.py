@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION
-from harness.cli import main
+from harness.cli.main import main
 from harness.contracts.events import COLUMNS, EVENT_SCHEMA_VERSION
 from harness.core import process
 from harness.deploy.local import LocalBackend

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from spark import history
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"

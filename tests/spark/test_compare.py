@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.measure.latency import derive
 from harness.measure.tally import summarize
 from spark.jobs.compare import parser, run

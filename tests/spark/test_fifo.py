@@ -7,8 +7,8 @@ from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
 from harness.measure.latency import derive
 from harness.measure.tally import summarize
+from spark.comparison import collect
 from spark.io import load_archives, scenario_of
-from spark.jobs.compare import collect
 from tests import synth
 
 MS = 1_000_000

@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from harness.cli import main
-from spark.jobs.history import find_archives, parser, run
+from harness.cli.main import main
+from spark.history import find_archives
+from spark.jobs.history import parser, run
 from tests import synth
 
 BEFORE, AFTER = 10, 2

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from spark.jobs.matrix import parser, run
 from tests import synth
 

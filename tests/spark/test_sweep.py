@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from spark import history
 from spark.jobs.sweep import parser, run
 from tests import synth

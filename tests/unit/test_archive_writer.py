@@ -70,7 +70,7 @@ def test_archive_appearing_during_the_run_keeps_both(tmp_path: Path):
 def test_a_staging_directory_says_it_is_incomplete_until_committed(tmp_path: Path):
     import os
 
-    from harness.archive.writer import INCOMPLETE
+    from harness.core.publish import INCOMPLETE
 
     runs = tmp_path / "runs"
     staging = ArchiveStaging(runs, "run-3")
@@ -88,7 +88,7 @@ def test_a_staging_directory_says_it_is_incomplete_until_committed(tmp_path: Pat
 
 
 def test_a_commit_that_cannot_rename_leaves_the_marker(tmp_path: Path):
-    from harness.archive.writer import INCOMPLETE
+    from harness.core.publish import INCOMPLETE
 
     runs = tmp_path / "runs"
     staging = ArchiveStaging(runs, "run-4")
@@ -99,19 +99,19 @@ def test_a_commit_that_cannot_rename_leaves_the_marker(tmp_path: Path):
 
 
 def test_a_failed_rename_puts_the_marker_back(tmp_path: Path, monkeypatch):
-    from harness.archive import writer
+    from harness.core import publish
 
     runs = tmp_path / "runs"
     staging = ArchiveStaging(runs, "run-5")
 
     def interrupted(src, dst):
-        assert not (Path(src) / writer.INCOMPLETE).exists()  # taken away just before the rename
+        assert not (Path(src) / publish.INCOMPLETE).exists()  # taken away just before the rename
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(writer.os, "rename", interrupted)
+    monkeypatch.setattr(publish.os, "rename", interrupted)
     with pytest.raises(KeyboardInterrupt):
         staging.commit(_manifest("run-5"))
-    assert (staging.path / writer.INCOMPLETE).is_file() and not (runs / "run-5").exists()
+    assert (staging.path / publish.INCOMPLETE).is_file() and not (runs / "run-5").exists()
 
 
 def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Path):

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.campaigns import calibrate
-from harness.cli import main
+from harness.cli.main import main
 from harness.core.errors import ConfigError
 from harness.inputs.variants import DELAY_JAR, load_variants
 

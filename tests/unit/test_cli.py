@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from harness.cli import main
+from harness.cli.main import main
 
 
 def test_bad_variants_file_is_one_line_and_exit_2(tmp_path: Path, capsys):

@@ -6,9 +6,9 @@ import tomllib
 import pytest
 import yaml
 
+from harness.core.errors import HarnessError
 from tools.cluster import binaries, configs
 from tools.cluster.layout import NODE_IP, POD_CIDR, Layout
-from harness.core.errors import HarnessError
 
 GO_MOD = """module k8s.io/kubernetes
 

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from harness.contracts.verdict import STATISTIC
 from harness.core.errors import ConfigError
 from spark import history
-from spark.stats import STATISTIC
 
 
 def noisy(n: int, level: float, seed: int, sd: float = 5.0) -> list[float]:

@@ -1,6 +1,9 @@
-"""Data flows one way: variants and scenarios -> deployment backend -> workloads -> run archive -> Spark
-analysis -> report. A module may import the shared contracts and the stages before it that it needs,
-never a stage after it, and only the orchestrators (run, cli) see several stages at once.
+"""The layout is the architecture: data flows one way, variants and scenarios -> deployment -> workloads -> run
+archive -> analysis -> report, and each stage is one package. A package may import the packages below it that
+it needs, never one above: one rule per package, below. Two seams narrow it further: a particular deployment
+backend (deploy/local, deploy/k8s) is chosen only where a run's site is chosen, never by the run's sequence or
+its faults; and the Kubernetes builder (tools/) is outside the runtime: nothing in it is imported by the
+harness.
 
 Every import statement counts, also those inside functions.
 """
@@ -14,85 +17,42 @@ import pytest
 
 from harness.core.paths import REPO_ROOT
 
-# Longest prefix wins.
-COMPONENTS = {
-    "harness": "base",
-    "harness.core.errors": "base",
-    "harness.core.paths": "base",
-    "harness.inputs.variants": "inputs",
-    "harness.inputs.scenario": "inputs",
-    "harness.inputs.expectations": "inputs",
-    "harness.contracts.endpoints": "contracts",
-    "harness.contracts.events": "contracts",
-    "harness.measure.latency": "contracts",
-    "harness.measure.ledger": "contracts",
-    "harness.measure.ordering": "contracts",
-    "harness.measure.tally": "contracts",
-    "harness.measure.fault_impact": "contracts",
-    "harness.measure.shares": "contracts",
-    "harness.measure.frames": "contracts",
-    "harness.contracts.metrics": "contracts",
-    "harness.archive.schema": "contracts",
-    "harness.core.process": "process",
-    "harness.client": "client",
-    "harness.deploy.readiness": "readiness",
-    "harness.deploy": "backends",
-    "harness.deploy.base": "backend-interface",
-    "harness.run.faults": "faults",
-    "tools.cluster": "cluster",
-    "harness.run.observability": "observability",
-    "harness.workload": "workload",
-    "workloads": "workload",
-    "harness.archive": "archive",
-    "harness.run.site": "site",
-    "harness.run.sequence": "run",
-    "harness.campaigns.calibrate": "cli",
-    "harness.campaigns.matrix": "cli",
-    "harness.cli": "cli",
-    "harness.cli_releases": "cli",
-    "harness.campaigns.releases": "cli",
-    "harness.campaigns.sweep": "cli",
-    "harness.campaigns.bisect": "cli",
-    "spark": "analysis",
-    "spark.report": "report",
-    "dashboards": "dashboards",
+ROOTS = ("harness", "spark", "dashboards", "workloads", "tools")
+
+# Package -> the packages it may import, bottom to top. "harness" is the package's face (its version).
+ALLOWED: dict[str, set[str]] = {
+    "harness": set(),
+    "harness.core": set(),
+    "harness.contracts": {"harness.core"},
+    "harness.inputs": {"harness.core", "harness.contracts"},
+    "harness.measure": {"harness.core", "harness.contracts", "harness.inputs"},
+    "harness.client": {"harness.core", "harness.contracts"},
+    "harness.deploy": {"harness.core", "harness.contracts", "harness.inputs", "harness.client"},
+    "harness.workload": {"harness.core", "harness.contracts", "harness.inputs", "harness.measure", "harness.client"},
+    "workloads": {"harness.workload"},  # the locustfile Locust loads: the workload's door
+    "harness.archive": {"harness", "harness.core", "harness.contracts", "harness.inputs", "harness.measure"},
+    "harness.run": {"harness.core", "harness.contracts", "harness.inputs", "harness.measure", "harness.client",
+                    "harness.deploy", "harness.workload", "harness.archive"},
+    "harness.report": {"harness.core", "harness.contracts"},  # renders what the analysis and the run wrote
+    "spark": {"harness.core", "harness.contracts", "harness.inputs", "harness.measure", "harness.archive",
+              "harness.report"},
+    "harness.campaigns": {"harness.core", "harness.contracts", "harness.inputs", "harness.measure",
+                          "harness.deploy", "harness.run", "harness.archive", "spark"},
+    "harness.cli": {"harness", "harness.core", "harness.contracts", "harness.inputs", "harness.deploy",
+                    "harness.run", "harness.report", "harness.campaigns", "spark"},
+    "dashboards": {"harness.core", "harness.contracts"},
+    "tools": {"harness.core", "harness.inputs", "harness.deploy", "harness.report"},
 }
-
-ALLOWED = {
-    "base": set(),
-    "inputs": {"base"},
-    "contracts": {"base", "inputs"},
-    "process": {"base"},
-    "client": {"base", "contracts"},
-    "readiness": {"base", "contracts", "client"},
-    "backend-interface": {"base", "inputs", "contracts"},
-    # The machine under a cluster: it knows nothing of RocketMQ, runs or the chart.
-    "cluster": {"base", "process"},
-    "backends": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface"},
-    # Faults act on a backend's processes through its interface, never on a particular backend.
-    "faults": {"base", "inputs", "backend-interface"},
-    "observability": {"base", "contracts", "process"},
-    "workload": {"base", "inputs", "contracts", "process", "client"},
-    "archive": {"base", "inputs", "contracts", "process"},
-    "site": {"base", "process", "backend-interface", "backends", "observability"},
-    # The sequence of a run sees every stage but never a particular backend: the site brings that.
-    "run": {"base", "inputs", "contracts", "process", "client", "readiness", "backend-interface", "faults",
-            "observability", "workload", "archive", "site"},
-    "cli": set(COMPONENTS.values()),
-    # Analysis reads the scenario of each archive (its expectations, its subscriptions) from the manifest.
-    "analysis": {"base", "inputs", "contracts", "report"},
-    "report": {"base"},
-    "dashboards": {"base", "contracts"},
-}
-ROOTS = ("harness", "spark", "dashboards", "workloads")
+# A particular backend: chosen where the site of a run is chosen (run.site), by the commands that drive one
+# backend by name, and by what assembles releases (their jars).
+BACKENDS = ("harness.deploy.local", "harness.deploy.k8s")
+CHOOSE_A_BACKEND = ("harness.deploy", "harness.run.site", "harness.cli", "harness.campaigns.releases", "tools")
 
 
-def component(module: str) -> str | None:
-    best = None
-    for prefix in COMPONENTS:
-        if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best)):
-            best = prefix
-    return COMPONENTS[best] if best else None
+def package(module: str) -> str:
+    """The package of a module: harness.<stage> inside the harness, else its top folder."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "harness" and len(parts) > 1 else parts[0]
 
 
 def _module_name(path: Path) -> str:
@@ -104,7 +64,7 @@ def _module_name(path: Path) -> str:
 def imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import of a project module in ``path``, relative ones resolved."""
     name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -112,7 +72,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                anchor = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             # `from pkg import module` imports the module when it is one.
             for a in node.names:
@@ -130,23 +90,48 @@ def sources() -> list[Path]:
     return sorted(files)
 
 
-def test_every_project_module_belongs_to_a_component():
-    unknown = [str(p.relative_to(REPO_ROOT)) for p in sources() if component(_module_name(p)) is None]
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_every_module_is_in_a_package_with_a_rule():
+    unknown = sorted({package(_module_name(p)) for p in sources()} - set(ALLOWED))
     assert unknown == []
+
+
+def test_every_package_says_what_it_holds():
+    """A package's docstring is its line in the README's layout."""
+    silent = [str(p.parent.relative_to(REPO_ROOT)) for p in sources()
+              if p.name == "__init__.py" and not ast.get_docstring(ast.parse(p.read_text()))]
+    assert silent == []
 
 
 @pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_no_import_against_the_flow(path: Path):
-    me = component(_module_name(path))
-    bad = [f"{path.relative_to(REPO_ROOT)}:{line} imports {m} ({component(m)})"
-           for line, m in imports(path)
-           if component(m) not in ALLOWED[me] | {me}]
-    assert bad == [], f"{me} may import only {sorted(ALLOWED[me])}"
+    me = _module_name(path)
+    mine = package(me)
+    bad = [f"{path.relative_to(REPO_ROOT)}:{line} imports {m}" for line, m in imports(path)
+           if package(m) != mine and package(m) not in ALLOWED[mine]]
+    bad += [f"{path.relative_to(REPO_ROOT)}:{line} imports {m}, a particular backend" for line, m in imports(path)
+            if _within(m, BACKENDS) and not _within(me, CHOOSE_A_BACKEND)]
+    assert bad == [], f"{mine} may import only {sorted(ALLOWED[mine])}"
 
 
-def test_the_rule_catches_a_backward_import(tmp_path: Path):
-    # The checker itself must be able to fail: a backend importing the run orchestrator is caught.
-    assert component("harness.run.sequence") not in ALLOWED[component("harness.deploy.local.launcher")]
-    assert component("harness.deploy.local") not in ALLOWED[component("harness.run.sequence")]
-    assert component("harness.deploy.k8s.cluster") not in ALLOWED[component("spark.jobs.compare")]
-    assert component("harness.deploy.local") not in ALLOWED[component("harness.run.observability.prometheus")]
+def test_the_rules_form_no_circle_and_run_one_way():
+    """Each package's allowed imports sit strictly below it: no two packages may import each other."""
+    order: list[str] = []
+    todo = dict(ALLOWED)
+    while todo:
+        ready = sorted(p for p, deps in todo.items() if deps <= set(order))
+        assert ready, f"a circle among {sorted(todo)}"
+        order += ready
+        for p in ready:
+            del todo[p]
+
+
+def test_the_rule_catches_a_backward_import():
+    # The checker itself must be able to fail: a backend importing the run, the run a particular backend.
+    assert package("harness.run.sequence") not in ALLOWED[package("harness.deploy.local.launcher")]
+    assert not _within("harness.run.sequence", CHOOSE_A_BACKEND) and _within("harness.deploy.k8s.cluster", BACKENDS)
+    assert package("harness.deploy.k8s.cluster") not in ALLOWED[package("spark.jobs.compare")]
+    assert package("tools.cluster.node") not in ALLOWED[package("harness.cli.main")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.cli import _parser
+from harness.cli.main import parser
 from harness.deploy.base import parse_properties
 from harness.deploy.k8s import naming
 from harness.deploy.k8s.cluster import agent_option, merged_broker_conf
@@ -44,7 +44,7 @@ def test_agent_option_finds_the_jar_among_jvm_options():
 
 
 def test_run_args_are_what_the_cli_accepts():
-    args = _parser().parse_args(run_args("20261122-090000-burst-ab12", "/etc/rmq-harness/scenario/burst.yaml",
+    args = parser().parse_args(run_args("20261122-090000-burst-ab12", "/etc/rmq-harness/scenario/burst.yaml",
                                          ["unpatched", "patched"], probe=True))
     assert args.command == "run" and args.backend == "k8s"
     assert args.run_id == "20261122-090000-burst-ab12"

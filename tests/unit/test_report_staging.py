@@ -17,8 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.core.errors import ConfigError
-from spark.jobs import compare
-from spark.jobs.compare import INCOMPLETE, Collected, stage
+from harness.core.publish import INCOMPLETE, REMOVE, mark_incomplete
+from spark.comparison import Collected
+from spark.outputs import write as stage
 
 
 def _collected(tmp_path: Path) -> Collected:
@@ -69,7 +70,7 @@ def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_p
     (staging / "summary.json").write_text("{}")
     # A writer of this host that is gone: a child that exited.
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    compare._mark_incomplete(staging, out)
+    mark_incomplete(staging, "report", out, REMOVE)
     note = (staging / INCOMPLETE).read_text().replace(f"process {os.getpid()} ", f"process {dead.stdout.strip()} ")
     (staging / INCOMPLETE).write_text(note)
     stage(_collected(tmp_path), {}, out, lambda *a, **k: None, log=lambda _s: None)
@@ -78,7 +79,7 @@ def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_p
     out2 = tmp_path / "reports" / "r2"
     staging2 = out2.with_name(".r2.partial")
     staging2.mkdir()
-    compare._mark_incomplete(staging2, out2)  # written by this very process: still at it
+    mark_incomplete(staging2, "report", out2, REMOVE)  # written by this very process: still at it
     with pytest.raises(ConfigError, match="exists"):
         stage(_collected(tmp_path / "b"), {}, out2, lambda *a, **k: None, log=lambda _s: None)
     assert (staging2 / INCOMPLETE).is_file()

@@ -78,7 +78,7 @@ def test_missing_file_lists_builtins(tmp_path: Path):
 
 
 def test_cli_rejects_bad_scenario_before_starting_anything(tmp_path: Path, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: b\ntopics: [{name: T}]\ngroups: [{name: G, topic: T}]\n"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from spark.stats import (
+from harness.contracts.verdict import (
     COMPARED,
     IMPROVEMENT,
     NO_CHANGE,
@@ -10,6 +10,8 @@ from spark.stats import (
     SHARE,
     STATISTIC,
     VerdictRule,
+)
+from spark.stats import (
     compare,
     completeness,
     cycles_needed,

@@ -9,9 +9,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core.errors import HarnessError
 from tools.cluster.binaries import tools_dir
 from tools.cluster.layout import PAUSE_IMAGE, Layout
-from harness.core.errors import HarnessError
 
 # Root here lacks CAP_SYS_RESOURCE: podman's default ulimits cannot be set, these can (environment.md).
 CONTAINERS_CONF = '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'

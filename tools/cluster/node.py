@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.core import process
+from harness.core.errors import ConfigError, HarnessError
 from tools.cluster import binaries, configs, images
 from tools.cluster.layout import (
     API_PORT,
@@ -31,8 +33,6 @@ from tools.cluster.layout import (
     SYSCTLS,
     Layout,
 )
-from harness.core import process
-from harness.core.errors import ConfigError, HarnessError
 
 # Started in this order, stopped in the reverse (kubelet before containerd, so nothing restarts a container
 # being stopped; the API server and etcd last, so the others can still say goodbye).

@@ -12,7 +12,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-TEMPLATE_DIR = Path(__file__).parent
+from harness.contracts.verdict import AGGREGATE, REGRESSION, STATISTIC  # noqa: E402
+from harness.report.formats import fmt  # noqa: E402
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
 CDF_POINTS = 2_000
 
 
@@ -136,11 +139,12 @@ def _fault_plots(summary_rows: list[dict], timeline: pd.DataFrame | None, scenar
 
 
 def _cycle_medians(samples: pd.DataFrame, scenario: str, variants: list[str]) -> dict[str, tuple]:
-    """Per variant: (index, the wakeup median of each cycle), the unit the verdict compares."""
+    """Per variant: (index, the wakeup level of each cycle: its median), the unit the verdict compares."""
     cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
     out = {}
     for v in variants:
-        m = cyc[cyc["variant"] == v].groupby(["run_id", "cycle"], sort=True)["value"].median()
+        m = cyc[cyc["variant"] == v].groupby(["run_id", "cycle"], sort=True)["value"].agg(
+            AGGREGATE[STATISTIC["wakeup_ms"]])
         out[v] = (np.arange(m.size, dtype=float), m.to_numpy(dtype=float))
     return out
 
@@ -149,7 +153,7 @@ def _page(template: str, out: Path, **context: object) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     path = out / "report.html"
-    path.write_text(env.get_template(template).render(fmt=_fmt, **context))
+    path.write_text(env.get_template(template).render(fmt=fmt, **context))
     return path
 
 
@@ -245,7 +249,7 @@ def _releases(rows: list[dict], changed: list[dict], metric: str, statistic: str
     for ch in changed:
         i = next((k for k, r in enumerate(rows) if r["variant"] == ch["release"]), None)
         if i is not None:
-            ax.axvspan(i - 0.5, i + 0.5, color="#fbe0e0" if ch["verdict"] == "regression" else "#dff5e1",
+            ax.axvspan(i - 0.5, i + 0.5, color="#fbe0e0" if ch["verdict"] == REGRESSION else "#dff5e1",
                        alpha=0.7, zorder=0)
     ax.set_xticks(x, names, rotation=30)
     ax.set_xlabel("release")
@@ -280,7 +284,7 @@ def _history(points: list[dict], change_points: list[dict], label: str, statisti
         if seg.size:
             ax.hlines(seg.mean(), a - 0.4, b - 0.6, colors="grey", linestyles="dotted")
     for c in change_points:
-        ax.axvline(c["index"] - 0.5, color="tab:red" if c["direction"] == "regression" else "tab:green",
+        ax.axvline(c["index"] - 0.5, color="tab:red" if c["direction"] == REGRESSION else "tab:green",
                    label=f"{c['direction']} at {c.get('run_id') or c.get('version')}")
     if share:
         ax.set_ylim(-0.05, 1.05)
@@ -307,21 +311,3 @@ def render_history(summary: dict, out: Path) -> Path:
                      f"{who}: {s['metric']} per {kind[:-1]}", path)
             plots[f"{kind}-{i}"] = {"file": f"plots/{path.name}"}
     return _page("history.html.j2", out, summary=summary, plots=plots)
-
-
-def _fmt(v: object, unit: str = "ms") -> str:
-    if v is None:
-        return "–"
-    if v == "inf":
-        return "never"
-    if isinstance(v, float):
-        if unit == "ms":
-            return f"{v / 1000:.2f} s" if abs(v) >= 1000 else f"{v:.1f} ms"
-        if unit == "n":
-            return f"{v:g}"
-        if unit == "p":
-            return f"{v:.2e}" if v < 1e-3 else f"{v:.3f}"
-        if unit == "share":
-            return f"{v:.0%}"
-        return f"{v:.3g}"
-    return str(v)

@@ -1,5 +1,5 @@
 """The release commands of `rmq-harness`: sweep (every release of a range), bisect (the first build that
-changed) and history (change points over archived runs). harness.cli registers and dispatches them."""
+changed) and history (change points over archived runs). harness.cli.main registers and dispatches them."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import datetime as dt
 import time
 from pathlib import Path
 
-from rich.table import Table
-
+from harness.cli.options import adopt, refuse_existing, scenario_of
+from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.variants import release_name
-
-EXIT_REGRESSION = 3
+from harness.report.terminal import console, log, print_bisect, print_history, print_summary, print_sweep, warn
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -50,15 +49,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "a regression")
     from spark.jobs.history import parser as history_parser
 
-    for action in history_parser()._actions:
-        if action.dest not in ("help", "master"):
-            hi._add_action(action)
-
-
-def _log(line: str) -> None:
-    from harness.cli import console
-
-    console.print(f"[dim]{line}[/]")
+    adopt(hi, history_parser(), leave=("master",))
+    sw.set_defaults(func=sweep)
+    bi.set_defaults(func=bisect)
+    hi.set_defaults(func=history)
 
 
 def _stamp() -> str:
@@ -68,12 +62,10 @@ def _stamp() -> str:
 def sweep(args: argparse.Namespace) -> int:
     from harness.campaigns import matrix, releases
     from harness.campaigns import sweep as sweeping
-    from harness.cli import console, print_summary
     from spark.jobs.sweep import parser as sweep_parser
     from spark.jobs.sweep import run as run_sweep
 
-    if args.out and args.out.exists():
-        raise ConfigError(f"{args.out} already exists; reports are never overwritten (choose another --out)")
+    refuse_existing(args.out)
     batch = sweeping.DEFAULT_BATCH if args.batch is None else args.batch
     if batch < 1:
         raise ConfigError(f"--batch {batch}: at least one release per run")
@@ -90,7 +82,7 @@ def sweep(args: argparse.Namespace) -> int:
         if not versions:
             raise ConfigError(f"--versions {args.versions}: no RocketMQ release in that range; releases listed: "
                               + ", ".join(cat.versions))
-        got = releases.assemble(versions, cat, log=_log)
+        got = releases.assemble(versions, cat, log=log)
         ready, skipped = got.ready, got.skipped
         if not ready:
             raise HarnessError(f"--versions {args.versions}: Maven Central can assemble none of "
@@ -99,7 +91,7 @@ def sweep(args: argparse.Namespace) -> int:
         console.print(f"sweep: {len(ready)} release(s) in batches of up to {batch}, {len(plan)} scenario(s): "
                       f"{', '.join(ready)}" + (f"; skipped {', '.join(skipped)}" if skipped else ""))
         done = sweeping.run_all(plan, variants, batch, args.runs_dir or Path("runs") / f"sweep-{_stamp()}",
-                                args.probe, _log, on_result=print_summary)
+                                args.probe, log, on_result=print_summary)
         if not done.archives:
             raise HarnessError("every run of the sweep failed; see the lines above")
         archives, failed, wall = done.archives, done.failed, done.wall_s
@@ -120,94 +112,33 @@ def sweep(args: argparse.Namespace) -> int:
 
 
 def _add_to_history(dataset: Path, archives: list[Path]) -> None:
-    from harness.cli import console
-    from spark.jobs.history import ingest
+    from spark.history import ingest
     from spark.session import interruptible, local_session
 
     spark = local_session("local[*]", app="rmq-harness-history")
     with interruptible(spark), console.status("adding the runs to the history dataset ..."):
-        added = ingest(spark, dataset, archives, warn=lambda s: console.print(f"[yellow]{s}[/]"))
+        added = ingest(spark, dataset, archives, warn=warn)
     console.print(f"history: {len(added['runs_added'])} run(s) added to {dataset}")
 
 
 def history(args: argparse.Namespace) -> int:
-    from harness.cli import console
     from spark.jobs.history import run as run_history
 
     with console.status("history on Spark ..."):
-        summary = run_history(args, warn=lambda s: console.print(f"[yellow]{s}[/]"))
+        summary = run_history(args, warn=warn)
     print_history(summary)
     return EXIT_REGRESSION if summary["regressions"] else 0
-
-
-def print_history(summary: dict) -> None:
-    from harness.cli import _fmt_ms, _fmt_share, console
-
-    t = Table(title=f"change points over runs ({summary['method']['name']}, window {summary['method']['window']}, "
-                    f"p < {summary['method']['max_pvalue']})")
-    for col in ("scenario", "variant", "metric", "runs", "change points"):
-        t.add_column(col, justify="right" if col == "runs" else "left")
-    for s in summary["over_runs"]:
-        fmt = _fmt_share if s["statistic"] == "share" else _fmt_ms
-        cps = "; ".join(f"{c['direction']} at {c['run_id']} ({fmt(c['before'])} -> {fmt(c['after'])})"
-                        for c in s["change_points"]) or "-"
-        t.add_row(s["scenario"], s["variant"], s["metric"], str(len(s["points"])), cps)
-    console.print(t)
-    for s in summary["over_releases"]:
-        if s["change_points"]:
-            console.print(f"{s['scenario']} {s['metric']} over releases: " + ", ".join(
-                f"{c['direction']} at {c['version']}" for c in s["change_points"]))
-    for s in summary["regressions"]:
-        c = s["newest_starts_regression"]
-        console.print(f"[red]regression starting at run {c['run_id']}[/]: {s['scenario']} / {s['variant']} / "
-                      f"{s['metric']}")
-    console.print(f"{len(summary['runs_added'])} run(s) added; report: {summary['report']}")
-
-
-def print_sweep(summary: dict) -> None:
-    from harness.cli import _fmt_ms, _fmt_share, console
-
-    for name, sc in summary["scenarios"].items():
-        share = sc["releases"][0]["statistic"] == "share"
-        t = Table(title=f"{name}: {sc['metric']} per release (level = median of cycle medians"
-                        f"{', mean share' if share else ''}; interval 95%)")
-        for col in ("release", "cycles", "level", "interval", "p90", "lost", "dup", "cross-topic", "never redelivered",
-                    "other groups woken / nack", "change from the release before"):
-            t.add_column(col, justify="left" if col in ("release", "change from the release before") else "right")
-        steps = {s["newer"]: s for s in sc["steps"]}
-        fmt = _fmt_share if share else _fmt_ms
-        for r in sc["releases"]:
-            s = steps.get(r["variant"])
-            ci = r["ci"]
-            woken = r["probe_retry_other_per_nack"]
-            t.add_row(r["version"] or r["variant"], str(r["cycles"]), fmt(r["level"]),
-                      f"{fmt(ci[0])}-{fmt(ci[1])}" if ci else "-", _fmt_ms(r["p90"]), str(r["lost"]),
-                      str(r["duplicated"]), str(r["cross_topic"]), str(r["retries_never_redelivered"]),
-                      "-" if woken is None else f"{woken:.2f}", s["verdict"] if s else "-")
-        console.print(t)
-        for r in sc["releases"]:
-            if r.get("probe_note"):
-                console.print(f"[yellow]{name} on {r['version']}: no wakeup counts[/]: {r['probe_note']}")
-    for v, why in summary["skipped"].items():
-        console.print(f"[yellow]not run: RocketMQ {v}[/]: {why}")
-    for s, why in summary["failed_runs"].items():
-        console.print(f"[red]run failed: {s}[/]: {why}")
-    for s, why in summary["not_applicable"].items():
-        console.print(f"[yellow]not applicable: {s}[/]: {why}")
-    console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
 
 
 def bisect(args: argparse.Namespace) -> int:
     from harness.campaigns import bisect as bisecting
     from harness.campaigns import releases
-    from harness.cli import _scenario, console
-    from spark.stats import VerdictRule
 
     out = args.out or Path("bench-results") / f"bisect-{_stamp()}.json"
     if out.exists():
         raise ConfigError(f"{out} already exists; results are never overwritten (choose another --out)")
     good, bad = releases.endpoint(args.good), releases.endpoint(args.bad)
-    scenario = _scenario(argparse.Namespace(scenario=args.scenario, duration=None))
+    scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
     skipped: dict[str, str] = {}
     if args.between is not None:
         between = [releases.endpoint(b) for b in args.between]
@@ -215,7 +146,7 @@ def bisect(args: argparse.Namespace) -> int:
         lo, hi = sorted([good.version, bad.version], key=releases.parse)
         cat = releases.catalogue()
         inner = [v for v in releases.in_range(f"{lo}..{hi}", cat) if v not in (lo, hi)]
-        got = releases.assemble(inner, cat, log=_log)
+        got = releases.assemble(inner, cat, log=log)
         between, skipped = [releases.release_variant(v) for v in got.ready], got.skipped
     else:
         between = []
@@ -223,34 +154,16 @@ def bisect(args: argparse.Namespace) -> int:
     runs_dir = args.runs_dir or Path("runs") / f"bisect-{_stamp()}"
     console.print(f"bisect over {len(points)} build(s), oldest first: {', '.join(p.name for p in points)}"
                   + (f"; not assemblable: {', '.join(skipped)}" if skipped else ""))
-    judge = bisecting.spark_judge(points[0], points[-1], scenario, runs_dir, args.probe, VerdictRule(), _log)
+    judge = bisecting.spark_judge(points[0], points[-1], scenario, runs_dir, args.probe, VerdictRule(), log)
     started = time.monotonic()
-    result = bisecting.search(points, judge, log=_log)
+    result = bisecting.search(points, judge, log=log)
     doc = {"generated_at": dt.datetime.now(dt.UTC).isoformat(), "wall_s": round(time.monotonic() - started, 1),
            "scenario": scenario.name,
            "good": args.good, "bad": args.bad, "skipped": skipped, "rule": VerdictRule().as_dict(),
            **result.as_dict()}
     bisecting.write(doc, out)
-    print_bisect(result, args)
+    print_bisect(result, args.scenario)
     console.print(f"steps and evidence: {out} ({doc['wall_s'] / 60:.1f} min)")
     return 0 if result.outcome == "found" else 1
 
 
-def print_bisect(result: object, args: argparse.Namespace) -> None:
-    from harness.cli import _fmt_ms, _fmt_share, console
-
-    t = Table(title=f"bisect on {args.scenario}: each step run beside both ends")
-    for col in ("step", "build", "behaves like", "older->point", "newer->point", "point level", "why"):
-        t.add_column(col)
-    for i, s in enumerate(result.steps):
-        v, ev = s.judged.verdicts, s.judged.evidence
-        e = ev.get("older->point") or ev.get("older->newer") or {}
-        fmt = _fmt_share if e.get("metric") == "stalled" else _fmt_ms
-        t.add_row(str(i), s.point, s.like, v.get("older->point", "-"), v.get("newer->point", "-"),
-                  fmt(e.get("median_candidate")), s.why)
-    console.print(t)
-    if result.outcome == "found":
-        console.print(f"[bold]first build behaving like {result.points[-1]}: {result.first}[/] "
-                      f"(the one before it, {result.last_like_older}, behaves like {result.points[0]})")
-    else:
-        console.print(f"[yellow]bisect ended: {result.outcome}[/]")

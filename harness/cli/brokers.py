@@ -1,0 +1,74 @@
+"""`rmq-harness brokers`: start, inspect and stop RocketMQ variants on this machine by hand."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.core.paths import state_dir
+from harness.inputs.variants import load_variants, select
+from harness.report.terminal import console, log, print_endpoints
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    brokers = sub.add_parser("brokers", help="start, inspect and stop RocketMQ brokers locally")
+    bsub = brokers.add_subparsers(dest="action", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workdir", type=Path, default=None,
+        help="where brokers keep state, stores and logs (default: $RMQ_HARNESS_STATE or ~/.local/state/rmq-harness)",
+    )
+    up = bsub.add_parser("up", parents=[common], help="start variants and wait until each passes a send/pop")
+    up.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                    help="variant to start (repeatable; default: unpatched)")
+    up.add_argument("--timeout", type=float, default=180.0, help="seconds each variant may take to be ready")
+    up.set_defaults(func=up_)
+    fetch = bsub.add_parser("fetch", help="download variants' jars into the cache (up does this when needed)")
+    fetch.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME")
+    fetch.set_defaults(func=fetch_)
+    status = bsub.add_parser("status", parents=[common], help="show the variants that are up and whether they are "
+                             "healthy")
+    status.set_defaults(func=status_)
+    down = bsub.add_parser("down", parents=[common], help="stop variants (default: all)")
+    down.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME")
+    down.set_defaults(func=down_)
+
+
+def _backend(args: argparse.Namespace) -> object:
+    from harness.deploy.local import LocalBackend
+
+    return LocalBackend(args.workdir or state_dir() / "brokers", ready_timeout_s=getattr(args, "timeout", 180.0),
+                        log=log)
+
+
+def fetch_(args: argparse.Namespace) -> int:
+    from harness.deploy.local.jars import distribution_for
+
+    for v in select(load_variants(args.variants), args.variants_wanted or ["unpatched"]):
+        dist = distribution_for(v.version, v.jars, log=console.print)
+        console.print(f"{v.name}: RocketMQ {v.version} jars in {dist.lib}")
+    return 0
+
+
+def up_(args: argparse.Namespace) -> int:
+    variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
+    backend = _backend(args)
+    with console.status("starting brokers ..."):
+        eps = backend.up(variants)
+    print_endpoints(eps)
+    return 0
+
+
+def status_(args: argparse.Namespace) -> int:
+    health = _backend(args).status()
+    if not health:
+        console.print("no variants are up")
+        return 0
+    print_endpoints([h.endpoints for h in health], {h.endpoints.variant: (h.healthy, h.detail) for h in health})
+    return 0 if all(h.healthy for h in health) else 1
+
+
+def down_(args: argparse.Namespace) -> int:
+    stopped = _backend(args).down(args.variants_wanted)
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0

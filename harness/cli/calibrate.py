@@ -1,0 +1,60 @@
+"""`rmq-harness calibrate`: the verdict rule measured on real brokers (A/A and planted slowdowns)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+from harness.cli.options import scenario_of
+from harness.contracts.verdict import VerdictRule, add_rule_options
+from harness.core.errors import ConfigError, HarnessError
+from harness.inputs.variants import load_variants, select
+from harness.report.terminal import console, log, print_calibration
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    cal = sub.add_parser("calibrate", help="measure the verdict rule on real brokers: the false-verdict rate of "
+                         "two identical builds (A/A) and the detection rate of planted slowdowns")
+    cal.add_argument("--variant", default="patched", help="the build to calibrate on (default: patched)")
+    cal.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
+    cal.add_argument("--runs", type=int, default=20, help="runs, each judged on its own (default 20)")
+    cal.add_argument("--shift-ms", type=int, action="append", dest="shifts",
+                     help="a planted wakeup delay, ms (repeatable; default 50)")
+    cal.add_argument("--runs-dir", type=Path, default=None,
+                     help="where the runs' archives go (default: runs/calibration-<time>)")
+    cal.add_argument("--archives", type=Path, nargs="+", default=None,
+                     help="judge these archives of an earlier calibration instead of running new ones")
+    cal.add_argument("--out", type=Path, default=None,
+                     help="the result (default: bench-results/calibration-<time>.json)")
+    add_rule_options(cal)
+    cal.set_defaults(func=calibrate_)
+
+
+def calibrate_(args: argparse.Namespace) -> int:
+    from harness.campaigns import calibrate
+
+    if args.runs < 1:
+        raise ConfigError(f"--runs {args.runs}: at least one run")
+    rule = VerdictRule.from_args(args)
+    base = select(load_variants(args.variants), [args.variant])[0]
+    p = calibrate.plan(base, args.shifts or [50])
+    scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
+    stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
+    out = args.out or Path("bench-results") / f"calibration-{stamp}.json"
+    if out.exists():
+        raise ConfigError(f"{out} already exists; calibration results are never overwritten")
+    if args.archives:
+        archives = args.archives
+    else:
+        archives = calibrate.run_all(p, scenario, args.runs, args.runs_dir or Path("runs") / f"calibration-{stamp}",
+                                     log)
+        if not archives:
+            raise HarnessError("every calibration run failed; see the lines above")
+    with console.status("judging every run on Spark ..."):
+        judged = calibrate.judge(archives, p, rule, log)
+    result = calibrate.summarise(judged, p, scenario)
+    calibrate.write(result, out)
+    print_calibration(result)
+    console.print(f"calibration: {out}")
+    return 0

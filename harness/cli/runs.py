@@ -1,0 +1,125 @@
+"""`rmq-harness run` (a scenario against variants side by side, here or in the chart's load-test pod) and
+`rmq-harness k8s` (runs as Jobs of the Helm release, from a workstation; their archives)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.cli.compare import compare_archives
+from harness.cli.options import run_options, scenario_of
+from harness.core.errors import ConfigError
+from harness.inputs.variants import load_variants, select
+from harness.report.terminal import console, print_faults, print_probes, print_summary
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    opts = run_options()
+    run = sub.add_parser("run", parents=[opts], help="run a scenario against variants side by side and write a run "
+                         "archive")
+    run.add_argument("--backend", choices=("local", "k8s"), default="local",
+                     help="local: brokers on this machine (default); k8s: the Helm release's brokers, from inside "
+                          "its load-test pod (from a workstation: `rmq-harness k8s run`)")
+    run.set_defaults(func=run_)
+
+    k8s_opts = argparse.ArgumentParser(add_help=False)
+    k8s_opts.add_argument("--release", default="rmq", help="Helm release name (default: rmq)")
+    k8s_opts.add_argument("--namespace", default="rmq-harness", help="its namespace (default: rmq-harness)")
+    k8s = sub.add_parser("k8s", help="the Kubernetes side: runs as Jobs of the Helm release, their archives")
+    ksub = k8s.add_subparsers(dest="action", required=True)
+    krun = ksub.add_parser("run", parents=[opts, k8s_opts],
+                           help="submit a run as a Job of the release, follow it, copy its archive into --runs-dir")
+    krun.set_defaults(func=k8s_run)
+    collect = ksub.add_parser("collect", parents=[k8s_opts],
+                              help="copy run archives from the cluster's runs volume (default: all not yet here)")
+    collect.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    collect.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
+    collect.set_defaults(func=k8s_collect)
+    status = ksub.add_parser("status", parents=[k8s_opts], help="readiness of the release's workloads")
+    status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                        help="wait up to SECONDS until every workload is ready")
+    status.set_defaults(func=k8s_status)
+
+
+def _then_compare(args: argparse.Namespace, archive: Path, variants: list[str]) -> int:
+    if not args.compare:
+        return 0
+    if len(variants) < 2:
+        raise ConfigError("--compare needs two variants: --variant BASELINE --variant CANDIDATE")
+    return compare_archives([str(archive)], variants[0], variants[1])
+
+
+def run_(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.run.sequence import Run
+    from harness.run.site import SITES
+
+    scenario = scenario_of(args)
+    variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[counts]}"), console=console, transient=False)
+    tasks = {v.name: progress.add_task(v.name, total=scenario.duration_s, counts="starting brokers")
+             for v in variants}
+
+    def on_tick(elapsed: float, counts: dict) -> None:
+        for name, c in counts.items():
+            mean = f"{c.mean_wakeup_s:.2f} s" if c.mean_wakeup_s is not None else "-"
+            progress.update(tasks[name], completed=min(elapsed, scenario.duration_s),
+                            counts=f"sent {c.sent:.0f}  delivered {c.deliveries:.0f}  retries {c.retries:.0f}  "
+                                   f"mean wakeup {mean}")
+
+    with progress:
+        result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
+                     on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id).execute()
+    print_summary(result.summary)
+    print_faults(result.summary)
+    if result.probes:
+        print_probes(result.probes)
+    console.print(f"run archive: {result.archive}")
+    return _then_compare(args, result.archive, [v.name for v in variants])
+
+
+def k8s_run(args: argparse.Namespace) -> int:
+    """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
+    from harness.deploy.k8s.remote import Cluster
+    from harness.run.sequence import GRACE_S, new_run_id
+
+    scenario = scenario_of(args)
+    names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
+    cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
+                                                                                   highlight=False))
+    run_id = args.run_id or new_run_id(scenario.name)
+    job = cluster.start(run_id, scenario, names, args.probe)
+    # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
+    cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
+    [archive] = cluster.fetch([run_id], args.runs_dir)
+    manifest = json.loads((archive / "manifest.json").read_text())
+    print_summary(manifest["summary"])
+    print_faults(manifest["summary"])
+    if manifest.get("probe"):
+        print_probes(manifest["probe"])
+    console.print(f"run archive: {archive}")
+    return _then_compare(args, archive, names)
+
+
+def k8s_status(args: argparse.Namespace) -> int:
+    from harness.deploy.k8s.remote import wait_ready
+
+    with console.status(f"waiting for release {args.release} in namespace {args.namespace} ..."):
+        wait_ready(args.namespace, args.release, max(args.wait, 1.0), log=console.print)
+    return 0
+
+
+def k8s_collect(args: argparse.Namespace) -> int:
+    from harness.deploy.k8s.remote import Cluster
+
+    cluster = Cluster(args.release, args.namespace, log=console.print)
+    wanted = args.run_ids or [r for r in cluster.archives() if not (args.runs_dir / r).exists()]
+    if not wanted:
+        console.print(f"every archive on the runs volume is already in {args.runs_dir}")
+        return 0
+    for path in cluster.fetch(wanted, args.runs_dir):
+        console.print(f"copied {path}")
+    return 0

@@ -1,0 +1,64 @@
+"""Every versioned format the harness writes or reads, with its version and what each version changed: the
+one place a version number is defined. A reader takes every version up to the current one and refuses a
+newer one by name; the documentation of each format states its current version (a test holds it to this).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str
+    doc: str  # where it is described, and the words that state its version there ({v}: the version)
+    stated_as: str
+    changes: dict[int, str]  # version -> what it brought
+
+    @property
+    def version(self) -> int:
+        return max(self.changes)
+
+    @property
+    def known(self) -> set[int]:
+        return set(range(1, self.version + 1))
+
+
+SCENARIO = Schema("scenario", "docs/scenarios.md", "(schema version {v})", {
+    1: "topics, groups, produce, consume, nack, duration",
+    2: "cycles",
+    3: "reference, expect",
+    4: "series, groups that never nack",
+    5: "verdict_metric",
+    6: "consume.delay_s",
+    7: "topology, faults",
+})
+MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_version` {v})", {
+    1: "run id, scenario, variants, harness version, host, times, summary",
+    2: "per variant the agents' own report of their installation and the measured clock offset",
+    3: "faults (what was injected, where, when, and when the target was back); endpoints may list several "
+       "brokers; events_check (per worker, the events it recorded beside those its shards hold)",
+    4: "per variant ignored_settings, the broker.conf keys its broker did not know (older releases run without "
+       "them)",
+})
+EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
+    1: "one row per thing that happened",
+    2: "the cycle column, cycle_start / cycle_end events, pickup_ms",
+    3: "the tag column",
+    4: "message_group",
+    5: "started_ns",
+    6: "the fault kind (written by the harness, worker \"harness\")",
+})
+SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
+    1: "messages as the unit",
+    2: "the cycle as the unit (n counts cycles), Holm-adjusted p, the interval's level follows alpha, "
+       "completeness, \"not enough data\", pickup_ms",
+    3: "the message ledger's classes in each ledger, expectations, ledger.parquet",
+    4: "stalled (retries that waited for a poll to run out) per variant; each comparison's statistic; the "
+       "primary comparison is the scenario's verdict_metric",
+    5: "per variant, the faults its runs injected and what each did (harness/measure/fault_impact.py)",
+})
+HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
+    1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",
+})
+ALL = (SCENARIO, MANIFEST, EVENTS, SUMMARY, HISTORY)

@@ -1,0 +1,106 @@
+"""The verdict rule as a contract: its words, its exit code, its options and the level of a cycle. The run's
+terminal, the analysis (spark/stats.py applies the rule), the report and CI all read them from here.
+
+A level is how values become one figure: a cycle's level from its retries' values, a side's from its cycles'
+levels. Latencies take the median; shares (0 or 1 per retry, such as the retries that stalled) the mean, as
+their median says only "most" or "few".
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.core.errors import ConfigError
+
+IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH = "improvement", "regression", "no change", "not enough data"
+VERDICTS = (IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH)
+# A verdict that says the two builds differ: what an A/A calibration counts as false, what bisect follows.
+CHANGED = (IMPROVEMENT, REGRESSION)
+# The exit code of a command asked to gate (--fail-on-regression, history) when the candidate regressed.
+EXIT_REGRESSION = 3
+
+MEDIAN, SHARE = "median", "share"
+# What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.measure.latency.stalled: 1
+# for a retry that waited for a poll to run out, else 0) by shares.
+STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE}
+# Compared in every scenario; a scenario's own verdict metric (Scenario.verdict_metric) joins them.
+COMPARED = ("wakeup_ms", "redelivery_ms")
+# The aggregate of a statistic, by its name in numpy and in pandas alike.
+AGGREGATE = {MEDIAN: "median", SHARE: "mean"}
+
+
+def level(values: Sequence[float] | np.ndarray, statistic: str = MEDIAN) -> float:
+    """THE level of a set of values (a cycle's retries, a side's cycles): their median, or their mean for a
+    share; nan when there are none."""
+    arr = np.asarray(values, dtype=float)
+    return float(getattr(np, AGGREGATE[statistic])(arr)) if arr.size else float("nan")
+
+
+# The rule's defaults.
+ALPHA, MIN_EFFECT, BOOTSTRAP, SEED = 0.05, 0.10, 2000, 20251110
+
+
+def group_levels(groups: Any, statistic: str | Callable[[Any], Sequence[str]]) -> Any:
+    """THE level of each group of a pandas SeriesGroupBy, as ``level`` computes it for one: ``statistic`` is
+    the statistic of every group, or a function from the groups' index to each group's."""
+    import pandas as pd
+
+    both = groups.agg(sorted(set(AGGREGATE.values())))
+    stats = [statistic] * len(both) if isinstance(statistic, str) else list(statistic(both.index))
+    at = both.columns.get_indexer([AGGREGATE[s] for s in stats])
+    return pd.Series(both.to_numpy()[np.arange(len(both)), at], index=both.index, name="level", dtype=float)
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    alpha: float = ALPHA
+    min_effect: float = MIN_EFFECT
+    bootstrap: int = BOOTSTRAP
+    seed: int = SEED
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"--alpha {self.alpha:g}: a significance level above 0 and below 1 "
+                              f"(default {ALPHA:g})")
+        if not 0 <= self.min_effect < 1:
+            raise ConfigError(f"--min-effect {self.min_effect:g}: a relative change from 0 to below 1 "
+                              f"(default {MIN_EFFECT:g})")
+        if self.bootstrap < 1:
+            raise ConfigError(f"--bootstrap {self.bootstrap}: at least one resample (default {BOOTSTRAP})")
+
+    @property
+    def level(self) -> float:
+        return 1 - self.alpha
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> VerdictRule:
+        """The rule from the options ``add_rule_options`` added (checked: a bad one is a ConfigError)."""
+        return cls(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
+
+    def describe(self) -> str:
+        return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians (shares for stalls), "
+                f"Holm-adjusted p < {self.alpha:g} over all comparisons, and the {self.level:.0%} hierarchical "
+                f"bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians (mean shares for "
+                f"stalls; candidate/baseline) entirely "
+                f"below {1 - self.min_effect:g} (improvement) or above {1 + self.min_effect:g} (regression); "
+                "otherwise no change; a retry never redelivered counts as an endless wait; not enough data "
+                "when too few cycles could reach the level")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "text": self.describe()}
+
+
+def add_rule_options(parser: argparse.ArgumentParser) -> None:
+    """The rule's options, the same on every command that judges (compare, matrix, sweep, calibrate)."""
+    parser.add_argument("--alpha", type=float, default=ALPHA,
+                        help=f"family-wise significance level; the interval is at 1 - alpha (default {ALPHA:g})")
+    parser.add_argument("--min-effect", type=float, default=MIN_EFFECT,
+                        help=f"relative change of the level that counts (default {MIN_EFFECT:g} = "
+                             f"{MIN_EFFECT * 100:.0f}%%)")
+    parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP,
+                        help=f"bootstrap resamples (default {BOOTSTRAP})")

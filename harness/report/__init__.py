@@ -1,0 +1,2 @@
+"""What a reader sees: the terminal's tables, report.html with its plots, and one spelling of every figure
+(formats)."""

@@ -1,0 +1,215 @@
+"""A comparison over run archives, as a library: ``collect`` (Spark: archives -> the per-variant table and the
+per-cycle samples), ``analyse`` (pure: samples -> the comparisons, their verdicts and the overall verdict),
+as Apache Otava keeps them apart. The jobs (spark/jobs/), `rmq-harness calibrate` and `bisect` call them;
+spark.outputs writes what they found.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.contracts.verdict import COMPARED, IMPROVEMENT, NO_CHANGE, REGRESSION, STATISTIC, VerdictRule
+from harness.core.errors import ConfigError
+from harness.inputs.expectations import DISTRIBUTIONS, evaluate, per_nack, probe_counts
+from harness.inputs.scenario import Scenario
+from harness.measure import ordering
+from harness.measure.ordering import fifo_counts
+from harness.measure.tally import nest, table
+from spark.facts import unreadable_file
+from spark.io import Archive, ArchiveError, read_events, scenario_of
+from spark.stats import compare, completeness, decide, holm, overall
+
+SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
+
+
+PLOT_CAP = 20_000
+
+
+def check_variants(archives: Sequence[Archive], wanted: Sequence[str], roles: Sequence[str] = ()) -> None:
+    present = sorted({v for a in archives for v in a.variants})
+    for i, name in enumerate(wanted):
+        if name not in present:
+            role = roles[i] if i < len(roles) else "variant"
+            raise ConfigError(f"{role} {name!r} is not in the archives; variants present: {', '.join(present)}")
+    if len(set(wanted)) < len(wanted):
+        raise ConfigError("--baseline and --candidate name the same variant")
+
+
+@dataclass
+class Collected:
+    """What Spark computed; everything after it is plain Python. ``scratch`` holds the retry and ledger rows
+    (Parquet parts) until a report takes them (``stage``) or ``close`` drops them."""
+
+    archives: list[Archive]
+    scenarios: dict[str, Scenario]  # by name, as the newest archive of it ran it
+    per_variant: list[dict]  # nested, per (scenario, variant)
+    per_run: list[dict]  # nested, per (run_id, scenario, variant)
+    samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered)
+    plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
+    per_variant_table: pd.DataFrame  # flat, per (scenario, variant): per_variant.parquet
+    scratch: Path
+    # Runs with faults: traffic per second (spark.analysis.TIMELINE); empty without faults.
+    timeline: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _capped(df: pd.DataFrame, cap: int, seed: int) -> pd.DataFrame:
+    """Every row, or a uniform sample of ``cap`` rows when there are more."""
+    return df if len(df) <= cap else df.sample(n=cap, random_state=seed)
+
+
+def collect(spark: object, archives: list[Archive], variants: Sequence[str], seed: int = 1,
+            per_run: bool = False) -> Collected:
+    from pyspark.sql import functions as F
+
+    from spark.analysis import (
+        dlq_reader_errors,
+        fault_impacts,
+        fifo,
+        measured_samples,
+        message_facts,
+        outcome_samples,
+        retry_rows,
+        routing,
+    )
+
+    scratch = Path(tempfile.mkdtemp(prefix="rmq-harness-facts-"))
+    try:
+        try:
+            tallies = message_facts(spark, archives, variants, scratch, routing(archives))
+        except Exception as e:
+            bad = unreadable_file(e)
+            if bad is None:
+                raise
+            raise ArchiveError(bad) from None
+        retries = retry_rows(scratch, ["run_id", "scenario", "variant", "cycle", "t_client_ns", *DISTRIBUTIONS])
+        flat = table(tallies, retries, ["scenario", "variant"])
+        rows = flat.to_dict("records")
+        runs = table(tallies, retries, ["run_id", "scenario", "variant"]).to_dict("records") if per_run else []
+        measured = _capped(measured_samples(retries), SAMPLE_CAP * max(1, len(rows)), seed)
+        samples = pd.concat([measured, outcome_samples(tallies)], ignore_index=True)
+        plot = _capped(retries[["scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"]],
+                       PLOT_CAP * max(1, len(rows)), seed)
+        impacts, timeline = fault_impacts(archives, scratch, retries, variants)
+        del retries
+        # Strings compared per comparison below: as categories, a comparison of small integers.
+        samples = samples.astype({c: "category" for c in ("scenario", "variant", "metric")})
+        events = read_events(spark, archives).filter(F.col("variant").isin(list(variants)))
+        checks = tallies.groupby("name")["value"].sum()
+        # Two more passes over the events, only where the tasks saw something for them to check.
+        fifo_rows = (fifo(events).toPandas() if checks.get("fifo_events", 0)
+                     else ordering.SCHEMA.empty_table().to_pandas())
+        dlq_errors = ([r.asDict() for r in dlq_reader_errors(events).collect()]
+                      if checks.get("dlq_reader_errors", 0) else [])
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
+    scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
+    nested = [nest(r) for r in rows]
+    add_probes(archives, nested)
+    add_fifo(fifo_rows, nested)
+    for r in nested:
+        mine = [f for f in impacts if (f["scenario"], f["variant"]) == (r["scenario"], r["variant"])]
+        if mine:
+            r["faults"] = mine
+    for r in nested:
+        r["dlq_reader_errors"] = [{k: e[k] for k in ("group", "errors", "example")} for e in dlq_errors
+                                  if (e["scenario"], e["variant"]) == (r["scenario"], r["variant"])]
+    return Collected(archives, scenarios, nested, [nest(r) for r in runs], samples, plot, flat, scratch, timeline)
+
+
+def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:
+    """The ``fifo.*`` metrics (harness.measure.ordering) into the rows of (scenario, variant)s that ran FIFO."""
+    for r in rows:
+        mine = rows_of_fifo[(rows_of_fifo["scenario"] == r["scenario"]) & (rows_of_fifo["variant"] == r["variant"])]
+        if not mine.empty:
+            r["fifo"] = fifo_counts(mine)
+
+
+def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
+    """Sum the wakeup probe's counters per (scenario, variant) into the rows' ``probe`` (when every archive
+    of that pair ran with the probe; otherwise the rows have none, and probe rules say "no data")."""
+    per: dict[tuple[str, str], list[dict | None]] = {}
+    for a in archives:
+        sc = scenario_of(a)
+        groups = [g.name for g in sc.groups]
+        for v in a.variants:
+            samples = (a.manifest.get("probe") or {}).get(v)
+            per.setdefault((sc.name, v), []).append(probe_counts(samples, groups) if samples else None)
+    for r in rows:
+        got = per.get((r["scenario"], r["variant"]), [])
+        if got and all(g is not None for g in got):
+            total = {k: sum(g[k] for g in got) for k in got[0]}
+            r["probe"] = {**total, **per_nack(total, r.get("nacks") or 0)}
+
+
+def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:
+    """runs -> cycles -> values of one side of one comparison."""
+    sub = samples[(samples["scenario"] == scenario) & (samples["variant"] == variant) & (samples["metric"] == metric)]
+    return [[g["value"].to_numpy(dtype=float) for _, g in run.groupby("cycle", sort=True)]
+            for _, run in sub.groupby("run_id", sort=True)]
+
+
+def expectations(c: Collected, rows: Sequence[dict]) -> list[dict]:
+    """Each (scenario, variant) row checked against its scenario's expect: rules."""
+    out = []
+    for r in rows:
+        sc = c.scenarios.get(r["scenario"])
+        rules = sc.expect if sc else []
+        out.append({"scenario": r["scenario"], "variant": r["variant"], "reference": sc.reference if sc else "",
+                    **evaluate(rules, r)})
+    return out
+
+
+def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_id: str | None = None) -> dict:
+    """The comparisons, their verdicts and the overall verdict (pure). ``run_id``: one run's data only."""
+    samples = c.samples if run_id is None else c.samples[c.samples["run_id"] == run_id]
+    table = c.per_variant if run_id is None else [r for r in c.per_run if r["run_id"] == run_id]
+    sides = {(r["scenario"], r["variant"]): r for r in table}
+    scenarios = sorted({s for s, v in sides if v == baseline} & {s for s, v in sides if v == candidate})
+    comparisons = [
+        {"scenario": s, "metric": m, "primary": m == primary,
+         **compare(nested_runs(samples, s, baseline, m), nested_runs(samples, s, candidate, m), rule, STATISTIC[m])}
+        for s in scenarios for primary in [c.scenarios[s].verdict_metric]
+        for m in dict.fromkeys([primary, *COMPARED])
+    ]
+    adjusted = holm([x["p_value"] for x in comparisons])
+    family = sum(p is not None for p in adjusted)
+    blocked = {}
+    for x, p in zip(comparisons, adjusted, strict=True):
+        x["p_adjusted"] = p
+        x["verdict"], x["reason"] = decide(x, p, family, rule)
+    for s in scenarios:
+        base, cand = ({**sides[(s, v)]["ledger"], "sent": sides[(s, v)]["sent"], "errors": sides[(s, v)]["errors"]}
+                      for v in (baseline, candidate))
+        verdict, why = completeness(base, cand)
+        blocked[s] = (verdict, why)
+        for x in comparisons:
+            if x["scenario"] != s or not x["primary"] or verdict is None:
+                continue
+            if verdict == REGRESSION:
+                x["verdict"], x["reason"] = REGRESSION, "loses what the baseline does not: " + "; ".join(why)
+            elif x["verdict"] == IMPROVEMENT:
+                x["verdict"], x["reason"] = NO_CHANGE, "faster but less complete: " + "; ".join(why)
+    return {
+        "baseline": baseline,
+        "candidate": candidate,
+        "verdict": overall(comparisons, blocked),
+        "rule": rule.as_dict(),
+        "family": family,
+        "completeness": {s: {"verdict": v, "why": w} for s, (v, w) in blocked.items()},
+        "comparisons": comparisons,
+        "expectations": expectations(c, [r for r in table if r["variant"] in (baseline, candidate)]),
+    }
+
+

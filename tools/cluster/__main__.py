@@ -1,0 +1,89 @@
+"""`python -m tools.cluster build|up|status|images|down` (what `make cluster-tools cluster-up cluster-images
+cluster-down` call): a single-node Kubernetes on this machine without Docker. Needs root."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.core.errors import ConfigError, HarnessError
+from harness.core.paths import REPO_ROOT
+from harness.report.terminal import console, err_console, line
+from tools.cluster import binaries, images, node
+from tools.cluster.layout import default_layout
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tools.cluster", description="a single-node Kubernetes cluster on this "
+                                "machine, without Docker (Kubernetes and etcd built from the Go module proxy)")
+    p.add_argument("--variants", type=Path, default=None, help="variants file (default: workloads/variants.yaml)")
+    sub = p.add_subparsers(dest="action", required=True)
+    sub.add_parser("build", help="build the cluster's programs into the cache (up does this when needed)")
+    sub.add_parser("up", help="start the cluster; prints the KUBECONFIG to use")
+    sub.add_parser("status", help="which components run, and whether the API and the node are ready")
+    img = sub.add_parser("images", help="build the harness image and the broker images of the variants' versions "
+                         "(podman, on local Debian stand-ins) and load them into the cluster")
+    img.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                     help="variants whose RocketMQ versions get a broker image (repeatable; default: unpatched and "
+                          "patched, the chart's default variants)")
+    img.add_argument("--tag", default="dev", help="the harness image's tag (the chart's harnessImage.tag)")
+    sub.add_parser("down", help="stop the cluster and remove everything it left on the host")
+    return p
+
+
+def _images(args: argparse.Namespace) -> None:
+    from harness.deploy.local import jars
+    from harness.inputs.variants import load_variants, select
+
+    lay = default_layout()
+    if not node.status(lay)["node_ready"]:
+        raise ConfigError("the cluster is not up: `make cluster-up` first")
+    wanted = select(load_variants(args.variants), args.variants_wanted or ["unpatched", "patched"])
+    for v in wanted:
+        if v.jars is not None:
+            raise ConfigError(f"variant {v.name} runs local jars ({v.jars}); broker images are built from "
+                              "Maven Central versions only")
+    dists = {}
+    for version in dict.fromkeys(v.version for v in wanted):
+        jars.ensure_version(version, console.print)
+        dists[version] = jars.version_dir(version)
+    images.load_all(lay, REPO_ROOT, args.tag, dists, console.print)
+
+
+def run(args: argparse.Namespace) -> int:
+    lay = default_layout()
+    if args.action == "build":
+        for name, path in binaries.build(console.print).items():
+            console.print(f"{name}: {path}")
+    elif args.action == "up":
+        node.up(lay, console.print)
+        console.print(f"export KUBECONFIG={lay.admin_kubeconfig}")
+    elif args.action == "down":
+        node.down(node.owner() or lay, console.print)
+    elif args.action == "images":
+        _images(args)
+    else:
+        st = node.status(lay)
+        for name, up in st["components"].items():
+            console.print(f"{name:24} {'[green]running[/]' if up else '[red]stopped[/]'}")
+        console.print(f"API ready: {st['api']}; node Ready: {st['node_ready']}")
+        return 0 if st["node_ready"] else 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except HarnessError as e:
+        err_console.print(line("error:", "red", e), soft_wrap=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
