@@ -16,8 +16,9 @@ from pathlib import Path
 from harness.client import remoting
 from harness.client.driver import Driver, NotReady
 from harness.client.registry import driver
-from harness.contracts.endpoints import Endpoints
+from harness.contracts.endpoints import BrokerNode, Endpoints
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.waiting import Deadline, Pending, wait_until
 
 # What every backend creates and sends through a variant before calling it ready.
 READY_TOPIC = "RMQ_HARNESS_READY"
@@ -86,12 +87,12 @@ def clock_offset_ms(ep: Endpoints, protocol: str, samples: int = 5, timeout_s: f
     return (lo, hi) if lo <= hi else min(bounds, key=lambda b: b[1] - b[0])
 
 
-def wait_serving(ep: Endpoints, protocol: str, deadline: float, alive: Callable[[], None] = lambda: None,
+def wait_serving(ep: Endpoints, protocol: str, deadline: Deadline, alive: Callable[[], None] = lambda: None,
                  detail: Callable[[], str] = str) -> RoundTrip:
     """Until ``ep`` accepts admin requests and passes a send/pop round trip through ``protocol``'s driver.
 
-    ``deadline`` is a time.monotonic() value; ``alive`` raises when the deployment died meanwhile;
-    ``detail`` gives the lines (a log tail) to show when it is not ready in time.
+    ``alive`` raises when the deployment died meanwhile; ``detail`` gives the lines (a log tail) to show when
+    it is not ready in time.
     """
     d = driver(protocol, ep)
     try:
@@ -102,17 +103,17 @@ def wait_serving(ep: Endpoints, protocol: str, deadline: float, alive: Callable[
                 d.create_group(READY_GROUP, retry_max_times=16)
                 break
             except (remoting.RemotingError, OSError) as e:
-                if time.monotonic() > deadline:
+                if deadline.passed():
                     raise HarnessError(f"{ep.variant}: broker {ep.broker} does not accept admin requests: {e}",
                                        detail=detail()) from e
                 time.sleep(0.5)
         while True:
             try:
-                return round_trip(d, READY_TOPIC, READY_GROUP, timeout_s=max(10.0, deadline - time.monotonic()))
+                return round_trip(d, READY_TOPIC, READY_GROUP, timeout_s=max(10.0, deadline.left()))
             except NotReady as e:
                 # A broker just started accepts admin requests before its proxy serves consumers (seen on
                 # Kubernetes, where the pod is recreated for the run): try again until the deadline.
-                if time.monotonic() > deadline:
+                if deadline.passed():
                     raise HarnessError(f"{ep.variant}: {e}", detail=detail()) from e
                 alive()
                 d.close()
@@ -130,21 +131,21 @@ def wait_replicated(ep: Endpoints, topics: Sequence[str], groups: Sequence[str],
     slave acting master without them refuses the pops it should serve. Returns the seconds waited."""
     slaves = [n for n in ep.brokers if not n.master]
     started = time.monotonic()
+    deadline = Deadline(timeout_s)
     for node in slaves:
         log(f"{ep.variant}: waiting for the {node.name} to copy the scenario's topics and groups from its master "
             "(every 60 s)")
-        while True:
+
+        def copied(node: BrokerNode = node) -> bool | Pending:
             try:
                 missing = sorted(set(topics) - remoting.topics(node.address)) + sorted(
                     set(groups) - remoting.groups(node.address))
             except remoting.RemotingError as e:
-                missing = [str(e)]
-            if not missing:
-                break
-            if time.monotonic() - started > timeout_s:
-                raise HarnessError(f"{ep.variant}: the {node.name} {node.address} lacks {', '.join(missing[:3])} "
-                                   f"{timeout_s:.0f} s after they were created on its master")
-            time.sleep(1.0)
+                return Pending(str(e))
+            return Pending(f"it lacks {', '.join(missing[:3])}") if missing else True
+
+        wait_until(f"{ep.variant}'s {node.name} {node.address} to copy the topics and groups created on its master",
+                   copied, deadline)
     return time.monotonic() - started
 
 

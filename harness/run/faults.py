@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from harness.core.errors import ConfigError
+from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
 from harness.inputs.scenario import Fault
 
@@ -146,9 +147,9 @@ class Injector:
     def finish(self, timeout_s: float) -> None:
         """The load ended: faults not begun are not injected; wait (up to ``timeout_s``) for those in progress."""
         self._closing.set()
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         for key, done in self._done.items():
-            if not done.wait(max(0.0, deadline - time.monotonic())):
+            if not done.wait(deadline.left()):
                 self.log(f"fault on {key} still in progress after the load ended; not waited for")
 
     def release(self) -> None:

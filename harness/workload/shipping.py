@@ -16,11 +16,12 @@ import hashlib
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.contracts.workers import worker_name
+from harness.core.errors import HarnessError
+from harness.core.waiting import Pending, wait_until
 from harness.workload.spec import WorkloadSpec
 
 SHIP = "rmq_files_ship"  # master -> workers: stop, flush, send your files
@@ -170,11 +171,15 @@ def attach_master(runner: object, events: object, spec: WorkloadSpec, timeout_s:
 
     def collect(environment: object, **_kw: object) -> None:
         runner.send_message(SHIP, {})
-        deadline = time.monotonic() + timeout_s
-        while inbox.missing() and time.monotonic() < deadline:
-            gevent.sleep(0.2)
-        if inbox.missing():
-            log.error("no files from %s within %.0f s", ", ".join(inbox.missing()), timeout_s)
+
+        def arrived() -> bool | Pending:
+            missing = inbox.missing()
+            return Pending(f"none yet from {', '.join(missing)}") if missing else True
+
+        try:
+            wait_until("the workers' files", arrived, timeout_s, interval_s=0.2, sleep=gevent.sleep)
+        except HarnessError as e:
+            log.error("%s", e)  # the run's event check names what is missing
 
     events.test_stop.add_listener(collect)
     return inbox

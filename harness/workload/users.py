@@ -18,6 +18,7 @@ from locust import User, constant, events
 
 from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, PopConsumer
 from harness.contracts.events import MessageBody
+from harness.core.waiting import Deadline
 from harness.inputs.scenario import Group
 from harness.measure.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.measure.ledger import ANY_GROUP
@@ -161,9 +162,9 @@ class ProducerUser(User):
         now to be acked by every group, so that a message not acked by then is lost, not just late."""
         last = self.cycle - 1 if self.spec.scenario.produce.pattern == "burst" else self.last_reported
         self.environment.runner.send_message(cycles.SENDS_OVER, {"last": last})
-        deadline = time.monotonic() + self.spec.scenario.cycles.drain_timeout_s
+        deadline = Deadline(self.spec.scenario.cycles.drain_timeout_s)
         for k in list(self.open_cycles):
-            self.close_cycle(k, max(0.0, deadline - time.monotonic()))
+            self.close_cycle(k, deadline.left())
         gevent.sleep(self.spec.scenario.cycles.linger_s)
         self.finished = True
         self.environment.runner.send_message(cycles.DONE, {})

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.waiting import Deadline, Pending, wait_until
 from tools.cluster import binaries, configs, images
 from tools.cluster.layout import (
     API_PORT,
@@ -95,17 +96,17 @@ def _start(lay: Layout, name: str, argv: list[str], log: Callable[[str], None]) 
 
 
 def _wait(what: str, ok: Callable[[], bool], lay: Layout, name: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def alive() -> None:
         if name not in running(lay):
             raise HarnessError(f"{name} exited while starting", detail=_tail(lay, name))
+
+    def up() -> bool | Pending:
         try:
-            if ok():
-                return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        time.sleep(0.5)
-    raise HarnessError(f"{what}: not within {timeout_s:.0f} s", detail=_tail(lay, name))
+            return True if ok() else Pending()
+        except Exception as e:  # noqa: BLE001 - not up yet
+            return Pending(str(e))
+
+    wait_until(what, up, timeout_s, interval_s=0.5, alive=alive, detail=lambda: _tail(lay, name))
 
 
 def _tail(lay: Layout, name: str, lines: int = 25) -> str:
@@ -319,7 +320,7 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
         f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
         "--profiling=false"], log)
-    _wait("the API server ready", lambda: _api_ready(lay), lay, "kube-apiserver", 120)
+    _wait("the API server to be ready", lambda: _api_ready(lay), lay, "kube-apiserver", 120)
     log(f"API server ready at https://{NODE_IP}:{API_PORT} ({time.monotonic() - t0:.1f} s)")
     _grant_cluster_admins(lay)
     _default_storage(lay)
@@ -338,13 +339,13 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
         f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", "--secure-port=10259",
         "--leader-elect=false", "--profiling=false"], log)
     _start(lay, "containerd", ["containerd", "--config", str(lay.config / "containerd.toml")], log)
-    _wait("containerd's socket", lay.containerd_socket.exists, lay, "containerd", 60)
+    _wait("containerd's socket to appear", lay.containerd_socket.exists, lay, "containerd", 60)
     images.load_pause(lay, progs["pause"], log)
     _start(lay, "kubelet", [
         str(progs["kubelet"]), f"--config={lay.config / 'kubelet.yaml'}", f"--kubeconfig={kc / 'kubelet.conf'}",
         f"--root-dir={lay.kubelet}", f"--cert-dir={lay.kubelet / 'pki'}", f"--node-ip={NODE_IP}",
         f"--hostname-override={NODE_NAME}"], log)
-    _wait("the node Ready", lambda: node_ready(lay), lay, "kubelet", 120)
+    _wait("the node to be Ready", lambda: node_ready(lay), lay, "kubelet", 120)
     log(f"node {NODE_NAME} Ready ({time.monotonic() - t0:.1f} s)")
     _start(lay, "kube-proxy", [str(progs["kube-proxy"]), f"--config={lay.config / 'kube-proxy.yaml'}"], log)
     _start(lay, "coredns", [str(progs["coredns"]), "-conf", str(lay.config / "Corefile")], log)
@@ -422,7 +423,7 @@ def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
     """rmdir the pods' cgroups, deepest first. A killed container process can linger a moment (its shim
     was stopped before reaping it, and init reaps it later), keeping its cgroup busy: kill and retry until
     ``timeout_s``; return what is still there."""
-    deadline = time.monotonic() + timeout_s
+    deadline = Deadline(timeout_s)
     while True:
         left = []
         for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
@@ -441,7 +442,7 @@ def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
                 d.rmdir()
             except OSError:
                 left.append(str(d))
-        if not left or time.monotonic() > deadline:
+        if not left or deadline.passed():
             return left
         time.sleep(0.2)
 

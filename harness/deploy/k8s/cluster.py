@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.contracts.endpoints import Endpoints
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy import readiness
 from harness.deploy.base import ServerProcess, parse_properties
 from harness.deploy.k8s import naming, transfer
@@ -242,23 +243,24 @@ class K8sBackend:
             self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=1)
 
     def _wait_pod_ready(self, variant: str, exclude: set[str]) -> None:
-        deadline = time.monotonic() + self.ready_timeout_s
-        last = "no pod yet"
-        while time.monotonic() < deadline:
+        def ready() -> bool | Pending:
+            last = Pending("no pod yet")
             for pod in self._pods(variant):
                 if pod.metadata.uid in exclude or pod.metadata.deletion_timestamp:
                     continue
                 conds = {c.type: c.status for c in pod.status.conditions or []}
                 if conds.get("Ready") == "True":
-                    return
+                    return True
                 waiting = [f"{s.name}: {s.state.waiting.reason}" for s in pod.status.container_statuses or []
                            if s.state and s.state.waiting]
-                last = f"pod {pod.metadata.name} {pod.status.phase}" + (f" ({'; '.join(waiting)})" if waiting else "")
-            time.sleep(2.0)
-        raise HarnessError(f"{variant}: not ready after {self.ready_timeout_s:.0f} s: {last}")
+                last = Pending(f"pod {pod.metadata.name} {pod.status.phase}"
+                               + (f" ({'; '.join(waiting)})" if waiting else ""))
+            return last
+
+        wait_until(f"{variant}'s broker pod to be ready", ready, self.ready_timeout_s, interval_s=2.0)
 
     def _wait_serving(self, ep: Endpoints) -> None:
-        readiness.wait_serving(ep, "grpc", time.monotonic() + self.ready_timeout_s,
+        readiness.wait_serving(ep, "grpc", Deadline(self.ready_timeout_s),
                                detail=lambda: self._broker_output(ep.variant, tail_lines=40))
 
     def _broker_output(self, variant: str, tail_lines: int | None = None) -> str:

@@ -9,10 +9,10 @@ again. A killed container cannot be held down for a while: the kubelet decides w
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from harness.core.errors import HarnessError
+from harness.core.waiting import Pending, wait_until
 from harness.deploy.k8s import naming
 
 # The container each target runs in, and the main class that names its JVM on the command line.
@@ -103,14 +103,10 @@ class PodProcess:
 
     def start(self) -> None:
         """The kubelet starts it again: wait until the container restarted and is ready."""
-        deadline = time.monotonic() + self.ready_timeout_s
-        last = ""
-        while time.monotonic() < deadline:
+        def back() -> bool | Pending:
             s = self._status()
-            if s.restart_count > self._restarts and s.ready:
-                self._after_start()
-                return
-            last = f"restarts {s.restart_count}, ready {s.ready}"
-            time.sleep(1.0)
-        raise HarnessError(f"{self.variant}: container {self.container} not back within {self.ready_timeout_s:.0f} s "
-                           f"({last})")
+            return True if s.restart_count > self._restarts and s.ready else \
+                Pending(f"restarts {s.restart_count}, ready {s.ready}")
+
+        wait_until(f"{self.variant}'s container {self.container} to be back", back, self.ready_timeout_s)
+        self._after_start()

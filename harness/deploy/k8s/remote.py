@@ -16,9 +16,12 @@ from pathlib import Path
 import yaml
 
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy.k8s import naming, transfer
 from harness.deploy.k8s.cluster import load_api_client
 from harness.inputs.scenario import Scenario
+
+COLLECTOR_START_S = 180  # a pod that mounts the runs volume to copy archives out
 
 
 @dataclass(frozen=True)
@@ -144,23 +147,24 @@ class Cluster:
         from kubernetes import watch
 
         ns = self.release.namespace
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)
         pod = self._job_pod(job, deadline)
         for line in watch.Watch().stream(self.core.read_namespaced_pod_log, pod, ns, follow=True,
                                          _request_timeout=timeout_s):
             self.log(line)
-        while time.monotonic() < deadline:
+
+        def finished() -> bool | Pending:
             status = self.batch.read_namespaced_job_status(job, ns).status
-            if status.succeeded:
-                return
             if status.failed:
                 raise HarnessError(f"the run's Job {job} failed; its log is above (kubectl -n {ns} logs job/{job})")
-            time.sleep(2.0)
-        raise HarnessError(f"the run's Job {job} did not finish within {timeout_s:.0f} s")
+            return True if status.succeeded else Pending(f"{status.active or 0} pod(s) active")
 
-    def _job_pod(self, job: str, deadline: float) -> str:
+        wait_until(f"the run's Job {job} to finish", finished, deadline, interval_s=2.0)
+
+    def _job_pod(self, job: str, deadline: Deadline) -> str:
         ns = self.release.namespace
-        while time.monotonic() < deadline:
+
+        def started() -> str | Pending:
             pods = self.core.list_namespaced_pod(ns, label_selector=f"job-name={job}").items
             for p in pods:
                 if p.status.phase in ("Running", "Succeeded", "Failed"):
@@ -169,8 +173,10 @@ class Cluster:
                 if any(w.reason in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName") for w in waiting):
                     raise HarnessError(f"pod {p.metadata.name} cannot pull its image ({waiting[0].message}); "
                                        "build and load it with `make kind-up`")
-            time.sleep(2.0)
-        raise HarnessError(f"the Job {job} started no pod in time (kubectl -n {ns} describe job/{job})")
+            return Pending(", ".join(f"pod {p.metadata.name} {p.status.phase}" for p in pods) or "no pod")
+
+        return wait_until(f"the Job {job} to start its pod (kubectl -n {ns} describe job/{job})", started, deadline,
+                          interval_s=2.0)
 
     # --- archives --------------------------------------------------------------------------
 
@@ -227,16 +233,21 @@ class _Collector:
         c = self.cluster
         ns = c.release.namespace
         c.core.create_namespaced_pod(ns, collector_manifest(c.release, self.name))
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
+
+        def running() -> bool | Pending:
             phase = c.core.read_namespaced_pod(self.name, ns).status.phase
-            if phase == "Running":
-                return self.name
             if phase in ("Failed", "Succeeded"):
-                break
-            time.sleep(1.0)
-        self.__exit__()
-        raise HarnessError(f"pod {self.name} mounting the runs volume did not start (kubectl -n {ns} describe pod)")
+                raise HarnessError(f"pod {self.name} mounting the runs volume ended ({phase}) before it ran "
+                                   f"(kubectl -n {ns} describe pod)")
+            return True if phase == "Running" else Pending(f"pod {phase}")
+
+        try:
+            wait_until(f"pod {self.name} mounting the runs volume to run (kubectl -n {ns} describe pod)", running,
+                       COLLECTOR_START_S)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.name
 
     def __exit__(self, *exc: object) -> None:
         self.cluster.core.delete_namespaced_pod(self.name, self.cluster.release.namespace, grace_period_seconds=0)
@@ -260,14 +271,13 @@ def wait_ready(namespace: str, release: str, timeout_s: float, log: Callable[[st
     """Until every workload of the release is ready (what `helm --wait` cannot do here: the runs volume
     of a WaitForFirstConsumer storage class binds only when the first run mounts it)."""
     api = load_api_client()
-    deadline = time.monotonic() + timeout_s
-    last: list[tuple[str, int, int]] = []
-    while time.monotonic() < deadline:
-        last = workload_status(api, namespace, release)
-        if last and all(ready >= wanted for _, ready, wanted in last):
-            for name, ready, wanted in last:
-                log(f"{name}: {ready}/{wanted} ready")
-            return
-        time.sleep(3.0)
-    waiting = ", ".join(f"{n} {r}/{w}" for n, r, w in last if r < w) or f"no workloads of release {release}"
-    raise HarnessError(f"not ready within {timeout_s:.0f} s: {waiting} (kubectl -n {namespace} get pods)")
+
+    def ready() -> list[tuple[str, int, int]] | Pending:
+        now = workload_status(api, namespace, release)
+        if now and all(r >= w for _, r, w in now):
+            return now
+        return Pending(", ".join(f"{n} {r}/{w}" for n, r, w in now if r < w) or f"no workloads of release {release}")
+
+    for name, r, w in wait_until(f"release {release}'s workloads to be ready (kubectl -n {namespace} get pods)", ready,
+                                 timeout_s, interval_s=3.0):
+        log(f"{name}: {r}/{w} ready")

@@ -13,12 +13,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.contracts.workers import ENV_SPEC_JSON, Placement, WorkerPlan, worker_name
 from harness.core.errors import HarnessError
+from harness.core.waiting import Pending, wait_until
 from harness.deploy.k8s import naming
 
 CONTAINER = "worker"
@@ -157,9 +157,7 @@ class PodWorkers:
 
     def _addresses(self, plan: WorkerPlan) -> dict[str, str]:
         """Until every pod of the variant has its IP (it is scheduled and its sandbox is up)."""
-        deadline = time.monotonic() + self.start_timeout_s
-        last = "no pods yet"
-        while time.monotonic() < deadline:
+        def addressed() -> dict[str, str] | Pending:
             pods = self._list(plan.variant)
             ips = {w: p.status.pod_ip for w, p in pods.items() if p.status.pod_ip}
             if set(ips) >= set(plan.names):
@@ -167,10 +165,10 @@ class PodWorkers:
                 self.log(f"{plan.variant}: worker pods {started} of Job {self.jobs[plan.variant]}")
                 port = plan.placements[plan.names[0]].metrics_port
                 return {w: f"{ips[w]}:{port}" for w in plan.names}
-            last = "; ".join(self._why_waiting(w, pods.get(w)) for w in plan.names if w not in ips)
-            time.sleep(1.0)
-        raise HarnessError(f"{plan.variant}: worker pods not started within {self.start_timeout_s:.0f} s: {last} "
-                           f"(kubectl -n {self.namespace} describe job/{self.jobs[plan.variant]})")
+            return Pending("; ".join(self._why_waiting(w, pods.get(w)) for w in plan.names if w not in ips))
+
+        return wait_until(f"{plan.variant}'s worker pods to start (kubectl -n {self.namespace} describe "
+                          f"job/{self.jobs[plan.variant]})", addressed, self.start_timeout_s)
 
     @staticmethod
     def _why_waiting(worker: str, pod: object | None) -> str:

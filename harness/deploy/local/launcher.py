@@ -28,6 +28,7 @@ from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
+from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy import readiness
 from harness.deploy.base import Health, parse_properties
 from harness.deploy.local import config
@@ -191,7 +192,7 @@ class LocalBackend:
         try:
             for v, ports in zip(variants, slots, strict=True):
                 started.append(self._start(java, v, dists[v.name], ports, topology))
-            deadline = time.monotonic() + self.ready_timeout_s
+            deadline = Deadline(self.ready_timeout_s)
             for lv in started:
                 self._start_rest(lv, deadline)
             for lv in started:
@@ -340,7 +341,7 @@ class LocalBackend:
 
     def _wait_ready(self, lv: LocalVariant) -> None:
         ep = lv.endpoints
-        deadline = time.monotonic() + self.ready_timeout_s
+        deadline = Deadline(self.ready_timeout_s)
         for role in lv.processes:
             self._wait_process(lv, role, deadline)
         main = "proxy"
@@ -355,14 +356,14 @@ class LocalBackend:
         total = time.time() - lv.started_at
         self.log(f"{lv.name}: ready in {total:.1f} s ({marks} s; round trip {rt.seconds * 1000:.0f} ms)")
 
-    def _start_rest(self, lv: LocalVariant, deadline: float) -> None:
+    def _start_rest(self, lv: LocalVariant, deadline: Deadline) -> None:
         """Start the processes ``_start`` held back (a cluster-mode proxy) once those before them serve."""
         for role in lv.processes:
             if role not in lv.pids:
                 self._spawn_when_ready(lv, role, deadline)
                 self.log(f"{lv.name}: brokers registered; started the {role} (pid {lv.pids[role]})")
 
-    def _spawn_when_ready(self, lv: LocalVariant, role: str, deadline: float) -> int:
+    def _spawn_when_ready(self, lv: LocalVariant, role: str, deadline: Deadline) -> int:
         """Start ``role``; a cluster-mode proxy only once every process before it serves: it creates its system
         topics on the cluster at start and exits when no broker is registered (after a name server restart,
         brokers register again only at their next heartbeat, up to 30 s later)."""
@@ -378,7 +379,7 @@ class LocalBackend:
                                    detail=lv.log_tail(role))
         return check
 
-    def _wait_process(self, lv: LocalVariant, role: str, deadline: float) -> None:
+    def _wait_process(self, lv: LocalVariant, role: str, deadline: Deadline) -> None:
         """Until ``role`` serves: the name server listens; a broker is registered with the name server; the
         proxy's gRPC port listens (with the broker inside, once that is registered)."""
         ep = lv.endpoints
@@ -393,19 +394,14 @@ class LocalBackend:
 
         waits: list[tuple[str, Callable[[], bool]]] = []
         if role == "namesrv":
-            waits.append((f"name server {ep.namesrv}", lambda: tcp_open(ep.namesrv)))
+            waits.append((f"name server {ep.namesrv} to listen", lambda: tcp_open(ep.namesrv)))
         for node in self._brokers_in(lv, role):
             waits.append((f"{node} {lv.node_address(node)} to register with the name server", registered(node)))
         if role == "proxy":
-            waits.append((f"gRPC {ep.grpc}", lambda: tcp_open(ep.grpc)))
+            waits.append((f"gRPC {ep.grpc} to listen", lambda: tcp_open(ep.grpc)))
         for what, ready in waits:
-            alive = self._alive_check(lv, role, what)
-            while not ready():
-                alive()
-                if time.monotonic() > deadline:
-                    raise HarnessError(f"{lv.name}: not ready after {self.ready_timeout_s:.0f} s: waiting for {what}",
-                                       detail=lv.log_tail(role))
-                time.sleep(0.2)
+            wait_until(f"{lv.name}'s {what}", lambda ready=ready: True if ready() else Pending(), deadline,
+                       interval_s=0.2, alive=self._alive_check(lv, role, what), detail=lambda: lv.log_tail(role))
         self._served.setdefault((lv.name, role), time.time())
 
     def _check_agents(self, lv: LocalVariant, role: str, offset: int) -> dict[str, list[str]]:
@@ -487,7 +483,7 @@ class LocalProcess:
         if process.alive(self.lv.pids[self.role], self.lv.token):
             raise HarnessError(f"{self.lv.name}: {self.describe()} is still running")
         offset = self.lv.dirs.stdout(self.role).stat().st_size if self.lv.dirs.stdout(self.role).exists() else 0
-        deadline = time.monotonic() + self.backend.ready_timeout_s
+        deadline = Deadline(self.backend.ready_timeout_s)
         self.backend._spawn_when_ready(self.lv, self.role, deadline)
         self.backend._wait_process(self.lv, self.role, deadline)
         self.backend._check_agents(self.lv, self.role, offset)

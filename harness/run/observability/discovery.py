@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.error import URLError
 
 from harness.core.errors import HarnessError
+from harness.core.waiting import Pending, wait_until
 from harness.run.observability.prometheus import Prometheus, ScrapeTarget
 
 SD_PATH = "/targets"
@@ -67,22 +67,17 @@ class DiscoveredPrometheus(Prometheus):
         threading.Thread(target=self._server.serve_forever, name="http-sd", daemon=True).start()
         wanted = {t.address for t in targets}
         run = targets[0].run if targets else ""
-        deadline = time.monotonic() + timeout_s
-        seen: set[str] = set()
-        while time.monotonic() < deadline:
+
+        def picked_up() -> bool | Pending:
             try:
                 active = self._get("/api/v1/targets?state=active")["data"]["activeTargets"]
                 seen = {t["labels"].get("instance", "") for t in active if t["labels"].get("run") == run}
-            except (OSError, URLError, KeyError, ValueError):
-                seen = set()
-            if wanted <= seen:
-                return
-            time.sleep(1.0)
-        missing = ", ".join(sorted(wanted - seen))
-        raise HarnessError(
-            f"Prometheus at {self.url} did not pick up this run's targets within {timeout_s:.0f} s "
-            f"(missing: {missing}); check its http_sd_configs point at this pod's port {self.sd_address[1]}"
-        )
+            except (OSError, URLError, KeyError, ValueError) as e:
+                return Pending(f"Prometheus does not answer ({e})")
+            return True if wanted <= seen else Pending(f"missing {', '.join(sorted(wanted - seen))}")
+
+        wait_until(f"Prometheus at {self.url} to pick up this run's targets (are its http_sd_configs pointing at "
+                   f"this pod's port {self.sd_address[1]}?)", picked_up, timeout_s)
 
     def _get(self, path: str) -> dict:
         with self._opener.open(f"{self.url}{path}", timeout=5) as resp:
@@ -94,15 +89,19 @@ class DiscoveredPrometheus(Prometheus):
         if self._server is not None:
             run = {g["labels"].get("run") for g in self._server.groups}
             self._server.groups = []
-            deadline = time.monotonic() + drain_s
-            while time.monotonic() < deadline:
+
+            def dropped() -> bool | Pending:
                 try:
                     active = self._get("/api/v1/targets?state=active")["data"]["activeTargets"]
                 except (OSError, URLError, KeyError, ValueError):
-                    break
-                if not any(t["labels"].get("run") in run for t in active):
-                    break
-                time.sleep(1.0)
+                    return True  # gone: it scrapes nothing
+                still = [t["labels"].get("instance", "") for t in active if t["labels"].get("run") in run]
+                return Pending(f"still scraping {', '.join(still)}") if still else True
+
+            try:
+                wait_until("Prometheus to drop this run's targets", dropped, drain_s)
+            except HarnessError:
+                pass  # its next run's targets get their own labels; stopping goes on
             self._server.shutdown()
             self._server.server_close()
             self._server = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ import yaml
 
 from harness.core import process
 from harness.core.errors import HarnessError
+from harness.core.waiting import Pending, wait_until
 
 # Raw series exported after a run: ours, the probe's, and the broker's pop / consumer families
 # (metric name patterns; the run's own label is added, since a shared Prometheus holds other runs).
@@ -86,17 +86,20 @@ class Prometheus:
              "--log.level=warn"],
             self.workdir / "prometheus.log", cwd=self.workdir, die_with_parent=True,
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        log = self.workdir / "prometheus.log"
+
+        def alive() -> None:
             if process.exit_code(self.pid) is not None:
-                raise HarnessError(f"prometheus exited at start-up; see {self.workdir / 'prometheus.log'}")
+                raise HarnessError(f"prometheus exited at start-up; see {log}")
+
+        def ready() -> bool | Pending:
             try:
-                if self._opener.open(f"{self.url}/-/ready", timeout=1).status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise HarnessError(f"prometheus not ready within {timeout_s:.0f} s; see {self.workdir / 'prometheus.log'}")
+                status = self._opener.open(f"{self.url}/-/ready", timeout=1).status
+            except OSError as e:
+                return Pending(str(e))
+            return True if status == 200 else Pending(f"/-/ready answers {status}")
+
+        wait_until(f"prometheus to be ready (see {log})", ready, timeout_s, interval_s=0.2, alive=alive)
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> dict:
         params = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
