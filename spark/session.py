@@ -14,6 +14,8 @@ from types import FrameType
 
 import psutil
 
+from harness.core import process
+
 # How long a Spark JVM that never became a session gets to exit on SIGTERM before it is killed.
 ABANDONED_JVM_STOP_S = 10.0
 
@@ -25,19 +27,7 @@ def _descendants() -> dict[int, psutil.Process]:
 def _stop_new(before: dict[int, psutil.Process]) -> None:
     """Stop the processes started (directly or not) since ``before`` was taken: the Spark JVM of a session
     that did not come up, and whatever it started."""
-    new = [p for pid, p in _descendants().items() if pid not in before]
-    for p in new:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, left = psutil.wait_procs(new, timeout=ABANDONED_JVM_STOP_S)
-    for p in left:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(left, timeout=5)
+    process.terminate([p for pid, p in _descendants().items() if pid not in before], ABANDONED_JVM_STOP_S)
 
 
 def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compare",

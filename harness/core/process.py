@@ -168,8 +168,9 @@ def alive(pid: int, token: str) -> bool:
     return owned(pid, token) is not None
 
 
-def _terminate(procs: list[psutil.Process], timeout_s: float) -> list[int]:
-    """SIGTERM all at once, wait, SIGKILL what is left; collect the exit status of our own children."""
+def terminate(procs: list[psutil.Process], timeout_s: float) -> list[int]:
+    """SIGTERM all at once, wait, SIGKILL what is left (the pids returned); collect the exit status of our
+    own children."""
     for p in procs:
         try:
             p.terminate()
@@ -191,7 +192,7 @@ def _terminate(procs: list[psutil.Process], timeout_s: float) -> list[int]:
 
 def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
     """Stop each owned (pid, token) at once; return the PIDs that had to be killed."""
-    return _terminate([p for p in (owned(pid, token) for pid, token in targets) if p is not None], timeout_s)
+    return terminate([p for p in (owned(pid, token) for pid, token in targets) if p is not None], timeout_s)
 
 
 def started_at(pid: int) -> float:
@@ -210,7 +211,7 @@ def stop_started(targets: Iterable[tuple[int, float]], timeout_s: float = STOP_T
                 procs.append(p)
         except psutil.NoSuchProcess:
             pass
-    return _terminate(procs, timeout_s)
+    return terminate(procs, timeout_s)
 
 
 def find_owned(token_prefix: str) -> list[tuple[int, str]]:
@@ -236,7 +237,7 @@ def stop_children(pids: Iterable[int], timeout_s: float = 15.0) -> list[int]:
                 procs.append(psutil.Process(pid))
             except psutil.NoSuchProcess:
                 pass
-    return _terminate(procs, timeout_s)
+    return terminate(procs, timeout_s)
 
 
 def exit_code(pid: int) -> int | None:
