@@ -39,19 +39,20 @@ def wait_until(what: str, probe: Callable[[], T | Pending], timeout_s: float | D
                sleep: Callable[[float], object] = time.sleep) -> T:
     """Call ``probe`` every ``interval_s`` until it returns anything but a Pending, and return that.
 
-    ``what`` is what is awaited ("unpatched's broker pod to be ready"); ``alive`` raises when the thing awaited
-    died meanwhile (its process exited), so nobody waits out the timeout for it; ``detail`` gives the lines (a
+    ``what`` is what is awaited ("unpatched's broker pod to be ready"); ``alive``, asked while it is not so yet,
+    raises when the thing awaited died meanwhile (its process exited), so nobody waits out the timeout for it; ``detail`` gives the lines (a
     log tail) the error carries. Past the deadline: HarnessError "waited N s for WHAT; last seen: STATE".
     """
     deadline = timeout_s if isinstance(timeout_s, Deadline) else Deadline(timeout_s)
     last = Pending("nothing yet")
     while True:
-        if alive is not None:
-            alive()
         got = probe()
         if not isinstance(got, Pending):
             return got
         last = got
+        # Only what is not there yet can have died on the way (a process that serves is alive).
+        if alive is not None:
+            alive()
         if deadline.passed():
             seen = f"; last seen: {last.state}" if last.state else ""
             raise HarnessError(f"waited {deadline.timeout_s:.0f} s for {what}{seen}",
