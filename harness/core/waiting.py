@@ -39,9 +39,10 @@ def wait_until(what: str, probe: Callable[[], T | Pending], timeout_s: float | D
                sleep: Callable[[float], object] = time.sleep) -> T:
     """Call ``probe`` every ``interval_s`` until it returns anything but a Pending, and return that.
 
-    ``what`` is what is awaited ("unpatched's broker pod to be ready"); ``alive``, asked while it is not so yet,
-    raises when the thing awaited died meanwhile (its process exited), so nobody waits out the timeout for it; ``detail`` gives the lines (a
-    log tail) the error carries. Past the deadline: HarnessError "waited N s for WHAT; last seen: STATE".
+    ``what`` is what is awaited ("unpatched's broker pod to be ready"); ``alive``, asked while it is not so
+    yet, raises when the thing awaited died meanwhile (its process exited), so nobody waits out the timeout for
+    it; ``detail`` gives the lines (a log tail) the error carries. Past the deadline: HarnessError "waited N s
+    for WHAT; last seen: STATE".
     """
     deadline = timeout_s if isinstance(timeout_s, Deadline) else Deadline(timeout_s)
     last = Pending("nothing yet")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import shutil
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
 from harness.core.errors import ConfigError, HarnessError
 from harness.deploy import readiness
+from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe
 from harness.measure.shares import count, read_shares
@@ -175,24 +177,25 @@ class Run:
             outcome = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
             self.log(f"run {outcome}; what it wrote so far is in {staging.path} (marked INCOMPLETE)")
             raise
-        # The data is in; a broker that will not stop or a log that cannot be copied must not lose it.
-        for what, step in (("stopping the brokers", backend.down),
-                           ("copying server logs", lambda: backend.collect(staging.dir("logs")))):
-            try:
-                step()
-            except Exception as e:  # noqa: BLE001 - reported, and the archive is still written
-                self.log(f"warning: {what} failed: {e}")
-        faults.release()
-        records = [r.as_dict() for r in faults.records]
-        for variant, shard_dir in fleet.shard_dirs.items():
-            rows = [r.event() for r in faults.records if r.variant == variant]
-            if rows:
-                log = EventLog(shard_dir, HARNESS_WORKER, self._event_common(variant))
-                for row in rows:
-                    log.record("fault", **row)
-                log.close()
-        checked, missing = event_check(fleet.shard_dirs)
-        summary, unfit = self._summarize(staging, fleet.shard_dirs, records)
+        # The data is in. The brokers stop (a JVM takes seconds to exit) and their logs are copied while the
+        # events are merged and summarised; a broker that will not stop or a log that cannot be copied must
+        # not lose the archive.
+        faults.release()  # as on failure: no fault starts a process once the brokers stop
+        stopping = threading.Thread(target=self._stop_servers, args=(backend, staging), name="stop-servers")
+        stopping.start()
+        try:
+            records = [r.as_dict() for r in faults.records]
+            for variant, shard_dir in fleet.shard_dirs.items():
+                rows = [r.event() for r in faults.records if r.variant == variant]
+                if rows:
+                    log = EventLog(shard_dir, HARNESS_WORKER, self._event_common(variant))
+                    for row in rows:
+                        log.record("fault", **row)
+                    log.close()
+            checked, missing = event_check(fleet.shard_dirs)
+            summary, unfit = self._summarize(staging, fleet.shard_dirs, records)
+        finally:
+            stopping.join()
         archive = staging.commit(manifest.build(
             run_id=self.run_id, scenario=self.scenario, variants=self.variants, endpoints=endpoints,
             broker_configs=configs, agent_reports=agents, clock_offsets=clocks, ignored_settings=ignored,
@@ -216,6 +219,14 @@ class Run:
             raise HarnessError(f"{unfit[0]} ({len(unfit)} times; the archive is {archive}, "
                                "but its wakeups cannot be trusted)")
         return RunResult(archive, summary, probes)
+
+    def _stop_servers(self, backend: Backend, staging: ArchiveStaging) -> None:
+        for what, step in (("stopping the brokers", backend.down),
+                           ("copying server logs", lambda: backend.collect(staging.dir("logs")))):
+            try:
+                step()
+            except Exception as e:  # noqa: BLE001 - reported, and the archive is still written
+                self.log(f"warning: {what} failed: {e}")
 
     def _summarize(self, staging: ArchiveStaging, shard_dirs: dict[str, Path],
                    faults: list[dict]) -> tuple[list[dict], list[str]]:

@@ -40,3 +40,21 @@ def test_port_free_sees_a_listener():
         port = s.getsockname()[1]
         assert not port_free(port)
     assert port_free(port)
+
+
+def test_two_harnesses_starting_at_once_never_take_the_same_slot(tmp_path):
+    """The other harness's brokers do not listen yet: only the slot lock keeps the two apart, in two processes."""
+    import subprocess
+    import sys
+
+    from harness.deploy.local.ports import SlotLocks
+
+    mine = SlotLocks(tmp_path)
+    [first] = allocate(1, is_free=lambda port: True, take=mine.take)
+    script = ("import sys; from pathlib import Path; from harness.deploy.local.ports import SlotLocks, allocate; "
+              "[p] = allocate(1, is_free=lambda port: True, take=SlotLocks(Path(sys.argv[1])).take); print(p.slot)")
+    other = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert (first.slot, int(other.stdout)) == (0, 1)
+    mine.release(first.slot)  # gone with its brokers: the slot is free again
+    again = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert int(again.stdout) == 0

@@ -33,7 +33,7 @@ from harness.deploy import readiness
 from harness.deploy.base import Health, parse_properties
 from harness.deploy.local import config
 from harness.deploy.local.jars import Distribution, distribution_for
-from harness.deploy.local.ports import VariantPorts, allocate
+from harness.deploy.local.ports import SlotLocks, VariantPorts, allocate
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import LOOPBACK_JAR, Variant, mounts_probe
 
@@ -169,6 +169,7 @@ class LocalBackend:
         self.token_prefix = hashlib.sha1(str(self.workdir).encode()).hexdigest()[:12] + "/"
         self._agents: dict[str, dict[str, list[str]]] = {}
         self._served: dict[tuple[str, str], float] = {}  # (variant, process) -> when it first served
+        self._slots = SlotLocks()
 
     # --- the Backend interface -------------------------------------------------------------
 
@@ -187,7 +188,7 @@ class LocalBackend:
                     )
         dists = {v.name: distribution_for(v.version, v.jars, self.log) for v in variants}
         taken = [lv.ports.slot for lv in self._running()]
-        slots = allocate(len(variants), taken_slots=taken)
+        slots = allocate(len(variants), taken_slots=taken, take=self._slots.take)
         started: list[LocalVariant] = []
         try:
             for v, ports in zip(variants, slots, strict=True):
@@ -424,17 +425,24 @@ class LocalBackend:
                 for jar, lines in readiness.agent_report(output, jars).items()}
 
     def _stop(self, variants: Sequence[LocalVariant]) -> None:
-        # Proxies first, then brokers, all variants at once, so a broker never loses its name server
-        # mid-shutdown.
-        order = list(dict.fromkeys(r for lv in variants for r in reversed(lv.processes)))
-        order.sort(key=lambda r: {"proxy": 0, "namesrv": 2}.get(r, 1))
-        for role in order:
-            targets = [(lv.pids[role], lv.token) for lv in variants if role in lv.pids]
+        if self.attached:
+            # A run's servers are thrown away with their stores: every process of every variant at once.
+            waves = [[r for lv in variants for r in lv.processes]]
+        else:
+            # Brokers someone started by hand: proxies first, then brokers, then name servers (all variants at
+            # once), so a broker never loses its name server mid-shutdown.
+            order = list(dict.fromkeys(r for lv in variants for r in reversed(lv.processes)))
+            order.sort(key=lambda r: {"proxy": 0, "namesrv": 2}.get(r, 1))
+            waves = [[r] for r in order]
+        for roles in waves:
+            targets = [(lv.pids[r], lv.token) for lv in variants for r in dict.fromkeys(roles) if r in lv.pids]
             killed = process.stop(targets, self.stop_timeout_s)
             if killed:
-                self.log(f"killed {role} {killed}: no exit within {self.stop_timeout_s:.0f} s of SIGTERM")
+                self.log(f"killed {'/'.join(dict.fromkeys(roles))} {killed}: no exit within "
+                         f"{self.stop_timeout_s:.0f} s of SIGTERM")
         for lv in variants:
             (lv.dirs.root / STATE_FILE).unlink(missing_ok=True)
+            self._slots.release(lv.ports.slot)
 
 
 class LocalProcess:

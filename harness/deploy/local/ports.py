@@ -11,9 +11,13 @@ take them.
 from __future__ import annotations
 
 import errno
+import fcntl
+import os
 import socket
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from harness.core.errors import HarnessError
 
@@ -97,13 +101,50 @@ def port_free(port: int) -> bool:
     return True
 
 
+def _lock_dir() -> Path:
+    return Path(os.environ.get("RMQ_HARNESS_PORT_LOCKS") or Path(tempfile.gettempdir()) / "rmq-harness-port-slots")
+
+
+class SlotLocks:
+    """The slots this process has taken, machine-wide: a lock (flock) on one file per slot, held until released
+    or until the process ends, however it ends (the kernel drops it). Two harnesses starting brokers at once
+    never pick the same slot, although neither's brokers listen yet when the other looks at the ports."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or _lock_dir()
+        self._held: dict[int, int] = {}  # slot -> open file descriptor holding its lock
+
+    def take(self, slot: int) -> bool:
+        if slot in self._held:
+            return True
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.directory / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._held[slot] = fd
+        return True
+
+    def release(self, slot: int) -> None:
+        fd = self._held.pop(slot, None)
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor drops the lock
+
+    def held(self) -> list[int]:
+        return sorted(self._held)
+
+
 def allocate(
     count: int,
     taken_slots: Iterable[int] = (),
     is_free: Callable[[int], bool] = port_free,
     base: int = BASE_PORT,
+    take: Callable[[int], bool] = lambda _slot: True,
 ) -> list[VariantPorts]:
-    """Choose ``count`` slots whose ports are all free, skipping slots already in use."""
+    """Choose ``count`` slots whose ports are all free, skipping slots already in use here (``taken_slots``) or
+    by another harness (``take`` refuses: SlotLocks.take)."""
     taken = set(taken_slots)
     chosen: list[VariantPorts] = []
     busy: list[str] = []
@@ -116,6 +157,9 @@ def allocate(
         in_use = [f"{role} {p}" for role, p in ports.all().items() if not is_free(p)]
         if in_use:
             busy.append(f"slot {slot}: {in_use[0]} in use")
+            continue
+        if not take(slot):
+            busy.append(f"slot {slot}: taken by another harness starting its brokers")
             continue
         chosen.append(ports)
     if len(chosen) < count:
