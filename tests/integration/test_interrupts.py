@@ -8,10 +8,10 @@ process group (what a terminal sends; its servers run in sessions of their own),
 alone. Every process of the case is remembered (the harness's descendants, processes with the run's owner
 token, processes naming the case's directory) and killed by PID when the test ends, however it ends.
 
-To keep wall time down, the SIGKILL case of a phase starts once the SIGINT case's brokers are listening
-(their ports are taken, so the two never pick the same ones) and the two run side by side; the comparison's
-two cases start together. One phase runs a fault: a name server SIGKILLed and started again by the fault's
-thread, so a process started off the main thread must die with the harness too.
+To keep wall time down, the SIGINT and SIGKILL cases of a phase run side by side (each harness locks the port
+slots it takes, so the two never pick the same ones), and so do the comparison's two cases. One phase runs a
+fault: a name server SIGKILLed and started again by the fault's thread, so a process started off the main
+thread must die with the harness too.
 """
 
 from __future__ import annotations
@@ -280,26 +280,13 @@ RUN_PHASES = {
 def test_ctrl_c_and_sigkill_of_a_run(phase: str, tmp_path: Path, harnesses: list[Harness]):
     at = RUN_PHASES[phase]
     scenario = _fault_scenario(tmp_path) if phase == "load-after-a-fault" else SCENARIO
-    ctrl_c = _run(tmp_path, f"{phase}-int", at, signal.SIGINT, scenario)
-    harnesses.append(ctrl_c)
-    if phase == "brokers-starting":
-        # Brokers not listening yet: a second run now could pick the same ports. One after the other.
-        ctrl_c.wait_signalled()
-        code = ctrl_c.wait_exit()
-        gone = ctrl_c.wait_gone()
-        cases = [(ctrl_c, code, gone)]
-        harnesses.append(_run(tmp_path, f"{phase}-kill", at, signal.SIGKILL, scenario))
-    else:
-        deadline = time.monotonic() + PHASE_WITHIN_S
-        while not any("ready in" in line for _, line in ctrl_c.lines):  # its ports are taken
-            if ctrl_c.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{ctrl_c.name}: brokers never ready:\n{ctrl_c.output()}")
-            time.sleep(0.1)
-        harnesses.append(_run(tmp_path, f"{phase}-kill", at, signal.SIGKILL, scenario))
-        cases = []
-    for h in harnesses[len(cases):]:
+    # Side by side: each harness locks the port slots it takes (harness.deploy.local.ports.SlotLocks).
+    harnesses.append(_run(tmp_path, f"{phase}-int", at, signal.SIGINT, scenario))
+    harnesses.append(_run(tmp_path, f"{phase}-kill", at, signal.SIGKILL, scenario))
+    for h in harnesses:
         h.wait_signalled()
-    for h in harnesses[len(cases):]:
+    cases = []
+    for h in harnesses:
         code = h.wait_exit()
         cases.append((h, code, h.wait_gone()))
     for h, code, gone in cases:

@@ -18,6 +18,7 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.deploy.local import LocalBackend
 from harness.deploy.local.ports import port_free
 from harness.inputs.variants import DELAY_JAR, load_variants, parse_variants
+from harness.run.site import RUN_BROKER_STOP_S
 
 
 def _listeners(pid: int) -> dict[int, str]:
@@ -27,7 +28,8 @@ def _listeners(pid: int) -> dict[int, str]:
 @pytest.fixture(scope="module")
 def unpatched(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("brokers")
-    backend = LocalBackend(workdir, log=lambda s: None)
+    # Stopped as a run stops its brokers: the graceful stop of brokers started by hand has a test of its own.
+    backend = LocalBackend(workdir, log=lambda s: None, stop_timeout_s=RUN_BROKER_STOP_S)
     [ep] = backend.up([load_variants()["unpatched"]])
     yield backend, ep
     backend.down()
@@ -208,7 +210,8 @@ def test_a_variant_whose_agent_refuses_to_install_is_refused_and_leaves_nothing(
     # A broker that starts with an agent that did not install would be measured as if it were patched.
     bad = parse_variants({"variants": {"badagent": {
         "version": "5.3.3", "agents": [{"jar": DELAY_JAR, "options": "delay_ms=oops"}]}}})["badagent"]
-    backend = LocalBackend(tmp_path, log=lambda s: None)
+    # As a run starts it (where it matters most).
+    backend = LocalBackend(tmp_path, attached=True, log=lambda s: None, stop_timeout_s=RUN_BROKER_STOP_S)
     with pytest.raises(HarnessError) as e:
         backend.up([bad])
     assert "badagent: agents not active" in str(e.value) and "pop-wakeup-delay.jar" in str(e.value)

@@ -24,7 +24,7 @@ from harness.inputs.variants import load_variants, select
 from harness.run.observability.discovery import SD_PATH, DiscoveredPrometheus
 from harness.run.observability.prometheus import binary
 from harness.run.sequence import Run, RunResult
-from harness.run.site import Site
+from harness.run.site import RUN_BROKER_STOP_S, Site
 from harness.workload.fleet import ProcessWorkers
 from tests.chart.helm import one, render
 
@@ -63,7 +63,7 @@ def run(tmp_path_factory) -> tuple[RunResult, Path, list[int]]:
 
     def site(work: Path, log: Callable[[str], None]) -> Site:
         return Site(
-            backend=LocalBackend(work / "brokers", attached=True, log=log),
+            backend=LocalBackend(work / "brokers", attached=True, log=log, stop_timeout_s=RUN_BROKER_STOP_S),
             prometheus=DiscoveredPrometheus(f"http://127.0.0.1:{prom_port}", "127.0.0.1", sd_port, work / "prom"),
             bind_host="127.0.0.1",
             advertise_host="127.0.0.1",
