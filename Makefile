@@ -62,13 +62,17 @@ test-agents:
 lint: python
 	$(BIN)/ruff check .
 
+# Every layer (tests/conftest.py): all but the cluster on TEST_WORKERS workers (most of a real-broker test is
+# waiting on the brokers' timers), then the cluster's, which has the machine to itself.
+TEST_WORKERS ?= 2
 test: setup k8s-tools cluster-tools lint test-agents
-	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS)
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m cluster
 
-# The loop to run while working: lint and the unit layer (pure logic), under 3 minutes warm. Layers and their
-# budgets: tests/conftest.py; one layer alone: `.venv/bin/pytest -m spark` (unit, chart, spark, integration, cluster).
+# The loop to run while working: lint and the unit layer (pure logic), under 3 minutes warm. One layer alone:
+# `.venv/bin/pytest -m spark` (unit, chart, spark, integration, cluster; their budgets: tests/conftest.py).
 test-fast: python lint
-	$(BIN)/pytest -m unit
+	$(BIN)/pytest -m unit -n $(TEST_WORKERS)
 
 # The burst scenario against unpatched 5.3.3 and 5.3.3 + the wakeup fix agent side by side (archive in
 # runs/), then the Spark comparison of the second variant against the first (report in reports/).

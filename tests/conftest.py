@@ -50,6 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "markers", f"{name}: {layer.what} (budget {layer.budget_s:.0f} s, {layer.per_test_s:.0f} s a test)")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     homeless = []
     for item in items:
@@ -64,6 +65,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Cheapest layer first: a broken unit test fails the run in a minute, not after the cluster's twenty.
     order = list(LAYERS)
     items.sort(key=lambda item: order.index(layer_of(item.path)))
+
+
+# Under `-n N` (pytest-xdist; `make test`) a worker takes whole groups: a module (its module fixtures, a run or
+# brokers, are made once), a layer whose tests share one costly session fixture (a Spark JVM, a cluster), or
+# modules that read one session fixture together.
+ONE_WORKER = ("spark", "cluster")
+SHARED = {
+    "tests/integration/test_run.py": "short-burst",  # both read conftest.short_burst
+    "tests/integration/test_agents.py": "short-burst",
+}
+
+
+def group_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    layer = path.split("/")[1] if path.count("/") >= 2 else ""
+    return layer if layer in ONE_WORKER else SHARED.get(path, path)
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # without pytest-xdist there is nothing to schedule
+    pass
+else:
+    class _ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling:
+        return _ByGroup(config, log)
 
 
 _spent: dict[str, dict[str, float]] = {}

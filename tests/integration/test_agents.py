@@ -3,6 +3,7 @@
 These assert who gets woken (counts), not how fast: speed lives in benchmarks and closing notes.
 """
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -11,9 +12,10 @@ import pytest
 from harness.core.paths import REPO_ROOT
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
-from harness.run.sequence import Run
+from harness.run.sequence import Run, RunResult
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
+
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,8 +42,10 @@ def _wakeups(result, variant: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def v1_burst(tmp_path_factory):
-    return _run(tmp_path_factory, "short-burst")
+def v1_burst(short_burst: Path) -> RunResult:
+    """The short-burst run of conftest.py: unpatched and patched side by side, with the probe."""
+    m = json.loads((short_burst / "manifest.json").read_text())
+    return RunResult(short_burst, m["summary"], m["probe"])
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +72,6 @@ def test_patched_broker_runs_the_agent_and_the_archive_says_so(v1_burst):
     out = (v1_burst.archive / "logs" / "patched" / "proxy.out").read_text()
     assert "[pop-retry-wakeup] installed" in out and "[pop-wakeup-probe] observing" in out
     assert "[pop-retry-wakeup]" not in (v1_burst.archive / "logs" / "unpatched" / "proxy.out").read_text()
-    import json
-
     manifest = json.loads((v1_burst.archive / "manifest.json").read_text())
     [patched] = [v for v in manifest["variants"] if v["name"] == "patched"]
     assert [Path(a["jar"]).name for a in patched["agents"]] == ["pop-retry-wakeup.jar", "pop-wakeup-probe.jar"]

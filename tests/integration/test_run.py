@@ -1,4 +1,5 @@
-"""A short real run: 5.3.3 broker, Locust master and two workers, the archive they leave."""
+"""A short real run: 5.3.3 brokers (unpatched and patched side by side), a Locust master and two workers per
+variant, the archive they leave (the `short_burst` run of conftest.py, which test_agents reads too)."""
 
 import json
 from pathlib import Path
@@ -8,22 +9,15 @@ import psutil
 import pytest
 
 from harness.archive.schema import MANIFEST_SCHEMA_VERSION
-from harness.cli.main import main
 from harness.contracts.events import COLUMNS, EVENT_SCHEMA_VERSION
 from harness.core import process
 from harness.deploy.local import LocalBackend
 from harness.run.observability import dashboards
 
-SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"
-
 
 @pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> Path:
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--runs-dir", str(runs),
-                 "--probe"]) == 0
-    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
-    return archive
+def archive(short_burst: Path) -> Path:
+    return short_burst
 
 
 def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path):
@@ -54,8 +48,9 @@ def test_manifest_and_locust_output(archive: Path):
     assert m["schema_version"] == MANIFEST_SCHEMA_VERSION == 4
     assert m["event_schema_version"] == EVENT_SCHEMA_VERSION == 6
     assert m["scenario"]["name"] == "short-burst"
-    [v] = m["variants"]
-    assert v["name"] == "unpatched" and v["version"] == "5.3.3"
+    assert [v["name"] for v in m["variants"]] == ["unpatched", "patched"]
+    [v] = [v for v in m["variants"] if v["name"] == "unpatched"]
+    assert v["version"] == "5.3.3"
     assert v["broker_config"]["enableRetryTopicV2"] == "false"
     assert v["ignored_settings"] == []  # 5.3.3 knows every setting the harness writes (GET_BROKER_CONFIG)
     # The agents said they installed; the broker's clock was measured against ours (one clock here).
@@ -63,7 +58,7 @@ def test_manifest_and_locust_output(archive: Path):
     assert v["agent_report"]["pop-wakeup-probe.jar"]
     lo, hi = v["clock_offset_ms"]
     assert lo <= 0 <= hi and hi - lo < 1000
-    [s] = m["summary"]
+    [s] = [s for s in m["summary"] if s["variant"] == "unpatched"]
     assert s["ledger"]["never_received"] == 0 and s["ledger"]["retries_never_redelivered"] == 0
     assert s["wakeup_ms"]["n"] + s["pickup_ms"]["n"] == 16 and s["cycles"] == 2
     stats = pd.read_csv(archive / "locust" / "unpatched" / "stats_stats.csv")
@@ -80,8 +75,8 @@ def test_prometheus_scraped_the_workers_and_the_broker(archive: Path):
     assert m["series"]["harness"] > 0 and m["series"]["broker_pop"] > 0
     answer = json.loads((archive / "prometheus" / "harness.json").read_text())
     sent = [r for r in answer["data"]["result"] if r["metric"]["__name__"] == "rmq_harness_messages_sent_total"]
-    assert {r["metric"]["variant"] for r in sent} == {"unpatched"}
-    assert sum(float(r["values"][-1][1]) for r in sent) == 16  # the last scrape saw every send
+    for variant in ("unpatched", "patched"):  # the last scrape saw every send of each
+        assert sum(float(r["values"][-1][1]) for r in sent if r["metric"]["variant"] == variant) == 16
     broker = json.loads((archive / "prometheus" / "broker_pop.json").read_text())["data"]["result"]
     assert any(r["metric"]["__name__"] == "rocketmq_pop_revive_in_message_total" for r in broker)
 
