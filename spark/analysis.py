@@ -8,11 +8,10 @@ deployment, no report.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -34,30 +33,33 @@ def routing(archives: Sequence[Archive]) -> dict[str, facts.Routing]:
     return out
 
 
-def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Sequence[str], scratch: Path,
-                  route: Mapping[str, facts.Routing], read_by_spark: bool = False) -> pd.DataFrame:
-    """The facts of ``variants``' events in ``archives``: retry and ledger rows written as Parquet parts under
-    ``scratch`` (spark.facts.RETRIES, LEDGER), the tallies returned (harness.measure.tally.TALLY_SCHEMA). ``route``:
-    run id -> what its facts depend on besides its events (``routing``).
+def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Sequence[str],
+                  route: Mapping[str, facts.Routing], read_by_spark: bool = False, sample_rows: int | None = None,
+                  seed: int = 1) -> DataFrame:
+    """The facts of ``variants``' events in ``archives`` as parts on the executors (spark.facts.PARTS_SCHEMA):
+    tallies, retry rows, ledger rows, retry latencies, and a sample of the retry rows for about ``sample_rows``
+    (spark.facts.sample_fraction; None: all of them). ``route``: run id -> what its facts depend on besides its
+    events (``routing``).
 
-    Local archives are read by the tasks themselves, a task per event file or per share of a large one;
-    archives Spark must read (s3a://, hdfs://; or ``read_by_spark``) are read by Spark and spread over
+    Archives the tasks can open themselves (a path every node reads, file://, s3://) are read a task per event
+    file or per share of a large one; with ``read_by_spark`` Spark reads them and spreads their events over
     the tasks by (run, variant, message)."""
-    route, wanted, where = dict(route), list(variants), str(scratch)
-    ddl = _ddl(tally.TALLY_SCHEMA)
+    route, wanted, chunk = dict(route), list(variants), facts.CHUNK_ROWS
+    ddl = _ddl(facts.PARTS_SCHEMA)
     # (Nothing below may name this module's globals: the functions travel to Python workers, which have no
     # SparkContext.)
-    if not read_by_spark and not any("://" in a.path for a in archives):
+    if not read_by_spark:
         tasks = facts.plan((f, a.event_version) for a in archives for f in a.event_files)
+        fraction = facts.sample_fraction(tasks, sample_rows)
 
         def by_file(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for i in batch.column(0).to_pylist():
-                    ev = facts.read_share(tasks[i], wanted)
-                    yield from facts.facts(ev, route, Path(where), f"part-{i:05d}.parquet").to_batches()
+                    events = facts.read_share(tasks[i], wanted)
+                    yield from facts.facts(events, route, i, chunk, fraction, seed).to_batches()
 
         # One task per partition: the numbers 0..n-1, n partitions.
-        return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(by_file, ddl).toPandas()
+        return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(by_file, ddl)
 
     # A delivery whose body had no ledger id goes by its message id, as classify counts it; other events
     # without one stay together.
@@ -69,19 +71,105 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
     def by_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        name = f"part-p{TaskContext.get().partitionId():05d}.parquet"
-        yield from facts.facts(facts.share_of_batches(batches), route, Path(where), name).to_batches()
+        task = TaskContext.get().partitionId()
+        yield from facts.facts(facts.share_of_batches(batches), route, task, chunk, 1.0, seed).to_batches()
 
-    return events.mapInArrow(by_partition, ddl).toPandas()
-
-
-def retry_rows(scratch: Path, columns: Sequence[str]) -> pd.DataFrame:
-    """``columns`` of every retry row the tasks wrote (read on the driver: a few numbers per retry)."""
-    table = pq.read_table(scratch / facts.RETRIES, columns=list(columns))
-    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_string(t) else None)
+    return events.mapInArrow(by_partition, ddl)
 
 
-_ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double"}
+def parts_of(parts: DataFrame, fact: str, runs: Sequence[str] | None = None) -> DataFrame:
+    """The parts (spark.facts.PARTS_SCHEMA) of one kind of fact (spark.facts.TALLY, RETRY, LEDGER_ROW), of
+    ``runs`` only if given."""
+    got = parts.where(F.col("fact") == fact)
+    return got if runs is None else got.where(F.col("run_id").isin(list(runs)))
+
+
+def local_facts(parts: DataFrame, fact: str, runs: Sequence[str] | None = None,
+                columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The rows of one kind of fact, on the driver, in the order they were made: for what is small (the
+    tallies; the rows of the runs with faults). Integers stay integers (pandas' Int64 where there are nulls:
+    a nanosecond time through a float would lose its last digits)."""
+    got = parts_of(parts, fact, runs).select(*facts.ORDER, "data").toArrow().sort_by([(c, "ascending")
+                                                                                       for c in facts.ORDER])
+    schema = facts.OF_KIND[fact] if columns is None else pa.schema([facts.OF_KIND[fact].field(c) for c in columns])
+    tables = [facts.decode(d, schema.names) for d in got.column("data").to_pylist()] or [schema.empty_table()]
+    return pa.concat_tables(tables).to_pandas()
+
+
+def rows_of(parts: DataFrame, fact: str, columns: Sequence[str]) -> DataFrame:
+    """``columns`` of one kind of fact as Spark rows, decoded from its parts on the executors."""
+    schema = pa.schema([facts.OF_KIND[fact].field(c) for c in columns])
+    names = list(columns)
+
+    def decoded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for data in batch.column(0).to_pylist():
+                yield from facts.decode(data, names).cast(schema).to_batches()
+
+    return parts_of(parts, fact).select("data").mapInArrow(decoded, _ddl(schema))
+
+
+def drawn_sample(parts: DataFrame, fraction: float) -> pd.DataFrame | None:
+    """The retry rows the tasks drew (spark.facts.SAMPLE_COLUMNS), each kept with probability ``fraction``, on
+    the driver in the order they were made; None when the tasks drew with less than that."""
+    got = parts_of(parts, facts.SAMPLE).select(*facts.ORDER, "fraction", "data").toArrow()
+    if got.num_rows and pc.min(got.column("fraction")).as_py() < fraction:
+        return None
+    got = got.sort_by([(c, "ascending") for c in facts.ORDER])
+    tables = [facts.from_ipc(d) for d in got.column("data").to_pylist()] or [facts.SAMPLE_SCHEMA.empty_table()]
+    drawn = pa.concat_tables(tables)
+    if fraction < 1:
+        drawn = drawn.filter(pc.less(drawn.column("u"), fraction))
+    return drawn.drop_columns(["row", "u"]).to_pandas()
+
+
+def retry_sample(parts: DataFrame, columns: Sequence[str], fraction: float, seed: int) -> pd.DataFrame:
+    """``columns`` of the retry rows on the driver, in the order they were made: every row with ``fraction``
+    1, else each row with that probability, drawn on the executors (seeded by ``seed`` and the part)."""
+    schema = pa.schema([facts.OF_KIND[facts.RETRY].field(c) for c in columns])
+    order = [*facts.ORDER, "row"]
+    out = pa.schema([*[(c, pa.int32()) for c in facts.ORDER], ("row", pa.int64()), *schema])
+    names = list(columns)
+
+    def drawn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        for batch in batches:
+            for part in batch.to_pylist():
+                table = facts.decode(part["data"], names).cast(schema)
+                keep = np.arange(table.num_rows)
+                if fraction < 1:
+                    rng = np.random.default_rng([seed, *(part[c] for c in facts.ORDER)])
+                    keep = keep[rng.random(table.num_rows) < fraction]
+                table = table.take(keep)
+                head = [pa.repeat(pa.scalar(part[c], pa.int32()), len(keep)) for c in facts.ORDER]
+                yield from pa.table([*head, pa.array(keep, pa.int64()), *table.columns], schema=out).to_batches()
+
+    got = parts_of(parts, facts.RETRY).select(*facts.ORDER, "data").mapInArrow(drawn, _ddl(out)).toArrow()
+    return got.sort_by([(c, "ascending") for c in order]).drop_columns(order).to_pandas()
+
+
+def distributions(parts: DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """harness.measure.tally.distributions of the retry rows per ``by`` (of run_id, scenario, variant), each
+    group computed on an executor from the tasks' latencies (spark.facts.DIST); a row per group brought
+    back."""
+    by = list(by)
+    columns = [*by, *tally.DISTRIBUTION_COLUMNS]
+    schema = pa.schema([*[(b, pa.string()) for b in by],
+                        *[(c, pa.int64() if c.endswith("_n") else pa.float64()) for c in tally.DISTRIBUTION_COLUMNS]])
+
+    def one(group: pd.DataFrame) -> pd.DataFrame:
+        values = pd.concat([facts.from_ipc(d).to_pandas() for d in group["data"]], ignore_index=True)
+        for b in by:
+            values[b] = group[b].iloc[0]
+        return tally.distribution_rows(values, by)[columns]
+
+    latencies = parts_of(parts, facts.DIST).select(*by, "data")
+    return latencies.groupBy(*by).applyInPandas(one, _ddl(schema)).toArrow().to_pandas()
+
+
+_ARROW_TO_DDL = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean", "double": "double",
+                 "binary": "binary"}
 
 
 def _per_run(events: DataFrame, rows: Callable[[pd.DataFrame], pd.DataFrame], schema: pa.Schema) -> DataFrame:
@@ -137,17 +225,17 @@ def outcome_samples(tallies: pd.DataFrame) -> pd.DataFrame:
 
 
 
-def fault_impacts(archives: Sequence[Archive], scratch: Path, retries: pd.DataFrame,
+def fault_impacts(archives: Sequence[Archive], parts: DataFrame,
                   variants: Sequence[str]) -> tuple[list[dict], pd.DataFrame]:
     """What each fault of every archive that injected any did to ``variants``' messages
-    (harness.measure.fault_impact, over that run's ledger rows under ``scratch`` and its ``retries``), with the run id
-    and scenario of each; and those runs' traffic per second since their first send (scenario, variant,
-    run_id, second, sends, deliveries: successful sends and first deliveries)."""
+    (harness.measure.fault_impact, over that run's ledger rows and retry rows among ``parts``, brought back
+    for those runs only), with the run id and scenario of each; and those runs' traffic per second since their
+    first send (scenario, variant, run_id, second, sends, deliveries: successful sends and first deliveries)."""
     runs = {a.run_id: a for a in archives if a.manifest.get("faults")}
     if not runs:
         return [], pd.DataFrame(columns=TIMELINE)
-    rows = pq.read_table(Path(scratch) / facts.LEDGER, columns=["run_id", "variant", "class", *TIMES],
-                         filters=[("run_id", "in", list(runs))]).to_pandas()
+    rows = local_facts(parts, facts.LEDGER_ROW, list(runs), ["run_id", "variant", "class", *TIMES])
+    fault_retries = local_facts(parts, facts.RETRY, list(runs))
     for c in TIMES:
         rows[c] = rows[c].astype("Int64")
     out, lines = [], []
@@ -155,7 +243,7 @@ def fault_impacts(archives: Sequence[Archive], scratch: Path, retries: pd.DataFr
         records = [r for r in a.manifest["faults"] if r.get("variant") in variants]
         mine = rows[rows["run_id"] == run_id]
         scenario = scenario_of(a).name
-        got = impact(mine, retries[retries["run_id"] == run_id], records)
+        got = impact(mine, fault_retries[fault_retries["run_id"] == run_id], records)
         t0 = mine["sent_ns"].min()
         # The window in seconds since the run's first send, as the timeline's.
         out += [{"run_id": run_id, "scenario": scenario, **g,

@@ -6,22 +6,21 @@ spark.outputs writes what they found.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from harness.contracts.verdict import COMPARED, IMPROVEMENT, NO_CHANGE, REGRESSION, STATISTIC, VerdictRule
 from harness.core.errors import ConfigError
-from harness.inputs.expectations import DISTRIBUTIONS, evaluate, per_nack, probe_counts
+from harness.inputs.expectations import evaluate, per_nack, probe_counts
 from harness.inputs.scenario import Scenario
 from harness.measure import ordering
 from harness.measure.ordering import fifo_counts
 from harness.measure.tally import nest, table
+from spark import facts
 from spark.facts import unreadable_file
 from spark.io import Archive, ArchiveError, read_events, scenario_of
 from spark.stats import compare, completeness, decide, holm, overall
@@ -44,8 +43,10 @@ def check_variants(archives: Sequence[Archive], wanted: Sequence[str], roles: Se
 
 @dataclass
 class Collected:
-    """What Spark computed; everything after it is plain Python. ``scratch`` holds the retry and ledger rows
-    (Parquet parts) until a report takes them (``stage``) or ``close`` drops them."""
+    """What Spark computed. ``parts`` (every fact, spark.facts.PARTS_SCHEMA) stays on the executors, cached,
+    with the retry and ledger rows a report writes from it (spark.outputs), until ``close``; everything else is
+    small and plain Python: per (scenario, variant) figures, the verdict's samples (at most SAMPLE_CAP values a
+    pair)."""
 
     archives: list[Archive]
     scenarios: dict[str, Scenario]  # by name, as the newest archive of it ran it
@@ -54,12 +55,14 @@ class Collected:
     samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered)
     plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
     per_variant_table: pd.DataFrame  # flat, per (scenario, variant): per_variant.parquet
-    scratch: Path
+    parts: object | None = None  # the Spark DataFrame of every fact (None: nothing kept)
     # Runs with faults: traffic per second (spark.analysis.TIMELINE); empty without faults.
     timeline: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def close(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.parts is not None:
+            self.parts.unpersist()
+            self.parts = None
 
 
 def _capped(df: pd.DataFrame, cap: int, seed: int) -> pd.DataFrame:
@@ -72,46 +75,68 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     from pyspark.sql import functions as F
 
     from spark.analysis import (
+        distributions,
         dlq_reader_errors,
+        drawn_sample,
         fault_impacts,
         fifo,
+        local_facts,
         measured_samples,
         message_facts,
         outcome_samples,
-        retry_rows,
+        retry_sample,
         routing,
     )
 
-    scratch = Path(tempfile.mkdtemp(prefix="rmq-harness-facts-"))
+    # The driver holds about SAMPLE_CAP retry rows a (scenario, variant) (two values a row at the most: wakeup
+    # and redelivery), drawn on the executors, whatever the number of retries.
+    pairs = len(variants) * len({scenario_of(a).name for a in archives})
+    parts = message_facts(spark, archives, variants, routing(archives), sample_rows=SAMPLE_CAP * max(1, pairs) // 2,
+                          seed=seed).persist()
     try:
         try:
-            tallies = message_facts(spark, archives, variants, scratch, routing(archives))
+            tallies = local_facts(parts, facts.TALLY)
         except Exception as e:
             bad = unreadable_file(e)
             if bad is None:
                 raise
             raise ArchiveError(bad) from None
-        retries = retry_rows(scratch, ["run_id", "scenario", "variant", "cycle", "t_client_ns", *DISTRIBUTIONS])
-        flat = table(tallies, retries, ["scenario", "variant"])
+        by = ["scenario", "variant"]
+        count = int(tallies.loc[tallies["name"] == "retry_deliveries", "value"].sum())
+        cap = SAMPLE_CAP * max(1, len(tallies[by].drop_duplicates())) // 2
+        fraction = 1.0 if count <= cap else cap / count
+
+        def draw() -> pd.DataFrame:
+            got = drawn_sample(parts, fraction)
+            # Fewer retries than the tasks drew for: drawn again from all of them.
+            return retry_sample(parts, facts.SAMPLE_COLUMNS, fraction, seed) if got is None else got
+
+        # The sample is drawn while the percentiles are computed: two Spark jobs side by side.
+        with ThreadPoolExecutor(1, thread_name_prefix="sample") as pool:
+            drawing = pool.submit(draw)
+            flat = table(tallies, None, by, distributions(parts, by))
+            runs = (table(tallies, None, ["run_id", *by], distributions(parts, ["run_id", *by])).to_dict("records")
+                    if per_run else [])
+            sample = drawing.result()
         rows = flat.to_dict("records")
-        runs = table(tallies, retries, ["run_id", "scenario", "variant"]).to_dict("records") if per_run else []
-        measured = _capped(measured_samples(retries), SAMPLE_CAP * max(1, len(rows)), seed)
+        measured = _capped(measured_samples(sample), SAMPLE_CAP * max(1, len(rows)), seed)
         samples = pd.concat([measured, outcome_samples(tallies)], ignore_index=True)
-        plot = _capped(retries[["scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"]],
+        plot = _capped(sample[["scenario", "variant", "t_client_ns", "wakeup_ms", "redelivery_ms"]],
                        PLOT_CAP * max(1, len(rows)), seed)
-        impacts, timeline = fault_impacts(archives, scratch, retries, variants)
-        del retries
+        del sample
+        impacts, timeline = fault_impacts(archives, parts, variants)
         # Strings compared per comparison below: as categories, a comparison of small integers.
         samples = samples.astype({c: "category" for c in ("scenario", "variant", "metric")})
-        events = read_events(spark, archives).filter(F.col("variant").isin(list(variants)))
         checks = tallies.groupby("name")["value"].sum()
         # Two more passes over the events, only where the tasks saw something for them to check.
+        if checks.get("fifo_events", 0) or checks.get("dlq_reader_errors", 0):
+            events = read_events(spark, archives).filter(F.col("variant").isin(list(variants)))
         fifo_rows = (fifo(events).toPandas() if checks.get("fifo_events", 0)
                      else ordering.SCHEMA.empty_table().to_pandas())
         dlq_errors = ([r.asDict() for r in dlq_reader_errors(events).collect()]
                       if checks.get("dlq_reader_errors", 0) else [])
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        parts.unpersist()
         raise
     newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
     scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
@@ -125,7 +150,8 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     for r in nested:
         r["dlq_reader_errors"] = [{k: e[k] for k in ("group", "errors", "example")} for e in dlq_errors
                                   if (e["scenario"], e["variant"]) == (r["scenario"], r["variant"])]
-    return Collected(archives, scenarios, nested, [nest(r) for r in runs], samples, plot, flat, scratch, timeline)
+    return Collected(archives, scenarios, nested, [nest(r) for r in runs], samples, plot, flat, parts,
+                     timeline)
 
 
 def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:

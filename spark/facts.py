@@ -1,33 +1,69 @@
 """The per-task side of the Spark analysis: one task reads its share of an archive's events (every event of
-the messages it holds), computes harness.measure.tally's facts, writes the retry and ledger rows as Parquet parts
-into a scratch directory, and hands its tallies back to Spark.
+the messages it holds), computes harness.measure.tally's facts, and hands them back to Spark as Parquet parts
+(PARTS_SCHEMA: a row per kind of fact, run and chunk of at most CHUNK_ROWS rows, the rows inside as Parquet
+bytes), so the facts stay on the executors, whatever node they run on, and nothing passes through a disk of
+the driver's. Parquet inside a row rather than a row per fact: Spark moves and caches a few hundred binary
+values for the millions of rows of a large run at almost no cost (measured on 10M events: a row per fact
+took 7 s more to cache than computing all the facts costs), and a report's retry and ledger rows are these
+parts as they are.
 
-A task reads its event file itself (pyarrow) rather than through Spark: the facts are pandas work, and
-handing ten million events from the JVM to Python costs more than all of it. A file of more than
-SHARE_EVENTS events is read by several tasks, each keeping the messages whose id hashes to its share, so
-one large run still spreads over the cores. Runs in Spark's Python workers: nothing here needs a
-SparkContext.
+A task reads its event file itself (pyarrow, through a filesystem URI: a local path, file://, s3://, hdfs://)
+rather than through Spark: the facts are pandas work, and handing ten million events from the JVM to Python
+costs more than all of it. A file of more than SHARE_EVENTS events is read by several tasks, each keeping the
+messages whose id hashes to its share, so one large run still spreads over the cores. Runs in Spark's Python
+workers: nothing here needs a SparkContext.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyarrow import fs
 
 from harness.contracts.events import COLUMNS_BY_VERSION, SCHEMA
+from harness.inputs.expectations import DISTRIBUTIONS
 from harness.measure import ledger, tally
 from harness.measure.latency import RETRY_SCHEMA
 from harness.measure.shares import INPUT_COLUMNS, frame, share_numbers
 
 SHARE_EVENTS = 8_000_000
 RETRIES, LEDGER = "retries", "ledger"
+# The values of PARTS_SCHEMA's ``fact``. TALLY, RETRY, LEDGER_ROW: the facts (OF_KIND's rows, as Parquet: a
+# report's files are these parts as they are). DIST: a run's retry latencies (DISTRIBUTIONS) of one (scenario,
+# variant), as Arrow IPC, what the percentiles are computed from. SAMPLE: the retry rows (SAMPLE_COLUMNS) each
+# kept with probability ``fraction``, with their draw ``u`` and place ``row``, as Arrow IPC: a comparison's
+# sample of a large run taken without reading its retry rows again.
+TALLY, RETRY, LEDGER_ROW, DIST, SAMPLE = "tally", "retry", "ledger", "dist", "sample"
+OF_KIND = {TALLY: tally.TALLY_SCHEMA, RETRY: RETRY_SCHEMA, LEDGER_ROW: ledger.SCHEMA}
+SAMPLE_COLUMNS = ("scenario", "variant", "run_id", "cycle", "t_client_ns", *DISTRIBUTIONS)
+SAMPLE_SCHEMA = pa.schema([*(RETRY_SCHEMA.field(c) for c in SAMPLE_COLUMNS), ("row", pa.int64()), ("u", pa.float64())])
+# A part: ``rows`` facts of one kind, of one run (the ``run``-th of the ``task``-th task). (task, run, chunk) is
+# the order the rows were made in: the order a comparison reads them in, whatever order Spark hands the parts
+# back in (the bootstrap draws by position).
+PARTS_SCHEMA = pa.schema([("fact", pa.string()), ("task", pa.int32()), ("run", pa.int32()), ("chunk", pa.int32()),
+                          ("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()),
+                          ("fraction", pa.float64()), ("rows", pa.int64()), ("data", pa.binary())])
+ORDER = ("task", "run", "chunk")
+CHUNK_ROWS = 500_000  # rows a part: what a task, or the driver writing a report, holds of one at a time
+# How many more retry rows the tasks draw (SAMPLE) than a comparison expects to keep, counting one retry for
+# every SAMPLE_HEADROOM events: a run with fewer retries than that is sampled again (spark.analysis.retry_sample).
+SAMPLE_HEADROOM = 8
+
+
+def sample_fraction(tasks: Sequence[Task], wanted_rows: int | None) -> float:
+    """The probability each task keeps a retry row with: enough for ``wanted_rows`` (None: every row) in a run
+    with a retry every SAMPLE_HEADROOM events."""
+    events = sum(t.file_rows for t in tasks if t.share == 0)
+    if wanted_rows is None or events <= 0:
+        return 1.0
+    return min(1.0, SAMPLE_HEADROOM * wanted_rows / events)
 # Opens the one line a task says about an event file it cannot read: the driver finds it in whatever Spark
 # wrapped the task's error in (unreadable_file) and names the file without a traceback.
 UNREADABLE = "rmq-harness: unreadable event file: "
@@ -55,14 +91,27 @@ class Task:
     version: int  # the archive's event schema version
     share: int
     shares: int
+    file_rows: int  # events in the whole file (every variant)
+
+
+def filesystem(uri: str) -> tuple[fs.FileSystem, str]:
+    """The filesystem a path or URI names, and the path within it (s3:// reads the usual AWS variables)."""
+    if "://" not in uri:
+        return fs.LocalFileSystem(), uri
+    if uri.startswith("file://"):
+        return fs.LocalFileSystem(), uri[len("file://"):]
+    return fs.FileSystem.from_uri(uri)
 
 
 def plan(files: Iterable[tuple[str, int]]) -> list[Task]:
     """(event file, schema version) -> the tasks reading them, by the files' sizes (Parquet footers)."""
     tasks = []
     for path, version in files:
-        shares = max(1, math.ceil(pq.ParquetFile(path).metadata.num_rows / SHARE_EVENTS))
-        tasks += [Task(path, version, i, shares) for i in range(shares)]
+        where, inner = filesystem(path)
+        with where.open_input_file(inner) as f:
+            rows = pq.read_metadata(f).num_rows
+        shares = max(1, math.ceil(rows / SHARE_EVENTS))
+        tasks += [Task(path, version, i, shares, rows) for i in range(shares)]
     return tasks
 
 
@@ -71,12 +120,17 @@ def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     present = [c for c in INPUT_COLUMNS if c in COLUMNS_BY_VERSION[task.version]]
     try:
         # One thread: Spark runs a task per core already.
-        table = pq.read_table(task.path, columns=present, filters=[("variant", "in", list(variants))],
-                              use_threads=False)
+        where, inner = filesystem(task.path)
+        table = pq.read_table(inner, columns=present, use_threads=False, filesystem=where)
     except (OSError, pa.ArrowException, ValueError) as e:
         # The footer was checked before Spark (spark.io); its data pages only now.
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise OSError(f"{UNREADABLE}{task.path}: its data cannot be read ({first})") from None
+    # Filtered here, not by read_table's filters: an event file holds one variant as a rule, and a filter in
+    # the read costs a 5M-event file 1.7 s more than reading it whole (measured).
+    keep = pc.is_in(table.column("variant"), value_set=pa.array(list(variants), pa.string()))
+    if not pc.all(keep).as_py():
+        table = table.filter(keep)
     for c in INPUT_COLUMNS:
         if c not in present:
             table = table.append_column(c, pa.nulls(table.num_rows, SCHEMA.field(c).type))
@@ -92,33 +146,57 @@ def share_of_batches(batches: Iterable[pa.RecordBatch]) -> pd.DataFrame:
     return frame(pa.Table.from_batches(batches)) if batches else pd.DataFrame(columns=INPUT_COLUMNS)
 
 
-def write_part(table: pa.Table, directory: Path, name: str) -> None:
-    """One Parquet part, whole or not at all (a task run twice writes the same part again)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{name}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, directory / name)
+def encode(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
 
 
-def facts(events: pd.DataFrame, routing: Mapping[str, Routing], scratch: Path, name: str) -> pa.Table:
-    """The facts of one task's events, run by run: retry and ledger rows written under ``scratch`` as
-    ``retries/<name>`` and ``ledger/<name>``; the tallies returned (TALLY_SCHEMA)."""
-    retries, rows, tallies = [], [], []
+def to_ipc(table: pa.Table) -> bytes:
+    """Arrow's own format: for rows that only cross a shuffle (cheaper to write and read than Parquet)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+
+
+def decode(data: bytes, columns: Sequence[str] | None = None) -> pa.Table:
+    return pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None, use_threads=False)
+
+
+def facts(events: pd.DataFrame, routing: Mapping[str, Routing], task: int, chunk_rows: int = CHUNK_ROWS,
+          sample_fraction: float = 1.0, seed: int = 1) -> pa.Table:
+    """The facts of one task's events (the ``task``-th), run by run, as PARTS_SCHEMA rows: per run, its
+    tallies (harness.measure.tally.TALLY_SCHEMA), its retry rows and its ledger rows, each in parts of at most
+    ``chunk_rows`` rows (an empty part when there are none); its retry latencies per (scenario, variant) (DIST);
+    and its retry rows drawn with probability ``sample_fraction`` (SAMPLE; the draws seeded by ``seed``, the
+    task and the run)."""
+    parts = []
     runs = events["run_id"].unique()
-    for run in runs:  # (one run, the usual case, without copying its events)
+    for i, run in enumerate(runs):  # (one run, the usual case, without copying its events)
         ev = events if len(runs) == 1 else events[(events["run_id"] == run).to_numpy()]
         r = routing[run]
         f = tally.slice_facts(ev, r.subscriptions, r.allowed_deliveries, r.long_poll_ms)
-        retries.append(f.retries)
-        rows.append(f.ledger)
-        tallies.append(f.tallies)
-
-    def table(frames: list[pd.DataFrame], schema: pa.Schema) -> pa.Table:
-        if not frames:
-            return schema.empty_table()
-        return pa.Table.from_pandas(pd.concat(frames, ignore_index=True)[schema.names], schema=schema,
-                                    preserve_index=False)
-
-    write_part(table(retries, RETRY_SCHEMA), scratch / RETRIES, name)
-    write_part(table(rows, ledger.SCHEMA), scratch / LEDGER, name)
-    return table(tallies, tally.TALLY_SCHEMA)
+        common = {"task": task, "run": i, "run_id": str(run), "scenario": None, "variant": None, "fraction": None}
+        for fact, rows in ((TALLY, f.tallies), (RETRY, f.retries), (LEDGER_ROW, f.ledger)):
+            schema = OF_KIND[fact]
+            whole = pa.Table.from_pandas(rows[schema.names], schema=schema, preserve_index=False)
+            for chunk, start in enumerate(range(0, max(1, whole.num_rows), chunk_rows)):
+                piece = whole.slice(start, chunk_rows)
+                parts.append({**common, "fact": fact, "chunk": chunk, "rows": piece.num_rows, "data": encode(piece)})
+        retries = f.retries.reset_index(drop=True)
+        for chunk, ((scenario, variant), group) in enumerate(retries.groupby(["scenario", "variant"], sort=True)):
+            values = pa.Table.from_pandas(group[list(DISTRIBUTIONS)], preserve_index=False)
+            parts.append({**common, "fact": DIST, "chunk": chunk, "scenario": str(scenario), "variant": str(variant),
+                          "rows": len(group), "data": to_ipc(values)})
+        u = np.random.default_rng([seed, task, i]).random(len(retries))
+        kept = np.flatnonzero(u < sample_fraction)
+        drawn = pa.Table.from_pandas(retries.iloc[kept][list(SAMPLE_COLUMNS)].assign(row=kept, u=u[kept]),
+                                     schema=SAMPLE_SCHEMA, preserve_index=False)
+        parts.append({**common, "fact": SAMPLE, "chunk": 0, "fraction": sample_fraction, "rows": drawn.num_rows,
+                      "data": to_ipc(drawn)})
+    return pa.Table.from_pylist(parts, schema=PARTS_SCHEMA)

@@ -5,16 +5,17 @@ per_variant.parquet, the retry and ledger rows, and report.html with its plots (
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.contracts import schemas
-from harness.core.publish import json_safe, json_text, publish_dir
+from harness.core.publish import json_safe, json_text, publish_dir, write_atomically
+from spark import facts
 from spark.comparison import Collected
 from spark.facts import LEDGER, RETRIES
 
@@ -34,17 +35,41 @@ def summary_of(c: Collected, result: dict, per_variant: list[dict] | None = None
     })
 
 
+def write_rows(parts: object, directories: Mapping[str, Path]) -> dict[str, int]:
+    """The rows of each kind of fact in ``directories`` (spark.facts.RETRY or LEDGER_ROW -> where), each as a
+    directory of Parquet files, one a part (``parts``: spark.facts.PARTS_SCHEMA), written here: the parts come
+    to the driver a partition (one task's) at a time, in the order they were made, whatever the run's length.
+    Returns the rows written of each kind."""
+    from pyspark.sql import functions as F
+
+    for d in directories.values():
+        d.mkdir(parents=True, exist_ok=True)
+    total, n = dict.fromkeys(directories, 0), dict.fromkeys(directories, 0)
+    wanted = parts.where(F.col("fact").isin(list(directories))).select("fact", "rows", "data")
+    for part in wanted.toLocalIterator(prefetchPartitions=False):
+        kind = part["fact"]
+        write_atomically(directories[kind] / f"part-{n[kind]:05d}.parquet", bytes(part["data"]))
+        total[kind], n[kind] = total[kind] + part["rows"], n[kind] + 1
+    for kind, d in directories.items():
+        if not n[kind]:  # nothing at all: still a dataset of the rows' columns
+            pq.write_table(facts.OF_KIND[kind].empty_table(), d / "part-00000.parquet")
+    return total
+
+
 def write(c: Collected, summary: dict, out: Path, render: Callable[..., object],
           log: Callable[[str], None] = _stderr) -> dict:
-    """The report directory; the retry and ledger rows move there from ``c.scratch`` (directories of Parquet
-    parts). Returns the summary with where the report went."""
+    """The report directory, with every retry and ledger row of ``c`` (spark.facts). Returns the summary with
+    where the report went."""
     def fill(staging: Path) -> None:
         pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False),
                        staging / "per_variant.parquet")
-        for name in (RETRIES, LEDGER):
-            shutil.move(c.scratch / name, staging / f"{name}.parquet")
-        (staging / "summary.json").write_text(json_text(summary))
-        render(summary, c.plot, c.samples, staging, timeline=c.timeline)
+        # The rows stream from the executors while the report is drawn (a Spark job mostly waited on here).
+        with ThreadPoolExecutor(1, thread_name_prefix="report-rows") as pool:
+            rows = pool.submit(write_rows, c.parts, {facts.RETRY: staging / f"{RETRIES}.parquet",
+                                                     facts.LEDGER_ROW: staging / f"{LEDGER}.parquet"})
+            (staging / "summary.json").write_text(json_text(summary))
+            render(summary, c.plot, c.samples, staging, timeline=c.timeline)
+            rows.result()
 
     publish_dir(out, fill, "report", log)
     c.close()

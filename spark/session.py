@@ -1,20 +1,36 @@
-"""A SparkSession that stays on loopback and uses this virtualenv's Python for its workers; and how an
-interrupt (Ctrl-C, SIGTERM) reaches the Spark work of a command."""
+"""A SparkSession: on loopback in local mode, at an address the cluster can reach otherwise, with this
+virtualenv's Python and the project's code for its workers; and how an interrupt (Ctrl-C, SIGTERM) reaches the
+Spark work of a command."""
 
 from __future__ import annotations
 
+import atexit
+import io
 import logging
 import os
 import signal
+import socket
 import sys
+import tempfile
 import threading
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit
 
 import psutil
 
 from harness.core import process
+from harness.core.errors import ConfigError
+
+# Where the driver listens when the master is not local: this, or the address this machine reaches the
+# master from (what the master's workers most likely reach back).
+DRIVER_HOST_ENV = "RMQ_HARNESS_SPARK_DRIVER_HOST"
+# The packages executors import (spark.facts runs harness.measure in tasks): shipped as one zip to every
+# executor when the master is not local, so a worker needs pyspark and the dependencies, not a checkout.
+SHIPPED = ("harness", "spark")
 
 # How long a Spark JVM that never became a session gets to exit on SIGTERM before it is killed.
 ABANDONED_JVM_STOP_S = 10.0
@@ -30,12 +46,67 @@ def _stop_new(before: dict[int, psutil.Process]) -> None:
     process.terminate([p for pid, p in _descendants().items() if pid not in before], ABANDONED_JVM_STOP_S)
 
 
+def is_local(master: str | None) -> bool:
+    return master is not None and (master == "local" or master.startswith("local["))
+
+
+def driver_host(master: str) -> str:
+    """The address the driver listens on for a cluster's executors: RMQ_HARNESS_SPARK_DRIVER_HOST, else the
+    local address of this machine's route to the master (loopback for a master on loopback)."""
+    if os.environ.get(DRIVER_HOST_ENV):
+        return os.environ[DRIVER_HOST_ENV]
+    host = urlsplit(master.split("://", 1)[-1] if master.startswith("k8s://") else master).hostname
+    if not host:
+        raise ConfigError(f"Spark master {master!r} names no host: give spark://HOST:PORT or k8s://https://HOST")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((socket.gethostbyname(host), 9))  # UDP: no packet sent, only a route chosen
+            return s.getsockname()[0]
+    except OSError as e:
+        raise ConfigError(f"Spark master {master!r}: no route to {host} ({e.strerror or e}); "
+                          f"check the address or set {DRIVER_HOST_ENV}") from None
+
+
+def check_reachable(master: str, timeout_s: float = 5.0) -> None:
+    """A standalone master (spark://HOST:PORT) answers a connection, before a JVM is started for it (Spark
+    itself retries for a minute and then fails with a page of Java)."""
+    if not master.startswith("spark://"):
+        return
+    for one in master[len("spark://"):].split(","):  # several masters: ZooKeeper's standby ones
+        host, _, port = one.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout_s):
+                return
+        except (OSError, ValueError) as e:
+            last = getattr(e, "strerror", None) or str(e)
+    raise ConfigError(f"Spark master {master} cannot be reached ({last}); start it, or give the right --master")
+
+
+def shipped_code() -> Path:
+    """The project's Python packages as one zip for executors that have no checkout of it (addPyFile)."""
+    root = Path(__file__).resolve().parent.parent
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for package in SHIPPED:
+            for f in sorted((root / package).rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts and f.suffix in (".py", ".yaml", ".json", ".j2"):
+                    z.write(f, f.relative_to(root).as_posix())
+    fd, name = tempfile.mkstemp(prefix="rmq-harness-code-", suffix=".zip")
+    with os.fdopen(fd, "wb") as out:
+        out.write(buf.getvalue())
+    return Path(name)
+
+
 def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compare",
                   log: Callable[[str], None] | None = None) -> object:
     """master None: whatever spark-submit configured. ``log``: a line just before the JVM starts."""
     # Set before the JVM starts: Spark otherwise binds the host's external address, and its Python
-    # workers would run the system interpreter, which lacks our packages.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # workers would run the system interpreter, which lacks our packages. A cluster's master gets the
+    # address it can reach the driver at.
+    host = "127.0.0.1" if master is None or is_local(master) else driver_host(master)
+    if master is not None and not is_local(master):
+        check_reachable(master)
+    os.environ.setdefault("SPARK_LOCAL_IP", host)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # The Python workers build and drop arrays of millions of rows (spark.facts). By default glibc hands
@@ -52,8 +123,8 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
         builder.appName(app)
         .config("spark.ui.enabled", "false")  # no web UI port
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", host)
+        .config("spark.driver.bindAddress", host)
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("RMQ_HARNESS_SPARK_DRIVER_MEMORY", "2g"))
@@ -70,6 +141,10 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
         _stop_new(before)
         raise
     spark.sparkContext.setLogLevel("ERROR")
+    if master is not None and not is_local(master):
+        code = shipped_code()
+        spark.sparkContext.addPyFile(str(code))
+        atexit.register(code.unlink, missing_ok=True)  # Spark serves executors from this very file
     return spark
 
 

@@ -32,7 +32,7 @@ class Layer:
 LAYERS: dict[str, Layer] = {
     "unit": Layer("pure logic: no server, no JVM, no network beyond loopback stubs", 150, 10),
     "chart": Layer("the Helm chart rendered, linted, validated and security-checked", 90, 30),
-    "spark": Layer("Spark jobs on local[2] over small archives", 240, 45),
+    "spark": Layer("Spark jobs on local[2], and on a standalone Spark cluster, over small archives", 240, 45),
     "integration": Layer("real RocketMQ servers started on this machine", 1000, 150),
     "cluster": Layer("the chart on a real single-node Kubernetes built here", 480, 300),
     "browser": Layer("reports opened in headless Chromium", 60, 30),

@@ -21,7 +21,7 @@ from harness.inputs.expectations import COUNTS, DISTRIBUTIONS, LEDGER
 from harness.measure import frames, ledger, ordering
 from harness.measure.fault_impact import TIMES as FAULT_TIMES
 from harness.measure.fault_impact import impact
-from harness.measure.latency import QUANTILES, RETRY_SCHEMA, column, retry_outcomes, retry_rows, stall_counts
+from harness.measure.latency import QUANTILES, column, retry_outcomes, retry_rows, stall_counts
 
 BY_RUN = ["run_id", "scenario", "variant"]
 # Events of these kinds are counted under these names.
@@ -167,12 +167,23 @@ def _number(v: object) -> float | None:
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
 
 
-def table(tallies: pd.DataFrame, retries: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Per ``by``: ``totals`` and the ``distributions`` of the retry rows, flat (what ``nest`` shapes)."""
+DISTRIBUTION_COLUMNS = [f"{m}_{s}" for m in DISTRIBUTIONS for s in STATISTICS]
+
+
+def distribution_rows(retries: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per ``by``: the ``distributions`` of its retry rows (a Spark task computes those of its groups)."""
     by = list(by)
-    dists = pd.DataFrame([{**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
-                           **distributions(group)} for key, group in retries.groupby(by, sort=False)],
-                         columns=[*by, *[f"{m}_{s}" for m in DISTRIBUTIONS for s in STATISTICS]])
+    return pd.DataFrame([{**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                          **distributions(group)} for key, group in retries.groupby(by, sort=False)],
+                        columns=[*by, *DISTRIBUTION_COLUMNS])
+
+
+def table(tallies: pd.DataFrame, retries: pd.DataFrame | None, by: Sequence[str],
+          dists: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per ``by``: ``totals`` and the ``distributions`` of the retry rows (or ``dists``, their
+    ``distribution_rows`` computed elsewhere), flat (what ``nest`` shapes)."""
+    by = list(by)
+    dists = distribution_rows(retries, by) if dists is None else dists
     out = totals(tallies, by).merge(dists.astype({b: object for b in by}), on=by, how="left")
     counts = [f"{m}_n" for m in DISTRIBUTIONS]
     out[counts] = out[counts].apply(pd.to_numeric).fillna(0).astype("int64")
@@ -188,31 +199,58 @@ def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed
     return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults)
 
 
+class SlicesSummary:
+    """``summarize`` of events given in slices, each holding every event of its messages (and, for FIFO runs,
+    of its message groups), added one at a time (``add``): the slices' tallies add up (harness.measure.shares),
+    and of each slice only what the summary needs stays: its tallies, its retries' latencies (RETAINED), its
+    FIFO rows and, with faults, its ledger rows' times. ``result`` gives the summary rows."""
+
+    # What a retry row keeps past its slice: the distributions read its latencies, the fault impact its time.
+    RETAINED = ["scenario", "variant", "t_client_ns", *DISTRIBUTIONS]
+
+    def __init__(self, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
+                 long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> None:
+        self.subscriptions, self.allowed, self.long_poll_ms = subscriptions, allowed_deliveries, long_poll_ms
+        self.faults = list(faults)
+        self.tallies: list[pd.DataFrame] = []
+        self.retries: list[pd.DataFrame] = []
+        self.rows: list[pd.DataFrame] = []
+        self.fifo: list[pd.DataFrame] = []
+
+    def add(self, events: pd.DataFrame) -> None:
+        facts = slice_facts(events, self.subscriptions, self.allowed, self.long_poll_ms)
+        self.tallies.append(facts.tallies)
+        self.retries.append(facts.retries[self.RETAINED])
+        if self.faults:
+            self.rows.append(facts.ledger[["variant", "class", *FAULT_TIMES]])
+        self.fifo.append(ordering.fifo_rows(events))
+
+    def result(self) -> list[dict]:
+        retries_all = (pd.concat(self.retries, ignore_index=True) if self.retries
+                       else pd.DataFrame(columns=self.RETAINED))
+        faults = self.faults
+        impacts = impact(pd.concat(self.rows, ignore_index=True), retries_all, faults) if faults else []
+        fifo_all = pd.concat(self.fifo, ignore_index=True) if self.fifo else pd.DataFrame()
+        out = []
+        for row in table(pd.concat(self.tallies, ignore_index=True), retries_all,
+                         ["scenario", "variant"]).to_dict("records"):
+            summary = nest(row)
+            summary.pop("runs")
+            mine = fifo_all[(fifo_all["scenario"] == row["scenario"]) & (fifo_all["variant"] == row["variant"])] \
+                if not fifo_all.empty else fifo_all
+            if not mine.empty:
+                summary["fifo"] = ordering.fifo_counts(mine)
+            if faults:
+                summary["faults"] = [f for f in impacts if f["variant"] == row["variant"]]
+            out.append(summary)
+        return out
+
+
 def summarize_slices(slices: Iterable[pd.DataFrame], subscriptions: ledger.Subscriptions,
                      allowed_deliveries: Mapping[str, int], long_poll_ms: float,
                      faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
-    """``summarize`` of events given in slices, each holding every event of its messages (and, for FIFO
-    runs, of its message groups), taken one at a time: the slices' tallies add up (harness.measure.shares)."""
-    tallies, retries, rows, fifo = [], [], [], []
+    """``summarize`` of events given in slices (SlicesSummary), taken one at a time."""
+    acc = SlicesSummary(subscriptions, allowed_deliveries, long_poll_ms, faults)
     for events in slices:
-        facts = slice_facts(events, subscriptions, allowed_deliveries, long_poll_ms)
-        tallies.append(facts.tallies)
-        retries.append(facts.retries)
-        if faults:
-            rows.append(facts.ledger[["variant", "class", *FAULT_TIMES]])
-        fifo.append(ordering.fifo_rows(events))
-    retries_all = pd.concat(retries, ignore_index=True) if retries else pd.DataFrame(columns=RETRY_SCHEMA.names)
-    impacts = impact(pd.concat(rows, ignore_index=True), retries_all, faults) if faults else []
-    fifo_all = pd.concat(fifo, ignore_index=True) if fifo else pd.DataFrame()
-    out = []
-    for row in table(pd.concat(tallies, ignore_index=True), retries_all, ["scenario", "variant"]).to_dict("records"):
-        summary = nest(row)
-        summary.pop("runs")
-        mine = fifo_all[(fifo_all["scenario"] == row["scenario"]) & (fifo_all["variant"] == row["variant"])] \
-            if not fifo_all.empty else fifo_all
-        if not mine.empty:
-            summary["fifo"] = ordering.fifo_counts(mine)
-        if faults:
-            summary["faults"] = [f for f in impacts if f["variant"] == row["variant"]]
-        out.append(summary)
-    return out
+        acc.add(events)
+    return acc.result()

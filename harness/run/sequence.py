@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.archive import manifest
@@ -30,8 +31,8 @@ from harness.deploy import readiness
 from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe
-from harness.measure.shares import count, read_shares
-from harness.measure.tally import summarize_slices
+from harness.measure.shares import read_shares
+from harness.measure.tally import SlicesSummary
 from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
 from harness.run.observability.probe import read_probe
@@ -44,10 +45,17 @@ SCRAPE_INTERVAL_S = 1.0
 # Wakeup subtracts the broker's store time from the client's receive time: a clock offset between them
 # is a bias of that size. Refused when the measured bounds lie wholly beyond this.
 MAX_CLOCK_OFFSET_MS = 10.0
-# A long run's summary reads its events this many at a time (harness.measure.shares): about 2 GB of pandas.
-SUMMARY_SHARE_EVENTS = 4_000_000
 # A fault still in progress when the load ends (a broker starting again) is waited for this long.
 FAULT_FINISH_S = 300.0
+
+
+def client_unfit(path: Path) -> list[str]:
+    """The client's DriverErrors among an event file's errors (read a batch at a time)."""
+    out = []
+    for batch in pq.ParquetFile(path).iter_batches(columns=["kind", "detail"]):
+        errors = batch.filter(pc.equal(batch.column("kind"), "error"))
+        out += [d for d in errors.column("detail").to_pylist() if (d or "").startswith(CLIENT_UNFIT)]
+    return out
 
 
 @dataclass
@@ -235,16 +243,18 @@ class Run:
         sc = self.scenario
         summary, unfit = [], []
         for variant, shard_dir in sorted(shard_dirs.items()):
-            path = staging.merge_events(variant, shard_dir)
+            acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000,
+                                [f for f in faults if f["variant"] == variant])
+            # FIFO order is checked over whole message groups: those runs are read again at once. Others are
+            # summarised from the shares of messages the merge holds anyway (harness.archive.writer).
+            fifo = any(t.message_type == "FIFO" for t in sc.topics)
+            path = staging.merge_events(variant, shard_dir, None if fifo else acc.add)
             if path is None:
                 continue
-            # FIFO order is checked over whole message groups: those runs are read at once.
-            fifo = any(t.message_type == "FIFO" for t in sc.topics)
-            shares = 1 if fifo else count(pq.read_metadata(path).num_rows, SUMMARY_SHARE_EVENTS)
-            summary += summarize_slices(read_shares(path, shares), sc.subscriptions(), sc.allowed_deliveries(),
-                                        sc.consume.long_poll_s * 1000, [f for f in faults if f["variant"] == variant])
-            errors = pq.read_table(path, columns=["kind", "detail"], filters=[("kind", "=", "error")])
-            unfit += [d for d in errors.column("detail").to_pylist() if (d or "").startswith(CLIENT_UNFIT)]
+            if fifo:
+                acc.add(next(read_shares(path, 1)))
+            summary += acc.result()
+            unfit += client_unfit(path)
         return summary, unfit
 
     def _event_common(self, variant: str) -> dict[str, str]:

@@ -56,7 +56,7 @@ def _plain(v: object) -> object:
 
 @pytest.mark.parametrize("route", ["by file", "by shares of a file", "read by spark"])
 def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeypatch, route):
-    from spark.analysis import message_facts  # its module needs a running Spark
+    from spark.analysis import local_facts, message_facts, rows_of  # its module needs a running Spark
 
     events = _cases()
     path = tmp_path / "events.parquet"
@@ -65,12 +65,13 @@ def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeyp
                                       "variants": [{"name": "v"}, {"name": "w"}]}, [str(path)])
     if route == "by shares of a file":
         monkeypatch.setattr(facts, "SHARE_EVENTS", 25)
+        monkeypatch.setattr(facts, "CHUNK_ROWS", 4)  # a run's rows in several parts too
     routing = {run: facts.Routing(SUBS, ALLOWED, 20_000.0) for run in ("r1", "r2")}
-    got_tallies = message_facts(spark, [archive], ["v", "w"], tmp_path / "scratch", routing,
-                                read_by_spark=route == "read by spark")
+    all_facts = message_facts(spark, [archive], ["v", "w"], routing, read_by_spark=route == "read by spark")
+    got_tallies = local_facts(all_facts, facts.TALLY)
     whole = tally.slice_facts(pd.DataFrame(events), SUBS, ALLOWED, 20_000.0)
     want = classify(pd.DataFrame(events), SUBS, ALLOWED)
-    got = pd.read_parquet(tmp_path / "scratch" / facts.LEDGER)
+    got = local_facts(all_facts, facts.LEDGER_ROW)
     assert len(got) == len(want) > 40
     key = ["run_id", "variant", "group", "ledger_id"]
     got = got.sort_values(key, ignore_index=True)[COLUMNS]
@@ -81,4 +82,4 @@ def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeyp
                                   "cross_topic", "unknown"}
     by = ["run_id", "variant", "name"]
     assert (got_tallies.groupby(by)["value"].sum().to_dict() == whole.tallies.groupby(by)["value"].sum().to_dict())
-    assert len(pd.read_parquet(tmp_path / "scratch" / facts.RETRIES)) == len(whole.retries) > 0
+    assert rows_of(all_facts, facts.RETRY, ["t_client_ns"]).count() == len(whole.retries) > 0

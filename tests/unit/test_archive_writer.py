@@ -120,18 +120,12 @@ def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Pa
     whatever the shards' split and their sealed last parts."""
     import pandas as pd
 
-    from harness.contracts.events import EventLog
     from harness.measure.latency import derive
     from tests import synth
 
     archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=40)
     events = pd.read_parquet(archive / "events" / "v.parquet").sample(frac=1, random_state=3)  # any order
-    shards = tmp_path / "shards"
-    for i, part in enumerate([events.iloc[k::3] for k in range(3)]):
-        log = EventLog(shards, f"worker-{i}", {})
-        for row in part.astype(object).where(part.notna(), None).to_dict("records"):
-            log.record(row.pop("kind"), **{k: v for k, v in row.items() if v is not None})
-        log.close()
+    shards = _as_shards(events, tmp_path / "shards")
     staging = ArchiveStaging(tmp_path / "runs", "r2")
     merged = pq.read_table(staging.merge_events("v", shards)).to_pandas()
     expected = derive(events.drop(columns=["wakeup_ms", "redelivery_ms", "pickup_ms"]))
@@ -143,3 +137,47 @@ def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Pa
     for c in ("wakeup_ms", "redelivery_ms", "pickup_ms"):
         pd.testing.assert_series_equal(got[c], want[c], check_names=False)
     assert got["wakeup_ms"].notna().sum() + got["pickup_ms"].notna().sum() > 0
+
+
+def _as_shards(events: object, shards: Path, workers: int = 3) -> Path:
+    """``events`` as the shards of ``workers`` workers (each a share of them, its log sealed)."""
+    from harness.contracts.events import EventLog
+
+    for i, part in enumerate([events.iloc[k::workers] for k in range(workers)]):
+        log = EventLog(shards, f"worker-{i}", {})
+        for row in part.astype(object).where(part.notna(), None).to_dict("records"):
+            log.record(row.pop("kind"), **{k: v for k, v in row.items() if v is not None})
+        log.close()
+    return shards
+
+
+def test_a_merge_a_share_of_messages_at_a_time_writes_and_summarises_what_the_whole_merge_does(tmp_path, monkeypatch):
+    """A long run is merged a share of its messages at a time (flat memory): the same file, events of one time
+    in the same order, and the same summary from the shares it hands over as from the whole run."""
+    import pandas as pd
+
+    from harness.archive import writer
+    from harness.measure.tally import SlicesSummary, summarize
+    from tests import synth
+
+    archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=120, lost=2)
+    events = pd.read_parquet(archive / "events" / "v.parquet").sample(frac=1, random_state=5)
+    events["t_client_ns"] = events["t_client_ns"] // 10**9 * 10**9  # many events of one time
+    shards = _as_shards(events.drop(columns=["wakeup_ms", "redelivery_ms", "pickup_ms"]), tmp_path / "shards")
+    subs, allowed = {"T": {"G": ["*"]}}, {"G": 3}
+
+    def merged(run_id: str) -> tuple[Path, list, list]:
+        staging = ArchiveStaging(tmp_path / "runs", run_id)
+        acc = SlicesSummary(subs, allowed, 20_000.0)
+        slices: list = []
+        path = staging.merge_events("v", shards, lambda ev: (slices.append(ev), acc.add(ev)))
+        assert sorted(p.name for p in staging.path.iterdir()) == ["INCOMPLETE", "events"]  # no work left
+        return path, slices, acc.result()
+
+    whole, [one], whole_summary = merged("whole")
+    monkeypatch.setattr(writer, "MERGE_SHARE_EVENTS", 100)
+    streamed, slices, summary = merged("streamed")
+    assert len(slices) >= 5 and sum(map(len, slices)) == len(one) == len(events)
+    assert pq.read_table(streamed).equals(pq.read_table(whole))
+    assert summary == whole_summary == summarize(one, subs, allowed, 20_000.0)
+    assert summary[0]["ledger"]["lost"] == 2 and summary[0]["wakeup_ms"]["n"] > 0

@@ -22,13 +22,22 @@ from spark.comparison import Collected
 from spark.outputs import write as stage
 
 
+@pytest.fixture(autouse=True)
+def _rows_without_spark(monkeypatch):
+    """The retry and ledger rows come from Spark (spark.outputs.write_rows, tested in the spark layer); here a
+    part of one row stands for them, so the staging alone is under test."""
+    def write_rows(parts: object, directories: dict[str, Path]) -> dict[str, int]:
+        for d in directories.values():
+            d.mkdir(parents=True)
+            pq.write_table(pa.table({"x": [1]}), d / "part-00000.parquet")
+        return dict.fromkeys(directories, 1)
+
+    monkeypatch.setattr("spark.outputs.write_rows", write_rows)
+
+
 def _collected(tmp_path: Path) -> Collected:
-    scratch = tmp_path / "scratch"
-    for name in ("retries", "ledger"):
-        (scratch / name).mkdir(parents=True)
-        pq.write_table(pa.table({"x": [1]}), scratch / name / "part-0.parquet")
     return Collected(archives=[], scenarios={}, per_variant=[], per_run=[], samples=pd.DataFrame(),
-                     plot=pd.DataFrame(), per_variant_table=pd.DataFrame({"variant": ["v"]}), scratch=scratch)
+                     plot=pd.DataFrame(), per_variant_table=pd.DataFrame({"variant": ["v"]}))
 
 
 def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):

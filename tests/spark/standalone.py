@@ -1,0 +1,98 @@
+"""A real Spark standalone cluster on this machine, from the pyspark installation: a master, and one worker in
+a mount namespace of its own with a private /tmp (a tmpfs only it sees), as a worker on another node would
+be: whatever the driver writes under its /tmp, the executors cannot read, and the other way round."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from harness.core import process
+from harness.core.waiting import Pending, wait_until
+
+START_S = 60.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    master: str  # spark://127.0.0.1:PORT
+    ui: str  # the master's web UI (JSON at /json)
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _state(ui: str) -> dict | Pending:
+    try:
+        with urllib.request.urlopen(f"{ui}/json", timeout=2) as r:
+            state = json.load(r)
+    except OSError as e:
+        return Pending(f"master UI not answering ({e})")
+    alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+    return state if alive else Pending(f"master {state.get('status')}, no worker alive yet")
+
+
+@contextmanager
+def standalone(logs: Path, cores: int = 2, memory: str = "2g") -> Iterator[Cluster]:
+    """Start the master and the worker (logs under ``logs``), wait until the worker registered, yield; stop both
+    by their PIDs."""
+    if shutil.which("unshare") is None:
+        raise RuntimeError("unshare (util-linux) is needed to give the Spark worker a /tmp of its own")
+    logs.mkdir(parents=True, exist_ok=True)
+    spark_class = str(spark_home() / "bin" / "spark-class")
+    port, ui_port, worker_port, worker_ui = (process.free_port() for _ in range(4))
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()),
+           "SPARK_NO_DAEMONIZE": "1"}
+    started: list[subprocess.Popen] = []
+    try:
+        with open(logs / "master.log", "wb") as out:
+            started.append(subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                 "--webui-port", str(ui_port)], env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True))
+        # The worker's own /tmp: a tmpfs mounted in a private mount namespace, seen by nothing else. Its work
+        # directory (executors' files, the shipped code) lives there.
+        worker = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                  "--host", "127.0.0.1", "--port", str(worker_port), "--webui-port", str(worker_ui),
+                  "--cores", str(cores), "--memory", memory, "--work-dir", "/tmp/spark-worker"]
+        with open(logs / "worker.log", "wb") as out:
+            started.append(subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 'mount -t tmpfs -o size=4g rmq-harness-worker-tmp /tmp && exec "$@"', "sh", *worker],
+                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+
+        def alive() -> None:
+            for p, name in zip(started, ("master", "worker"), strict=True):
+                if p.poll() is not None:
+                    raise RuntimeError(f"the Spark {name} exited ({p.returncode}); see {logs / (name + '.log')}")
+
+        ui = f"http://127.0.0.1:{ui_port}"
+        wait_until("a Spark standalone worker to register", lambda: _state(ui), START_S, 0.5, alive=alive)
+        yield Cluster(f"spark://127.0.0.1:{port}", ui)
+    finally:
+        # Each in a session of its own: the JVM and whatever it started (executors, Python workers) go with it.
+        for p in started:
+            procs = [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)] \
+                if p.poll() is None else []
+            process.terminate(procs, 10.0)
+            p.wait(5)
+
+
+def worker_sees(path: Path) -> bool:
+    """Whether ``path`` exists as the Spark worker sees the filesystem (through its mount namespace)."""
+    for p in psutil.process_iter(["cmdline"]):
+        if "org.apache.spark.deploy.worker.Worker" in (p.info["cmdline"] or []):
+            return Path(f"/proc/{p.pid}/root{path.resolve()}").exists()
+    raise RuntimeError("no Spark worker running")

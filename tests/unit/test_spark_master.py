@@ -1,0 +1,41 @@
+"""Where the driver listens for a cluster's executors, and a master that cannot be reached refused in one line
+before a JVM starts (spark/session.py)."""
+
+import socket
+
+import pytest
+
+from harness.core.errors import ConfigError
+from spark.session import DRIVER_HOST_ENV, check_reachable, driver_host, is_local
+
+
+def test_local_masters_are_told_from_cluster_ones():
+    assert is_local("local[2]") and is_local("local") and is_local("local[*]")
+    assert not is_local("spark://127.0.0.1:7077") and not is_local("k8s://https://10.0.0.1:6443")
+
+
+def test_the_driver_listens_where_the_master_is_reached_from(monkeypatch):
+    monkeypatch.delenv(DRIVER_HOST_ENV, raising=False)
+    assert driver_host("spark://127.0.0.1:7077") == "127.0.0.1"
+    assert driver_host("k8s://https://127.0.0.1:6443") == "127.0.0.1"
+    monkeypatch.setenv(DRIVER_HOST_ENV, "10.1.2.3")
+    assert driver_host("spark://127.0.0.1:7077") == "10.1.2.3"
+
+
+def test_a_master_without_a_host_is_refused_in_one_line(monkeypatch):
+    monkeypatch.delenv(DRIVER_HOST_ENV, raising=False)
+    with pytest.raises(ConfigError, match="names no host") as e:
+        driver_host("spark://")
+    assert "\n" not in str(e.value)
+
+
+def test_a_master_nobody_listens_at_is_refused_and_one_listening_is_not():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"spark://127.0.0.1:{port} cannot be reached") as e:
+            check_reachable(f"spark://127.0.0.1:{port}", timeout_s=1)  # bound, not listening: refused
+        assert "\n" not in str(e.value)
+        s.listen()
+        check_reachable(f"spark://127.0.0.1:{port}", timeout_s=1)
+        check_reachable(f"spark://127.0.0.1:1,127.0.0.1:{port}", timeout_s=1)  # one of several answers
