@@ -40,6 +40,12 @@ def load_client(log_file: Path | None = None) -> ModuleType:
         handler = logging.FileHandler(log_file)
         handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(message)s"))
         logger.addHandler(handler)
+    # The client's own callbacks (its heartbeats) fail through concurrent.futures, which logs "exception
+    # calling callback" with a traceback; with no handler of its own that lands on stderr, e.g. when a proxy
+    # stops under a client at the end of a run or a Ctrl-C. It goes to the client's log, with the rest of it.
+    futures = logging.getLogger("concurrent.futures")
+    futures.handlers = list(logging.getLogger(_CLIENT_LOGGER).handlers)
+    futures.propagate = False
     return rocketmq
 
 
