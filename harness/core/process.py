@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import random
 import shutil
 import socket
 import subprocess
@@ -28,8 +29,30 @@ STOP_TIMEOUT_S = 30.0
 _children: dict[int, subprocess.Popen] = {}
 
 
+# Ports handed out by free_port: above the run slots' (harness.deploy.local.ports, up to 31999) and below the
+# kernel's ephemeral range, so no bind to port 0 (a JVM's, Spark's executors') takes one between free_port
+# choosing it and its user binding it. Seen: a worker's metrics port taken by a Spark process meanwhile.
+OWN_PORTS = (32000, 32768)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+    """A TCP port free on 127.0.0.1 right now: from OWN_PORTS when the ephemeral range lies above them, else
+    whatever the kernel gives."""
+    low, high = OWN_PORTS[0], min(OWN_PORTS[1], _ephemeral_low())
+    for port in random.sample(range(low, high), max(0, high - low)):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
