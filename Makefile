@@ -17,7 +17,8 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
 .PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak clean \
-	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down
+	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down \
+	s3-tools s3-up s3-down
 
 setup: system-packages python jars agents
 
@@ -65,7 +66,7 @@ lint: python
 # Every layer (tests/conftest.py): all but the cluster on TEST_WORKERS workers (most of a real-broker test is
 # waiting on the brokers' timers), then the cluster's, which has the machine to itself.
 TEST_WORKERS ?= 2
-test: setup k8s-tools cluster-tools lint test-agents
+test: setup k8s-tools cluster-tools s3-tools lint test-agents
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS)
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m cluster
 
@@ -97,6 +98,18 @@ bench-soak: setup
 clean:
 	-$(HARNESS) brokers down
 	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info broker-patches/target
+
+# --- S3: SeaweedFS (Apache-2.0), the S3-compatible server tests start (tools/s3), built from the Go module proxy
+# at a pinned version into the user cache (cold ~5 min on 2 cores). s3-up runs one in the background on
+# 127.0.0.1 (data in ~/.cache/rmq-harness/s3) and prints the AWS_* exports that reach it.
+s3-tools: python
+	$(BIN)/python -m tools.s3 build
+
+s3-up: s3-tools
+	$(BIN)/python -m tools.s3 up
+
+s3-down: python
+	$(BIN)/python -m tools.s3 down
 
 # --- Kubernetes: the chart onto kind (README "On Kubernetes"). Needs Docker and kubectl; helm and kind
 # are built here from the Go module proxy at pinned versions, and checkov (the security linter the chart

@@ -15,11 +15,12 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from harness.contracts.events import COLUMNS, SCHEMA
 from harness.contracts.verdict import MEDIAN, STATISTIC
 from harness.measure import ordering, tally
 from harness.measure.fault_impact import TIMES, impact
 from spark import facts
-from spark.io import Archive, read_events, scenario_of
+from spark.io import Archive, scenario_of
 
 LATENCIES = [m for m, statistic in STATISTIC.items() if statistic == MEDIAN]
 
@@ -65,7 +66,7 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
     # without one stay together.
     by_message = F.when(F.col("ledger_id").isNull() & (F.col("kind") == "received"), F.col("message_id")) \
         .otherwise(F.coalesce(F.col("ledger_id"), F.lit("")))
-    events = (read_events(spark, archives).filter(F.col("variant").isin(wanted)).select(*facts.INPUT_COLUMNS)
+    events = (read_events(spark, archives, wanted).select(*facts.INPUT_COLUMNS)
               .repartition("run_id", "variant", by_message))
 
     def by_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -75,6 +76,21 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
         yield from facts.facts(facts.share_of_batches(batches), route, task, chunk, 1.0, seed).to_batches()
 
     return events.mapInArrow(by_partition, ddl)
+
+
+def read_events(spark: SparkSession, archives: Sequence[Archive], variants: Sequence[str]) -> DataFrame:
+    """The events of ``variants`` in ``archives`` as one Spark DataFrame with the current event columns (null
+    where an older archive lacks one), read by the tasks through pyarrow as the facts are (a local path every
+    node reads, s3://): Spark itself needs no connector for the archives' filesystem."""
+    tasks = facts.plan((f, a.event_version) for a in archives for f in a.event_files)
+    wanted, columns = list(variants), list(COLUMNS)
+
+    def by_file(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield from facts.read_share_table(tasks[i], wanted, columns).to_batches()
+
+    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(by_file, _ddl(SCHEMA))
 
 
 def parts_of(parts: DataFrame, fact: str, runs: Sequence[str] | None = None) -> DataFrame:

@@ -22,7 +22,7 @@ from harness.measure.ordering import fifo_counts
 from harness.measure.tally import nest, table
 from spark import facts
 from spark.facts import unreadable_file
-from spark.io import Archive, ArchiveError, read_events, scenario_of
+from spark.io import Archive, ArchiveError, scenario_of
 from spark.stats import compare, completeness, decide, holm, overall
 
 SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
@@ -72,8 +72,6 @@ def _capped(df: pd.DataFrame, cap: int, seed: int) -> pd.DataFrame:
 
 def collect(spark: object, archives: list[Archive], variants: Sequence[str], seed: int = 1,
             per_run: bool = False) -> Collected:
-    from pyspark.sql import functions as F
-
     from spark.analysis import (
         distributions,
         dlq_reader_errors,
@@ -84,6 +82,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
         measured_samples,
         message_facts,
         outcome_samples,
+        read_events,
         retry_sample,
         routing,
     )
@@ -130,7 +129,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
         checks = tallies.groupby("name")["value"].sum()
         # Two more passes over the events, only where the tasks saw something for them to check.
         if checks.get("fifo_events", 0) or checks.get("dlq_reader_errors", 0):
-            events = read_events(spark, archives).filter(F.col("variant").isin(list(variants)))
+            events = read_events(spark, archives, variants)
         fifo_rows = (fifo(events).toPandas() if checks.get("fifo_events", 0)
                      else ordering.SCHEMA.empty_table().to_pandas())
         dlq_errors = ([r.asDict() for r in dlq_reader_errors(events).collect()]

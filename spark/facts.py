@@ -7,7 +7,7 @@ values for the millions of rows of a large run at almost no cost (measured on 10
 took 7 s more to cache than computing all the facts costs), and a report's retry and ledger rows are these
 parts as they are.
 
-A task reads its event file itself (pyarrow, through a filesystem URI: a local path, file://, s3://, hdfs://)
+A task reads its event file itself (pyarrow, a local path, file:// or s3://: harness.core.storage)
 rather than through Spark: the facts are pandas work, and handing ten million events from the JVM to Python
 costs more than all of it. A file of more than SHARE_EVENTS events is read by several tasks, each keeping the
 messages whose id hashes to its share, so one large run still spreads over the cores. Runs in Spark's Python
@@ -25,9 +25,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyarrow import fs
 
 from harness.contracts.events import COLUMNS_BY_VERSION, SCHEMA
+from harness.core.storage import filesystem
 from harness.inputs.expectations import DISTRIBUTIONS
 from harness.measure import ledger, tally
 from harness.measure.latency import RETRY_SCHEMA
@@ -94,15 +94,6 @@ class Task:
     file_rows: int  # events in the whole file (every variant)
 
 
-def filesystem(uri: str) -> tuple[fs.FileSystem, str]:
-    """The filesystem a path or URI names, and the path within it (s3:// reads the usual AWS variables)."""
-    if "://" not in uri:
-        return fs.LocalFileSystem(), uri
-    if uri.startswith("file://"):
-        return fs.LocalFileSystem(), uri[len("file://"):]
-    return fs.FileSystem.from_uri(uri)
-
-
 def plan(files: Iterable[tuple[str, int]]) -> list[Task]:
     """(event file, schema version) -> the tasks reading them, by the files' sizes (Parquet footers)."""
     tasks = []
@@ -117,7 +108,13 @@ def plan(files: Iterable[tuple[str, int]]) -> list[Task]:
 
 def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     """The task's events of ``variants``: INPUT_COLUMNS, null where the archive's version predates one."""
-    present = [c for c in INPUT_COLUMNS if c in COLUMNS_BY_VERSION[task.version]]
+    return frame(read_share_table(task, variants, INPUT_COLUMNS))
+
+
+def read_share_table(task: Task, variants: Sequence[str], columns: Sequence[str]) -> pa.Table:
+    """The task's events of ``variants`` as Arrow, ``columns`` of them (of the events' own types), null where
+    the archive's version predates one."""
+    present = [c for c in columns if c in COLUMNS_BY_VERSION[task.version]]
     try:
         # One thread: Spark runs a task per core already.
         where, inner = filesystem(task.path)
@@ -131,13 +128,14 @@ def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     keep = pc.is_in(table.column("variant"), value_set=pa.array(list(variants), pa.string()))
     if not pc.all(keep).as_py():
         table = table.filter(keep)
-    for c in INPUT_COLUMNS:
+    for c in columns:
         if c not in present:
             table = table.append_column(c, pa.nulls(table.num_rows, SCHEMA.field(c).type))
-    ev = frame(table.select(INPUT_COLUMNS))
+    table = table.select(list(columns))
     if task.shares > 1:
-        ev = ev[share_numbers(ev, task.shares) == task.share]
-    return ev
+        keys = frame(table.select(["kind", "ledger_id", "message_id"]))
+        table = table.filter(pa.array(share_numbers(keys, task.shares) == task.share))
+    return table
 
 
 def share_of_batches(batches: Iterable[pa.RecordBatch]) -> pd.DataFrame:

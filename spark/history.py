@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ import pyarrow.parquet as pq
 from harness.contracts import schemas
 from harness.contracts.verdict import IMPROVEMENT, REGRESSION, STATISTIC, group_levels
 from harness.core.errors import ConfigError
+from harness.core.storage import Location, location
 from harness.inputs.variants import release_of
 from spark.io import Archive
 
@@ -66,14 +66,19 @@ def cycle_levels(samples: pd.DataFrame, statistics: dict[str, str]) -> pd.DataFr
     return out[[*keys, "values", "statistic", "level"]]
 
 
-def ingested(dataset: Path) -> set[str]:
+def dataset_files(dataset: str | Path) -> list[Location]:
+    """The dataset's files (scenario=<name>/<run id>.parquet), wherever it is (a directory, s3://)."""
+    root = location(dataset, "history dataset")
+    return [f for f in root.files() if len(parts := f.inner[len(root.inner.rstrip("/")) + 1:].split("/")) == 2
+            and parts[0].startswith("scenario=") and parts[1].endswith(".parquet") and not parts[1].startswith(".")]
+
+
+def ingested(dataset: str | Path) -> set[str]:
     """Run ids the dataset holds."""
-    if not dataset.exists():
-        return set()
-    return {p.stem for p in dataset.glob("scenario=*/*.parquet")}
+    return {f.name.removesuffix(".parquet") for f in dataset_files(dataset)}
 
 
-def append(dataset: Path, levels: pd.DataFrame, runs: dict[str, dict]) -> int:
+def append(dataset: str | Path, levels: pd.DataFrame, runs: dict[str, dict]) -> int:
     """Add each run's rows, one file per (scenario, run), atomically; a run already there is refused, not
     written twice. ``runs``: run_id -> {started_at, harness_version, definition (a digest of the scenario's
     load: runs pool only within one), variants: {name: {version, jars}}}."""
@@ -94,35 +99,35 @@ def append(dataset: Path, levels: pd.DataFrame, runs: dict[str, dict]) -> int:
             "statistic": rows["statistic"].to_numpy(), "cycle": rows["cycle"].to_numpy(dtype="int64"),
             "level": rows["level"].to_numpy(dtype="float64"), "values": rows["values"].to_numpy(dtype="int64"),
         }), schema=SCHEMA, preserve_index=False)
-        part = dataset / f"scenario={scenario}"
-        part.mkdir(parents=True, exist_ok=True)
-        tmp = part / f".{run_id}.{uuid.uuid4().hex}.tmp"
-        pq.write_table(table, tmp)
-        tmp.rename(part / f"{run_id}.parquet")
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        # Whole or not at all (harness.core.storage): renamed into place locally, one object on S3.
+        location(dataset).join(f"scenario={scenario}", f"{run_id}.parquet").write_bytes(sink.getvalue().to_pybytes())
         written += 1
     return written
 
 
-def read(dataset: Path) -> pd.DataFrame:
+def read(dataset: str | Path) -> pd.DataFrame:
     """The whole dataset, with its scenario column; refuses a dataset written by a newer harness."""
-    files = sorted(dataset.glob("scenario=*/*.parquet"))
+    files = dataset_files(dataset)
     if not files:
-        raise ConfigError(f"{dataset}: no history yet (no scenario=*/<run>.parquet); add run archives to it")
+        raise ConfigError(f"{location(dataset).uri}: no history yet (no scenario=*/<run>.parquet); add run archives "
+                          "to it")
     parts = []
     for f in files:
         try:
-            t = pq.read_table(f)
+            t = pq.read_table(pa.BufferReader(f.read_bytes()))
         except (pa.ArrowInvalid, OSError) as e:
-            raise ConfigError(f"{f}: not a readable Parquet file ({str(e).splitlines()[0]}); remove it and add "
-                              "its run again") from None
+            raise ConfigError(f"{f.uri}: not a readable Parquet file ({str(e).splitlines()[0]}); remove it and "
+                              "add its run again") from None
         if "dataset_schema_version" not in t.column_names:
-            raise ConfigError(f"{f}: not a history file (no dataset_schema_version)")
+            raise ConfigError(f"{f.uri}: not a history file (no dataset_schema_version)")
         newest = max(t.column("dataset_schema_version").to_pylist() or [0])
         if newest > DATASET_SCHEMA_VERSION:
-            raise ConfigError(f"{f}: history dataset schema {newest} is newer than this harness reads "
+            raise ConfigError(f"{f.uri}: history dataset schema {newest} is newer than this harness reads "
                               f"({DATASET_SCHEMA_VERSION}); upgrade the harness")
         df = t.to_pandas()
-        df["scenario"] = f.parent.name.split("=", 1)[1]
+        df["scenario"] = f.inner.rsplit("/", 2)[-2].split("=", 1)[1]
         parts.append(df)
     return pd.concat(parts, ignore_index=True)
 
@@ -246,21 +251,22 @@ def analyse(df: pd.DataFrame, window: int = WINDOW, max_pvalue: float = MAX_PVAL
 # Archives into the dataset (Spark: the samples of every new run).
 
 
-def find_archives(sources: Sequence[str]) -> list[Path]:
-    """Archive directories (those with a manifest.json), below each source; staging and work directories
-    (names starting with '.') are not archives."""
-    found: list[Path] = []
+def find_archives(sources: Sequence[str]) -> list[str]:
+    """Archives (directories with a manifest.json) below each source, a directory or s3://bucket/prefix;
+    staging and work directories (names starting with '.') are not archives."""
+    found: list[str] = []
     for s in sources:
-        p = Path(s)
-        if not p.exists():
+        root = location(s, "history source")
+        if not root.exists():
             raise ConfigError(f"{s}: no such archive or directory")
-        if (p / "manifest.json").is_file():
-            found.append(p)
+        if root.join("manifest.json").is_file():
+            found.append(root.uri)
             continue
-        for m in sorted(p.rglob("manifest.json")):
-            rel = m.parent.relative_to(p)
-            if not any(part.startswith(".") for part in rel.parts):
-                found.append(m.parent)
+        base = root.inner.rstrip("/")
+        for f in root.files():
+            rel = f.inner[len(base) + 1:].split("/")
+            if rel[-1] == "manifest.json" and not any(part.startswith(".") for part in rel[:-1]):
+                found.append(root.join(*rel[:-1]).uri)
     return list(dict.fromkeys(found))
 
 
@@ -272,7 +278,7 @@ def definition(archive: Archive) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def ingest(spark: object, dataset: Path, paths: Sequence[Path], warn: Callable[[str], None]) -> dict:
+def ingest(spark: object, dataset: str | Path, paths: Sequence[str | Path], warn: Callable[[str], None]) -> dict:
     """Add the archives not yet in the dataset; returns what was added and what was skipped (and why)."""
     from spark.comparison import collect
     from spark.io import load_archives

@@ -1,9 +1,9 @@
 """Run archives -> one events DataFrame (plus their manifests), with every bad input named in one line.
 
-Local paths are checked file by file before Spark touches them (manifest JSON, schema versions, the run
-id, variants and scenario the manifest records, Parquet footers and the event columns' names and types), so a
-broken archive is reported by name rather than by a JVM stack trace. Paths with
-a scheme (s3a://, hdfs://, file://) are read through Spark with the user's Hadoop configuration.
+Archives are checked file by file before Spark starts (manifest JSON, schema versions, the run id, variants and
+scenario the manifest records, Parquet footers and the event columns' names and types), so a broken archive is
+reported by name rather than by a JVM stack trace. An archive is a local directory or s3://bucket/key
+(harness.core.storage): read through pyarrow on the driver and in the tasks alike.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.archive.schema import MANIFEST
 from harness.contracts import schemas
-from harness.contracts.events import COLUMNS, COLUMNS_BY_VERSION, SCHEMA
-from harness.core.errors import ConfigError, first_line, one_line
+from harness.contracts.events import COLUMNS_BY_VERSION, SCHEMA
+from harness.core.errors import ConfigError, HarnessError, first_line, one_line
+from harness.core.storage import Location, check_bucket, location, storage_error
 from harness.inputs.scenario import Scenario, parse_scenario
 
 KNOWN_MANIFEST_VERSIONS = schemas.MANIFEST.known
@@ -47,10 +47,6 @@ class Archive:
     @property
     def event_version(self) -> int:
         return int(self.manifest["event_schema_version"])
-
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
 
 
 def _show(value: object) -> str:
@@ -98,60 +94,74 @@ def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
     return found == wanted or pa.types.is_null(found) or (wanted == pa.string() and found == pa.large_string())
 
 
-def inspect_local(path: str) -> Archive:
-    root = Path(path)
-    if not root.is_dir():
-        raise ArchiveError(f"{one_line(root)}: no such run archive directory")
-    mf = root / MANIFEST
-    where = one_line(mf)
+def inspect(path: str) -> Archive:
+    """An archive's manifest and event files, checked, wherever it is (a local directory, s3://bucket/key)."""
+    root = location(path, "run archive")
     try:
-        manifest = json.loads(mf.read_text())
+        return _inspect(root)
+    except ArchiveError:
+        raise
+    except HarnessError as e:  # a storage error (harness.core.storage): no bucket, refused, unreachable
+        raise ArchiveError(str(e)) from None
+
+
+def _inspect(root: Location) -> Archive:
+    mf = root.join(MANIFEST)
+    where = one_line(mf.uri)
+    if not root.remote and not root.is_dir():
+        raise ArchiveError(f"{one_line(root.uri)}: no such run archive directory")
+    try:
+        manifest = json.loads(mf.read_bytes())
     except FileNotFoundError:
-        raise ArchiveError(f"{where}: missing; is {one_line(root)} a run archive (runs/<run-id>/)?") from None
+        if root.remote:
+            check_bucket(root)
+        # An upload puts the manifest last: an archive whose upload was cut short has none.
+        cut = "; an upload cut short leaves no manifest: upload it again" if root.remote else ""
+        raise ArchiveError(f"{where}: missing; is {one_line(root.uri)} a run archive (runs/<run-id>/)?{cut}") \
+            from None
     except RecursionError:
         raise ArchiveError(f"{where}: corrupt JSON (nested too deeply)") from None
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer of more digits than Python reads
         raise ArchiveError(f"{where}: corrupt JSON ({first_line(e)})") from None
-    except OSError as e:  # a directory, no permission
+    except OSError as e:  # a directory, no permission, an S3 error
+        if root.remote:
+            raise storage_error(mf, e) from None
         raise ArchiveError(f"{where}: cannot be read ({one_line(e.strerror or e)})") from None
     _check_manifest(manifest, where)
-    files = sorted((root / "events").glob("*.parquet"))
+    files = [f for f in root.join("events").files(recursive=False) if f.name.endswith(".parquet")]
     if not files:
-        raise ArchiveError(f"{one_line(root / 'events')}: no event Parquet files")
+        raise ArchiveError(f"{one_line(root.join('events').uri)}: no event Parquet files")
+    listed = (manifest.get("files") or {}).get("events") if isinstance(manifest.get("files"), dict) else None
+    if isinstance(listed, list):
+        have = {f.name for f in files}
+        gone = [str(n) for n in listed if isinstance(n, str) and n.endswith(".parquet")
+                and n.rsplit("/", 1)[-1] not in have]
+        if gone:
+            raise ArchiveError(f"{one_line(root.uri)}: {gone[0]} is listed in its manifest but missing (a copy cut "
+                               "short, or files removed); copy the archive again")
     for f in files:
         try:
-            schema = pq.read_schema(f)
+            with f.fs.open_input_file(f.inner) as handle:
+                schema = pq.read_schema(handle)
         except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a broken file
-            raise ArchiveError(f"{one_line(f)}: not a readable Parquet file ({first_line(e)})") from None
+            raise ArchiveError(f"{one_line(f.uri)}: not a readable Parquet file ({first_line(e)})") from None
         wanted = COLUMNS_BY_VERSION[manifest["event_schema_version"]]
         missing = [c for c in wanted if c not in schema.names]
         if missing:
-            raise ArchiveError(f"{one_line(f)}: missing event column(s) {', '.join(missing)}")
+            raise ArchiveError(f"{one_line(f.uri)}: missing event column(s) {', '.join(missing)}")
         twice = [c for c in wanted if schema.names.count(c) > 1]
         if twice:
-            raise ArchiveError(f"{one_line(f)}: event column(s) {', '.join(twice)} more than once")
+            raise ArchiveError(f"{one_line(f.uri)}: event column(s) {', '.join(twice)} more than once")
         # Spark would fail on these only once it reads them, naming no file.
         wrong = [f"{c} is {schema.field(c).type}, not {SCHEMA.field(c).type}" for c in wanted
                  if not _compatible(schema.field(c).type, SCHEMA.field(c).type)]
         if wrong:
-            raise ArchiveError(f"{one_line(f)}: event column(s) of the wrong type: {'; '.join(wrong)}")
-    return Archive(str(root.resolve()), manifest, [str(f.resolve()) for f in files])
-
-
-def inspect_remote(spark: object, path: str) -> Archive:
-    base = path.rstrip("/")
-    try:
-        text = spark.sparkContext.wholeTextFiles(f"{base}/{MANIFEST}").collect()[0][1]
-        manifest = json.loads(text)
-    except Exception as e:  # noqa: BLE001 - Hadoop and Py4J errors of every kind
-        raise ArchiveError(f"{base}/{MANIFEST}: cannot be read ({first_line(e)[:200]})") from None
-    _check_manifest(manifest, f"{base}/{MANIFEST}")
-    return Archive(base, manifest, [f"{base}/events/*.parquet"])
+            raise ArchiveError(f"{one_line(f.uri)}: event column(s) of the wrong type: {'; '.join(wrong)}")
+    return Archive(root.uri, manifest, [f.uri for f in files])
 
 
 def load_archives(
     paths: Sequence[str],
-    spark: object | None = None,
     skip_bad: bool = False,
     warn: Callable[[str], None] = print,
     pool: bool = True,
@@ -163,7 +173,7 @@ def load_archives(
     scenarios: dict[str, tuple[str, dict]] = {}
     for p in paths:
         try:
-            a = inspect_remote(spark, p) if _is_remote(p) else inspect_local(p)
+            a = inspect(p)
         except ArchiveError as e:
             if not skip_bad:
                 raise
@@ -194,29 +204,3 @@ def _comparable(scenario: dict) -> dict:
 def scenario_of(archive: Archive) -> Scenario:
     """The scenario an archive ran, as its manifest recorded it (older schema versions included)."""
     return parse_scenario(archive.manifest.get("scenario"), f"{archive.path}: manifest scenario")
-
-
-def read_events(spark: object, archives: Sequence[Archive]) -> object:
-    """All events of ``archives`` as one Spark DataFrame with the current event columns; columns an older
-    archive lacks are null."""
-    from pyspark.sql import functions as F
-
-    frames = []
-    for version in sorted({a.event_version for a in archives}):
-        files = [f for a in archives if a.event_version == version for f in a.event_files]
-        try:
-            df = spark.read.parquet(*files)
-        except Exception as e:  # noqa: BLE001
-            raise ArchiveError(f"reading events failed: {first_line(e)[:300]}") from None
-        for c in COLUMNS:
-            if c not in COLUMNS_BY_VERSION[version]:
-                df = df.withColumn(c, F.lit(None).cast(_spark_type(c)))
-        frames.append(df.select(*COLUMNS))
-    out = frames[0]
-    for df in frames[1:]:
-        out = out.unionByName(df)
-    return out
-
-
-def _spark_type(column: str) -> str:
-    return {"int32": "int", "int64": "bigint", "double": "double", "string": "string"}[str(SCHEMA.field(column).type)]

@@ -129,6 +129,12 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", os.environ.get("RMQ_HARNESS_SPARK_DRIVER_MEMORY", "2g"))
     )
+    # Tasks open s3:// archives themselves (harness.core.storage): a cluster's executors are told the endpoint
+    # the driver uses. Never the credentials: Spark shows its settings in its UI and logs; executors take
+    # theirs from their own environment, as the AWS SDK does everywhere.
+    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_EC2_METADATA_DISABLED"):
+        if os.environ.get(var) and master is not None and not is_local(master):
+            builder = builder.config(f"spark.executorEnv.{var}", os.environ[var])
     before = _descendants()
     if log:
         log(f"starting Spark ({master or 'spark-submit'})")

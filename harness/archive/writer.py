@@ -9,7 +9,7 @@ holds one.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from harness.measure.latency import derive
 from harness.measure.shares import INPUT_COLUMNS, count, frame, share_numbers
 
 WRITE_ROWS = 1_000_000  # rows per write of the merged file (one batch made plain at a time)
+SPLIT_ROWS = 250_000  # events split into shares at a time (measured: 1M at a time held 0.8 GB of Arrow memory)
 
 
 def _plain(table: pa.Table) -> pa.Table:
@@ -63,9 +64,69 @@ def event_check(shard_dirs: dict[str, Path]) -> tuple[dict[str, dict], list[str]
 
 
 # Events merged in memory at once; a variant with more is merged a share of its messages at a time (flat
-# memory: about 1 GB at the most here, whatever the run's length).
-MERGE_SHARE_EVENTS = 1_000_000
+# memory whatever the run's length: measured, a share of a million events took 1.6 GB at its peak, half a
+# million 0.9 GB; bench-results/soak-*.json).
+MERGE_SHARE_EVENTS = 500_000
 POSITION = "_position"  # an event's place among all the shards' events: the order of events of one time
+
+
+class _Scratch:
+    """The merge's intermediate files, one per share or span, each written a piece at a time: Arrow IPC streams
+    (LZ4). Not Parquet: a Parquet writer holds every row group's metadata until it closes (measured: about 20 KB
+    a row group, without statistics), and a run writes shares times batches of them (spans times shares in the
+    second pass), which grows as the square of its length; a stream writer holds nothing between pieces."""
+
+    OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.open: dict[int, tuple[pa.NativeFile, pa.ipc.RecordBatchStreamWriter]] = {}
+
+    def write(self, k: int, piece: pa.Table) -> None:
+        if k not in self.open:
+            sink = pa.OSFile(str(self.paths[k]), "wb")
+            self.open[k] = (sink, pa.ipc.new_stream(sink, piece.schema, options=self.OPTIONS))
+        self.open[k][1].write_table(piece)
+
+    def close(self) -> list[Path]:
+        """The files written, in order."""
+        for sink, writer in self.open.values():
+            writer.close()
+            sink.close()
+        return [p for k, p in enumerate(self.paths) if k in self.open]
+
+
+def _read_scratch(path: Path) -> pa.Table:
+    with pa.OSFile(str(path)) as f:
+        return pa.ipc.open_stream(f).read_all()
+
+
+def _batches(shards: list[Path]) -> Iterator[pa.Table]:
+    """The shards' events in order, about SPLIT_ROWS at a time: a worker writes parts of 50,000 events, and a
+    split per part would give every share a row group per part."""
+    buf: list[pa.Table] = []
+    rows = 0
+    for shard in shards:
+        for batch in pq.ParquetFile(shard).iter_batches(batch_size=SPLIT_ROWS):
+            buf.append(pa.Table.from_batches([batch]))
+            rows += batch.num_rows
+            if rows >= SPLIT_ROWS:
+                yield pa.concat_tables(buf, promote_options="default")
+                buf, rows = [], 0
+    if buf:
+        yield pa.concat_tables(buf, promote_options="default")
+
+
+def _split(table: pa.Table, which: np.ndarray) -> Iterator[tuple[int, pa.Table]]:
+    """``table``'s rows grouped by ``which`` (in their order within a group): one reordering, then slices (a
+    filter per group would read the whole table once per share)."""
+    order = np.argsort(which, kind="stable")
+    keys = which[order]
+    ordered = table.take(pa.array(order))
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.array([], dtype=int)
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(keys)
+        yield int(keys[start]), ordered.slice(int(start), int(end - start))
 
 
 def _positioned(table: pa.Table, first: int) -> pa.Table:
@@ -87,57 +148,50 @@ def _with_derived(table: pa.Table) -> pa.Table:
     return table
 
 
-def _by_message(shards: list[Path], shares: int, work: Path) -> list[Path]:
+def _by_message(shards: list[Path], shares: int, work: Path) -> tuple[list[Path], int, int]:
     """The shards' events, numbered in order (POSITION), split into ``shares`` files by message (a batch at a
-    time)."""
-    paths = [work / f"share-{k:04d}.parquet" for k in range(shares)]
-    writers: dict[int, pq.ParquetWriter] = {}
-    seen = 0
+    time); and the earliest and latest client time among them."""
+    scratch = _Scratch([work / f"share-{k:04d}.arrows" for k in range(shares)])
+    seen, low, high = 0, None, None
     try:
-        for shard in shards:
-            for batch in pq.ParquetFile(shard).iter_batches(batch_size=WRITE_ROWS):
-                table = _positioned(pa.Table.from_batches([batch]), seen)
-                seen += table.num_rows
-                which = share_numbers(frame(table.select(["kind", "ledger_id", "message_id"])), shares)
-                for k in np.unique(which):
-                    if k not in writers:
-                        writers[k] = pq.ParquetWriter(paths[k], table.schema)
-                    writers[k].write_table(table.filter(pa.array(which == k)))
+        for batch in _batches(shards):
+            table = _positioned(batch, seen)
+            seen += table.num_rows
+            span = pc.min_max(table["t_client_ns"]).as_py()
+            if span["min"] is not None:
+                low = span["min"] if low is None else min(low, span["min"])
+                high = span["max"] if high is None else max(high, span["max"])
+            which = share_numbers(frame(table.select(["kind", "ledger_id", "message_id"])), shares)
+            for k, piece in _split(table, which):
+                scratch.write(k, piece)
+            del table, batch
     finally:
-        for w in writers.values():
-            w.close()
-    return [p for k, p in enumerate(paths) if k in writers]
+        written = scratch.close()
+    return written, low or 0, high or 0
 
 
-def _by_time(shares: list[Path], n: int, work: Path,
+def _by_time(shares: list[Path], n: int, low: int, high: int, work: Path,
              each_share: Callable[[pd.DataFrame], None] | None) -> list[Path]:
     """Each share of messages with its derived columns (handed to ``each_share``), spread into ``2 n`` spans of
-    equal time; the spans, in time order."""
-    low = high = None
-    for p in shares:
-        stats = pc.min_max(pq.read_table(p, columns=["t_client_ns"]).column("t_client_ns")).as_py()
-        low = stats["min"] if low is None else min(low, stats["min"])
-        high = stats["max"] if high is None else max(high, stats["max"])
+    equal time between ``low`` and ``high``; the spans, in time order."""
     spans = 2 * n
     width = (high - low) // spans + 1
-    paths = [work / f"span-{j:04d}.parquet" for j in range(spans)]
-    writers: dict[int, pq.ParquetWriter] = {}
+    scratch = _Scratch([work / f"span-{j:04d}.arrows" for j in range(spans)])
     try:
         for p in shares:
-            table = _with_derived(pq.read_table(p))
+            table = _with_derived(_read_scratch(p))
             p.unlink()
             if each_share:
                 each_share(frame(_plain(table.select(INPUT_COLUMNS))))
             which = pc.divide(pc.subtract(pc.fill_null(table["t_client_ns"], low), low), width).to_numpy()
-            for j in np.unique(which):
-                if j not in writers:
-                    writers[j] = pq.ParquetWriter(paths[j], table.schema)
-                writers[j].write_table(table.filter(pa.array(which == j)))
+            for j, piece in _split(table, which):
+                scratch.write(j, piece)
             del table
+            piece = None  # a slice of the reordered share: holds all of it
+            pa.default_memory_pool().release_unused()  # what the share held, back before the next is read
     finally:
-        for w in writers.values():
-            w.close()
-    return [p for j, p in enumerate(paths) if j in writers]
+        written = scratch.close()
+    return written
 
 
 class ArchiveStaging:
@@ -187,10 +241,11 @@ class ArchiveStaging:
             spans = [table]
         else:
             work = self.dir(f".merge-{variant}")
-            spans = _by_time(_by_message(shards, shares, work), shares, work, each_share)
+            by_message, low, high = _by_message(shards, shares, work)
+            spans = _by_time(by_message, shares, low, high, work, each_share)
         with pq.ParquetWriter(tmp, ev.SCHEMA) as writer:
             for span in spans:
-                table = pq.read_table(span) if isinstance(span, Path) else span
+                table = _read_scratch(span) if isinstance(span, Path) else span
                 # In time order, a slice of the order at a time: never a second copy of the whole span.
                 order = pc.sort_indices(table, [("t_client_ns", "ascending"), (POSITION, "ascending")])
                 for start in range(0, table.num_rows, WRITE_ROWS):

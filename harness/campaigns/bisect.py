@@ -101,7 +101,7 @@ PAIRS = {"older->newer": ("older", "newer"), "older->point": ("older", "point"),
          "newer->point": ("newer", "point"), "newer->older": ("newer", "older")}
 
 
-def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Path, probe: bool,
+def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Path | str, probe: bool,
                 rule: object, log: Callable[[str], None], make_run: Callable[..., object] | None = None
                 ) -> Callable[[Variant | None], Judged]:
     """A judge that runs [older, point, newer] side by side (one run) and compares them on Spark (one session
@@ -119,7 +119,7 @@ def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Pa
         result = (make_run or Run)(variants, scenario, runs_dir, log=log, probe=probe).execute()
         if "spark" not in state:
             state["spark"] = local_session("local[*]", app="rmq-harness-bisect")
-        archives = load_archives([str(result.archive)], spark=state["spark"], warn=log)
+        archives = load_archives([str(result.archive)], warn=log)
         c = collect(state["spark"], archives, [v.name for v in variants], seed=rule.seed)
         try:
             out = Judged(str(result.archive), {})

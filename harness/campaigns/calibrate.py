@@ -62,7 +62,8 @@ def rate(k: int, n: int, level: float = 0.95) -> dict:
     return {"k": k, "n": n, "rate": k / n, "ci": [round(ci.low, 4), round(ci.high, 4)]}
 
 
-def run_all(p: Plan, scenario: Scenario, runs: int, runs_dir: Path, log: Callable[[str], None]) -> list[Path]:
+def run_all(p: Plan, scenario: Scenario, runs: int, runs_dir: Path | str,
+            log: Callable[[str], None]) -> list[Path | str]:
     archives = []
     for i in range(runs):
         log(f"calibration run {i + 1} of {runs}: {', '.join(v.name for v in p.variants)}")

@@ -83,7 +83,7 @@ def estimate_s(sc: Scenario) -> float:
     return sc.produce.delay_s + sending + 20.0 + c.linger_s + OVERHEAD_S
 
 
-def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], runs_dir: Path, probe: bool,
+def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], runs_dir: Path | str, probe: bool,
             log: Callable[[str], None], make_run: Callable[..., Run] = Run,
             on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
     """Each scenario in turn; ``on_result`` gets each run's own summary as it lands."""

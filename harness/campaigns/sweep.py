@@ -45,7 +45,7 @@ class Outcome:
     wall_s: float = 0.0
 
 
-def run_all(plan: Sequence[Scenario], releases: Sequence[Variant], size: int, runs_dir: Path, probe: bool,
+def run_all(plan: Sequence[Scenario], releases: Sequence[Variant], size: int, runs_dir: Path | str, probe: bool,
             log: Callable[[str], None], make_run: Callable[..., Run] = Run,
             on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
     """Each batch runs every scenario; a release that lacks a setting the scenario turns on leaves that run

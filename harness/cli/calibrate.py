@@ -9,6 +9,7 @@ from pathlib import Path
 from harness.cli.options import scenario_of
 from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
 from harness.report.terminal import console, log, print_calibration
 
@@ -21,7 +22,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--runs", type=int, default=20, help="runs, each judged on its own (default 20)")
     cal.add_argument("--shift-ms", type=int, action="append", dest="shifts",
                      help="a planted wakeup delay, ms (repeatable; default 50)")
-    cal.add_argument("--runs-dir", type=Path, default=None,
+    cal.add_argument("--runs-dir", type=dir_or_uri, default=None,
                      help="where the runs' archives go (default: runs/calibration-<time>)")
     cal.add_argument("--archives", type=Path, nargs="+", default=None,
                      help="judge these archives of an earlier calibration instead of running new ones")

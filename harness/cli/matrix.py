@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.cli.options import refuse_existing
 from harness.core.errors import HarnessError
+from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS
 from harness.inputs.variants import load_variants, select
 from harness.report.terminal import console, log, print_matrix, print_summary
@@ -22,8 +23,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     mx.add_argument("--protocol", action="append", dest="protocols", choices=PROTOCOLS, metavar="PROTOCOL",
                     help="run each scenario over this protocol (repeat for both: grpc, remoting); a form over "
                          "another protocol than the scenario's is NAME-PROTOCOL (default: each scenario's own)")
-    mx.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
-    mx.add_argument("--archives", type=Path, nargs="+", default=None,
+    mx.add_argument("--runs-dir", type=dir_or_uri, default=Path("runs"),
+                    help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
+    mx.add_argument("--archives", type=dir_or_uri, nargs="+", default=None,
                     help="analyse these archives instead of running (e.g. to re-render a matrix)")
     mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
     mx.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every variant")

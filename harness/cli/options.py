@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from harness.core.errors import ConfigError
+from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS, Scenario
 
 ENV_PREFIX = "RMQ_HARNESS_"
@@ -101,7 +102,8 @@ def run_options() -> argparse.ArgumentParser:
     p.add_argument("--fault", action="append", dest="faults", metavar="ACTION:TARGET@AT_S[+DURATION_S]",
                    help="inject this fault instead of the scenario's own (repeatable; e.g. kill9:broker@30+10, "
                         "sigstop:proxy@30+10, restart:namesrv@30); the scenario is named after its faults")
-    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
+    p.add_argument("--runs-dir", type=dir_or_uri, default=Path("runs"),
+                   help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
     p.add_argument("--probe", action="store_true",
                    help="mount the pop-wakeup-probe agent on every variant and archive its counters")
     p.add_argument("--compare", action="store_true",

@@ -11,6 +11,7 @@ from pathlib import Path
 from harness.cli.options import adopt, refuse_existing, scenario_of
 from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.storage import dir_or_uri
 from harness.inputs.variants import release_name
 from harness.report.terminal import console, log, print_bisect, print_history, print_summary, print_sweep, warn
 
@@ -25,11 +26,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--batch", type=int, default=None, metavar="N",
                     help="releases side by side in one run (default: 4, what this 2-core machine keeps apart)")
     sw.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every release")
-    sw.add_argument("--runs-dir", type=Path, default=None, help="where run archives go (default: runs/sweep-<time>)")
-    sw.add_argument("--archives", type=Path, nargs="+", default=None,
+    sw.add_argument("--runs-dir", type=dir_or_uri, default=None,
+                    help="where run archives go: a directory or s3://bucket/prefix (default: runs/sweep-<time>)")
+    sw.add_argument("--archives", type=dir_or_uri, nargs="+", default=None,
                     help="analyse these archives instead of running (re-render a sweep)")
     sw.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-sweep)")
-    sw.add_argument("--dataset", type=Path, default=Path("runs") / "history",
+    sw.add_argument("--dataset", type=dir_or_uri, default=Path("runs") / "history",
                     help="the history dataset the sweep's runs are added to (default: runs/history)")
 
     bi = sub.add_parser("bisect", help="binary search between two builds for the first that behaves like the newer "
@@ -40,7 +42,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="the builds between, in order (repeat; default: the releases between two versions)")
     bi.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
     bi.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every build")
-    bi.add_argument("--runs-dir", type=Path, default=None, help="where run archives go (default: runs/bisect-<time>)")
+    bi.add_argument("--runs-dir", type=dir_or_uri, default=None,
+                    help="where run archives go: a directory or s3://bucket/prefix (default: runs/bisect-<time>)")
     bi.add_argument("--out", type=Path, default=None,
                     help="where the steps and their evidence go (default: bench-results/bisect-<time>.json)")
 
@@ -111,7 +114,7 @@ def sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_to_history(dataset: Path, archives: list[Path]) -> None:
+def _add_to_history(dataset: Path | str, archives: list[Path | str]) -> None:
     from spark.history import ingest
     from spark.session import interruptible, local_session
 

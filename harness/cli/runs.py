@@ -10,8 +10,10 @@ from pathlib import Path
 from harness.cli.compare import compare_archives
 from harness.cli.options import run_options, scenario_of
 from harness.core.errors import ConfigError
+from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
 from harness.report.terminal import console, print_faults, print_probes, print_summary
+from harness.run import outbox
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -36,13 +38,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     collect.add_argument("run_ids", nargs="*", metavar="RUN_ID")
     collect.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where run archives go (default: runs/)")
     collect.set_defaults(func=k8s_collect)
+    upload = sub.add_parser("upload", help="copy run archives to object storage (s3://bucket/prefix), each "
+                            "manifest last; never over an archive already there")
+    upload.add_argument("archives", nargs="+", type=Path, metavar="ARCHIVE", help="run archive directories")
+    upload.add_argument("--runs-dir", type=dir_or_uri, required=True, metavar="S3_URI",
+                        help="where they go: s3://bucket/prefix (endpoint and credentials: the AWS environment)")
+    upload.set_defaults(func=upload_)
     status = ksub.add_parser("status", parents=[k8s_opts], help="readiness of the release's workloads")
     status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS until every workload is ready")
     status.set_defaults(func=k8s_status)
 
 
-def _then_compare(args: argparse.Namespace, archive: Path, variants: list[str]) -> int:
+def _then_compare(args: argparse.Namespace, archive: Path | str, variants: list[str]) -> int:
     if not args.compare:
         return 0
     if len(variants) < 2:
@@ -91,17 +99,25 @@ def k8s_run(args: argparse.Namespace) -> int:
     cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
                                                                                    highlight=False))
     run_id = args.run_id or new_run_id(scenario.name)
+    bucket = outbox.bucket_of(args.runs_dir, [run_id])
     job = cluster.start(run_id, scenario, names, args.probe)
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
     cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
-    [archive] = cluster.fetch([run_id], args.runs_dir)
-    manifest = json.loads((archive / "manifest.json").read_text())
+    [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
+    manifest = json.loads((fetched / "manifest.json").read_text())
+    archive = outbox.deliver(fetched, bucket, log=console.print)
     print_summary(manifest["summary"])
     print_faults(manifest["summary"])
     if manifest.get("probe"):
         print_probes(manifest["probe"])
     console.print(f"run archive: {archive}")
     return _then_compare(args, archive, names)
+
+
+def upload_(args: argparse.Namespace) -> int:
+    for uri in outbox.upload(args.archives, args.runs_dir, log=console.print):
+        console.print(f"run archive: {uri}")
+    return 0
 
 
 def k8s_status(args: argparse.Namespace) -> int:

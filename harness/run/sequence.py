@@ -33,6 +33,7 @@ from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, with_probe
 from harness.measure.shares import read_shares
 from harness.measure.tally import SlicesSummary
+from harness.run import outbox
 from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
 from harness.run.observability.probe import read_probe
@@ -60,7 +61,7 @@ def client_unfit(path: Path) -> list[str]:
 
 @dataclass
 class RunResult:
-    archive: Path
+    archive: Path | str  # a local directory, or its URI once uploaded (harness.archive.store)
     summary: list[dict]
     probes: dict[str, list[dict]] = field(default_factory=dict)  # variant -> probe counter samples
 
@@ -112,7 +113,7 @@ class Run:
         self,
         variants: Sequence[Variant],
         scenario: Scenario,
-        runs_dir: Path,
+        runs_dir: Path | str,
         log: Callable[[str], None] = print,
         on_tick: Callable[[float, dict[str, Progress]], None] | None = None,
         probe: bool = False,
@@ -132,10 +133,13 @@ class Run:
                          for v in variants]
         if probe:
             self.variants = [with_probe(v) for v in self.variants]
-        self.runs_dir = runs_dir.expanduser().resolve()
         self.log = log
         self.on_tick = on_tick
         self.run_id = run_id or new_run_id(scenario.name)
+        # Archives bound for object storage are written here first, then uploaded (harness.archive.store);
+        # a bucket that is missing or refuses the credentials is said now, before anything starts.
+        self.bucket = outbox.bucket_of(runs_dir, [self.run_id])
+        self.runs_dir = outbox.local_dir(runs_dir).expanduser().resolve()
         self.work = self.runs_dir / ".work" / self.run_id
         self.site_factory = site
 
@@ -216,6 +220,7 @@ class Run:
             events_check={"workers": checked, "problems": missing},
         ))
         shutil.rmtree(self.work, ignore_errors=True)
+        archive = outbox.deliver(archive, self.bucket, self.log)
         if missing:
             raise HarnessError(f"{len(missing)} worker(s) lost events on their way to the archive, e.g. {missing[0]} "
                                f"(the archive {archive} records them; its figures miss what was lost)")

@@ -25,7 +25,7 @@ from spark.jobs import entry
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="compare", description="Spark regression comparison of run archives")
-    p.add_argument("archives", nargs="+", help="run archive directories (local, file://, s3a://, hdfs://)")
+    p.add_argument("archives", nargs="+", help="run archives: directories or s3://bucket/prefix/<run-id>")
     p.add_argument("--baseline", required=True, help="variant to compare against")
     p.add_argument("--candidate", required=True, help="variant under test")
     p.add_argument("--out", default=None, help="output directory (default: reports/<time>-<cand>-vs-<base>)")
@@ -48,13 +48,11 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
         refuse_existing(Path(args.out), "report")
     rule = VerdictRule.from_args(args)
     wanted, roles = [args.baseline, args.candidate], ["baseline variant", "candidate variant"]
-    # Validate local inputs before paying for a JVM.
-    if not any("://" in a for a in args.archives):
-        check_variants(load_archives(args.archives, skip_bad=args.skip_bad, warn=warn), wanted, roles)
+    # Inputs checked (wherever they are) before paying for a JVM.
+    archives = load_archives(args.archives, skip_bad=args.skip_bad, warn=warn)
+    check_variants(archives, wanted, roles)
     spark = spark or entry.session(args, "rmq-harness-compare", log=log)
     with interruptible(spark):
-        archives = load_archives(args.archives, spark=spark, skip_bad=args.skip_bad, warn=lambda s: None)
-        check_variants(archives, wanted, roles)
         log(f"comparing {args.candidate} against {args.baseline} on Spark {spark.version}: "
             f"{len(archives)} archive(s)")
         collected = collect(spark, archives, wanted, seed=rule.seed)

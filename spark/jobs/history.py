@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.contracts.verdict import EXIT_REGRESSION
 from harness.core.errors import ConfigError
 from harness.core.publish import json_safe, json_text, publish_dir, refuse_existing
+from harness.core.storage import dir_or_uri, location
 from spark import history, outputs
 from spark.jobs import entry
 
@@ -28,8 +29,9 @@ DEFAULT_DATASET = Path("runs") / "history"
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="history", description="change points over archived runs")
     p.add_argument("sources", nargs="+", help="run archives, or directories holding them (searched below)")
-    p.add_argument("--dataset", type=Path, default=DEFAULT_DATASET,
-                   help=f"the per-cycle history dataset to add the new runs to and read (default: {DEFAULT_DATASET})")
+    p.add_argument("--dataset", type=dir_or_uri, default=DEFAULT_DATASET,
+                   help="the per-cycle history dataset to add the new runs to and read: a directory or "
+                        f"s3://bucket/prefix (default: {DEFAULT_DATASET})")
     p.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-history)")
     p.add_argument("--window", type=int, default=history.WINDOW, help="E-divisive window, in points")
     p.add_argument("--max-pvalue", type=float, default=history.MAX_PVALUE, help="a change point's p-value limit")
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
     result = history.analyse(history.read(args.dataset), args.window, args.max_pvalue)
     now = dt.datetime.now(dt.UTC)
     out = Path(args.out) if args.out else outputs.default_out("history", now)
-    summary = json_safe({"generated_at": now.isoformat(), "dataset": str(args.dataset.resolve()), **added,
+    summary = json_safe({"generated_at": now.isoformat(), "dataset": location(args.dataset).uri, **added,
                          "skipped": skipped, **result})
 
     def fill(staging: Path) -> None:

@@ -48,11 +48,11 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
     variants = entry.distinct(args.variants)
     failed = entry.reasons("--failed", args.failed)
     not_applicable = entry.reasons("--not-applicable", args.not_applicable)
-    check_variants(load_archives(args.archives, warn=warn), variants)
+    archives = load_archives(args.archives, warn=warn)
+    check_variants(archives, variants)
     spark = spark or entry.session(args, "rmq-harness-matrix")
     # A Ctrl-C or SIGTERM in the middle comes out as KeyboardInterrupt, never as a cancelled job's error.
     with interruptible(spark):
-        archives = load_archives(args.archives, spark=spark, warn=lambda s: None)
         c = collect(spark, archives, variants, seed=rule.seed)
         try:
             result = analyse_matrix(c, variants, rule, failed, not_applicable)

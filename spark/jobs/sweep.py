@@ -61,7 +61,6 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
     check_variants(archives, ran)
     spark = spark or entry.session(args, "rmq-harness-sweep")
     with interruptible(spark):
-        archives = load_archives(args.archives, spark=spark, warn=lambda s: None)
         c = collect(spark, archives, ran, seed=rule.seed)
         try:
             result = analyse_sweep(c, ran, rule, skipped, failed, not_applicable)

@@ -14,12 +14,25 @@ def _need_java():
 def short_burst(tmp_path_factory):
     """One real run through the CLI that several modules read: `short-burst` (two cycles of 8 messages, each
     nacked once, 5 s polls) on unpatched 5.3.3 and on 5.3.3 with the wakeup fix, side by side, with the wakeup
-    probe. Its archive."""
+    probe. It goes to a bucket of a real S3 server (`--runs-dir s3://...`), the way a team keeps its runs; its
+    archive, copied back from there."""
+    import pyarrow.fs as pafs
+
     from harness.cli.main import main
+    from harness.core.paths import cache_dir
+    from harness.core.storage import location
+    from tests.s3_server import running_s3
 
     runs = tmp_path_factory.mktemp("short-burst-runs")
     scenario = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"
-    assert main(["run", "--variant", "unpatched", "--variant", "patched", "--scenario", str(scenario),
-                 "--runs-dir", str(runs), "--probe"]) == 0
-    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
-    return archive
+    with running_s3(tmp_path_factory.mktemp("s3"), bucket="runs") as s3, pytest.MonkeyPatch.context() as mp:
+        for k, v in s3.env().items():
+            mp.setenv(k, v)
+        assert main(["run", "--variant", "unpatched", "--variant", "patched", "--scenario", str(scenario),
+                     "--runs-dir", "s3://runs/ci", "--probe"]) == 0
+        bucket = location("s3://runs/ci")
+        [run_id] = {f.inner.split("/")[-2] for f in bucket.files() if f.name == "manifest.json"}
+        # Uploaded whole, and no copy left behind on this machine.
+        assert not (cache_dir() / "outbox" / run_id).exists()
+        pafs.copy_files(bucket.join(run_id).inner, str(runs / run_id), source_filesystem=bucket.fs)
+    return runs / run_id

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,15 +45,17 @@ def _state(ui: str) -> dict | Pending:
 
 
 @contextmanager
-def standalone(logs: Path, cores: int = 2, memory: str = "2g") -> Iterator[Cluster]:
-    """Start the master and the worker (logs under ``logs``), wait until the worker registered, yield; stop both
-    by their PIDs."""
+def standalone(logs: Path, cores: int = 2, memory: str = "2g",
+               env: Mapping[str, str] | None = None) -> Iterator[Cluster]:
+    """Start the master and the worker (logs under ``logs``; ``env`` added to their environment, which the
+    executors inherit, as a node's credentials), wait until the worker registered, yield; stop both by their
+    PIDs."""
     if shutil.which("unshare") is None:
         raise RuntimeError("unshare (util-linux) is needed to give the Spark worker a /tmp of its own")
     logs.mkdir(parents=True, exist_ok=True)
     spark_class = str(spark_home() / "bin" / "spark-class")
     port, ui_port, worker_port, worker_ui = (process.free_port() for _ in range(4))
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()),
+    env = {**os.environ, **(env or {}), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()),
            "SPARK_NO_DAEMONIZE": "1"}
     started: list[subprocess.Popen] = []
     try:

@@ -35,7 +35,7 @@ def runs(tmp_path_factory):
 
 def test_only_finished_archives_are_found_below_a_directory(runs):
     root, archives = runs
-    assert find_archives([str(root)]) == archives
+    assert find_archives([str(root)]) == [str(a.resolve()) for a in archives]
 
 
 def test_the_step_is_found_and_only_the_run_that_brings_it_exits_3(spark, runs, tmp_path, capsys):

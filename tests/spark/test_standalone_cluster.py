@@ -6,6 +6,7 @@ whatever the tasks compute comes back through Spark."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,17 +20,29 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.core.paths import REPO_ROOT
+from spark import history as history_data
 from spark.jobs import history, matrix
 from tests import synth
+from tests.s3_server import running_s3
 from tests.spark.standalone import Cluster, standalone, worker_sees
 from tests.spark.test_golden_summary import GOLDEN, _figures
+from tools.s3.seaweedfs import S3Server
 
 JOB_TIMEOUT_S = 240
+BUCKET = "runs"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with standalone(tmp_path_factory.mktemp("spark-cluster")) as c:
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3 server (SeaweedFS) with a bucket for the runs."""
+    with running_s3(tmp_path_factory.mktemp("s3"), bucket=BUCKET) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, s3: S3Server) -> Iterator[Cluster]:
+    # The worker has the bucket's credentials in its environment, as a node would (never in Spark's settings).
+    with standalone(tmp_path_factory.mktemp("spark-cluster"), env=s3.env()) as c:
         yield c
 
 
@@ -41,10 +54,12 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _on_cluster(job: str, argv: list[str], cluster: Cluster) -> None:
+def _on_cluster(job: str, argv: list[str], cluster: Cluster, env: dict[str, str] | None = None) -> str:
     got = subprocess.run([sys.executable, "-m", f"spark.jobs.{job}", *argv, "--master", cluster.master],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
+                         env={**os.environ, **(env or {})})
     assert got.returncode in (0, 3), got.stderr[-3000:]
+    return got.stdout + got.stderr
 
 
 def _apps(cluster: Cluster) -> list[str]:
@@ -126,3 +141,97 @@ def test_history_on_the_cluster_is_what_local_mode_gives(cluster, shared, spark,
     assert (_same_places(got, (cluster_h, "<out>"), (cluster_ds, "<ds>"))
             == _same_places(want, (local_h, "<out>"), (local_ds, "<ds>")))
     assert "rmq-harness-history" in _apps(cluster)
+
+
+def _cli(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", *argv], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=JOB_TIMEOUT_S, env={**os.environ, **env})
+
+
+def _secret_anywhere(secret: str, *texts: str, under: Path | None = None) -> bool:
+    files = [p.read_bytes().decode("utf-8", "replace") for p in under.rglob("*") if p.is_file()] if under else []
+    return any(secret in t for t in [*texts, *files])
+
+
+@pytest.fixture(scope="module")
+def uploaded(s3: S3Server) -> tuple[str, str]:
+    """The golden archive uploaded to the bucket with `rmq-harness upload`: its URI, and what the upload said."""
+    [archive] = [p for p in GOLDEN.iterdir() if (p / "manifest.json").exists()]
+    up = _cli(["upload", str(archive), "--runs-dir", f"s3://{BUCKET}/golden"], s3.env())
+    uri = f"s3://{BUCKET}/golden/{archive.name}"
+    assert up.returncode == 0 and uri in up.stdout, up.stderr[-2000:]
+    return uri, up.stdout + up.stderr
+
+
+def test_an_archive_in_the_bucket_is_compared_with_the_executors_reading_the_bucket(cluster, s3, uploaded,
+                                                                                     tmp_path):
+    """No copy of the archive anywhere the executors look: the driver and the tasks read the bucket."""
+    uri, said = uploaded
+    report = tmp_path / "report"
+    said += _on_cluster("compare", [uri, "--baseline", "unpatched", "--candidate", "patched", "--out", str(report)],
+                        cluster, s3.env())
+    got = json.loads((report / "summary.json").read_text())
+    assert _figures(got) == _figures(json.loads((GOLDEN / "summary.json").read_text()))
+    assert got["runs"][0]["path"] == uri
+    # The credentials are in no report, no output, no log line.
+    assert not _secret_anywhere(s3.secret_key, said, under=tmp_path)
+
+
+def test_the_history_dataset_lives_in_the_bucket(cluster, s3, uploaded, tmp_path):
+    argv = [f"s3://{BUCKET}/golden", "--dataset", f"s3://{BUCKET}/history", "--window", "4"]
+    said = _on_cluster("history", [*argv, "--out", str(tmp_path / "h1")], cluster, s3.env())
+    first = json.loads((tmp_path / "h1" / "summary.json").read_text())
+    assert len(first["runs_added"]) == 1 and first["dataset"] == f"s3://{BUCKET}/history"
+    # What the next history reads to add only new runs (tests/spark/test_history.py for the rest of it).
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in s3.env().items():
+            mp.setenv(k, v)
+        assert history_data.ingested(f"s3://{BUCKET}/history") == set(first["runs_added"])
+    assert not _secret_anywhere(s3.secret_key, said, under=tmp_path)
+
+
+def test_a_bucket_that_is_missing_refuses_or_holds_half_an_upload_is_one_line_and_exit_2(s3, tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Each before any JVM starts (in this process: the commands' own main)."""
+    from harness.cli.main import main as harness_main
+    from harness.core.storage import location, upload_tree
+    from spark.jobs.compare import main as compare_main
+
+    def said(command: object, argv: list[str], case_env: dict[str, str]) -> tuple[int, str]:
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in case_env.items():
+                mp.setenv(k, v)
+            code = command(argv)
+        out = capsys.readouterr()
+        assert s3.secret_key not in out.out + out.err
+        return code, out.err
+
+    [archive] = [p for p in GOLDEN.iterdir() if (p / "manifest.json").exists()]
+    env = s3.env()
+    compare = ["--baseline", "unpatched", "--candidate", "patched", "--out", str(tmp_path / "r")]
+    cases = {
+        "does not exist": (["s3://no-such-bucket/x", *compare], env),
+        "refused the credentials": ([f"s3://{BUCKET}/x", *compare], {**env, "AWS_SECRET_ACCESS_KEY": "wrong"}),
+        "no S3 endpoint answers": ([f"s3://{BUCKET}/x", *compare],
+                                   {**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}),
+    }
+    # An upload cut short: every file but the manifest (which goes last).
+    half = f"s3://{BUCKET}/half/{archive.name}"
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        assert list(upload_tree(archive, location(half), "manifest.json"))[-1] == "manifest.json"
+        location(half).fs.delete_file(location(half).join("manifest.json").inner)
+    cases["an upload cut short"] = ([half, *compare], env)
+    for needle, (argv, case_env) in cases.items():
+        code, err = said(compare_main, argv, case_env)
+        assert code == 2 and needle in err, (needle, err[-2000:])
+        assert len(err.strip().splitlines()) == 1, err
+    # Uploads and runs check their destination before anything starts; nothing is written over.
+    upload = ["upload", str(archive), "--runs-dir", f"s3://{BUCKET}/twice"]
+    assert said(harness_main, upload, env)[0] == 0
+    code, err = said(harness_main, upload, env)
+    assert code == 2 and "already exists" in err
+    code, err = said(harness_main, ["run", "--runs-dir", "s3://no-such-bucket/runs", "--duration", "5"], env)
+    assert code == 2 and "bucket no-such-bucket does not exist" in err, err[-2000:]
+    assert not (tmp_path / "r").exists()

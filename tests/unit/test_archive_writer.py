@@ -176,6 +176,7 @@ def test_a_merge_a_share_of_messages_at_a_time_writes_and_summarises_what_the_wh
 
     whole, [one], whole_summary = merged("whole")
     monkeypatch.setattr(writer, "MERGE_SHARE_EVENTS", 100)
+    monkeypatch.setattr(writer, "SPLIT_ROWS", 37)  # batches that end within a shard, and span shards
     streamed, slices, summary = merged("streamed")
     assert len(slices) >= 5 and sum(map(len, slices)) == len(one) == len(events)
     assert pq.read_table(streamed).equals(pq.read_table(whole))

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
-from harness.report.terminal import console, err_console, line
+from harness.report.terminal import console
+from tools import entry
 from tools.cluster import binaries, images, node
 from tools.cluster.layout import default_layout
 
@@ -74,16 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return run(args)
-    except HarnessError as e:
-        err_console.print(line("error:", "red", e), soft_wrap=True)
-        return e.exit_code
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        return 130
-
+    return entry.main(parser, run, argv)
 
 if __name__ == "__main__":
     sys.exit(main())
