@@ -69,8 +69,8 @@ def cycle_levels(samples: pd.DataFrame, statistics: dict[str, str]) -> pd.DataFr
 def dataset_files(dataset: str | Path) -> list[Location]:
     """The dataset's files (scenario=<name>/<run id>.parquet), wherever it is (a directory, s3://)."""
     root = location(dataset, "history dataset")
-    return [f for f in root.files() if len(parts := f.inner[len(root.inner.rstrip("/")) + 1:].split("/")) == 2
-            and parts[0].startswith("scenario=") and parts[1].endswith(".parquet") and not parts[1].startswith(".")]
+    return [f for f in root.files() if len(parts := f.below(root)) == 2 and parts[0].startswith("scenario=")
+            and parts[1].endswith(".parquet") and not parts[1].startswith(".")]
 
 
 def ingested(dataset: str | Path) -> set[str]:
@@ -262,9 +262,8 @@ def find_archives(sources: Sequence[str]) -> list[str]:
         if root.join("manifest.json").is_file():
             found.append(root.uri)
             continue
-        base = root.inner.rstrip("/")
         for f in root.files():
-            rel = f.inner[len(base) + 1:].split("/")
+            rel = f.below(root)
             if rel[-1] == "manifest.json" and not any(part.startswith(".") for part in rel[:-1]):
                 found.append(root.join(*rel[:-1]).uri)
     return list(dict.fromkeys(found))

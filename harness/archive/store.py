@@ -20,10 +20,13 @@ def check_destination(runs: Location, run_ids: list[str]) -> None:
     """Before anything starts: the bucket takes writes from these credentials and holds none of ``run_ids``."""
     check_writable(runs)
     for run_id in run_ids:
-        there = runs.join(run_id)
-        if there.join(MANIFEST).exists():
-            raise ConfigError(f"{there.uri} already exists; archives are never overwritten (pass another "
-                              "--runs-dir prefix)")
+        _refuse_existing(runs.join(run_id))
+
+
+def _refuse_existing(there: Location) -> None:
+    if there.join(MANIFEST).exists():
+        raise ConfigError(f"{there.uri} already exists; archives are never overwritten (pass another "
+                          "--runs-dir prefix)")
 
 
 def upload(archive: Path, runs: Location, log: Callable[[str], None] = print) -> str:
@@ -32,7 +35,8 @@ def upload(archive: Path, runs: Location, log: Callable[[str], None] = print) ->
     if not (archive / MANIFEST).is_file():
         raise ConfigError(f"{archive}: not a run archive (no {MANIFEST}); only a complete archive is uploaded")
     dest = runs.join(archive.name)
-    check_destination(runs, [archive.name])
+    # The bucket was checked before the run (or the uploads) started; only a run id taken since is new here.
+    _refuse_existing(dest)
     files = 0
     for _ in upload_tree(archive, dest, MANIFEST):
         files += 1

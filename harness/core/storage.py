@@ -100,6 +100,10 @@ class Location:
         uri = "/".join([self.uri.rstrip("/"), *parts])
         return Location(self.fs, inner, uri)
 
+    def below(self, root: Location) -> list[str]:
+        """The parts of this location's path below ``root``'s."""
+        return self.inner[len(root.inner.rstrip("/")) + 1:].split("/")
+
     def info(self) -> pafs.FileInfo:
         try:
             return self.fs.get_file_info(self.inner)
