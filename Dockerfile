@@ -1,7 +1,8 @@
 # The harness image for the Kubernetes side (charts/rocketmq-pop-harness): `rmq-harness run` in the
-# load-test pod (Locust master and workers, the run orchestrator) and the agent jars that the brokers'
-# init containers copy. Built and loaded into kind by `make kind-up`; where no
-# registry serves the base images, `make cluster-images` builds it on local stand-ins of them.
+# load-test pod (Locust master and workers, the run orchestrator), `rmq-harness compare` in the analysis
+# pods (Spark's driver and executors), and the agent jars that the brokers' init containers copy. Built
+# and loaded into kind by `make kind-up`; where no registry serves the base images, `make cluster-images`
+# builds it on local stand-ins of them.
 
 # The broker agents, built as `make setup` builds them (Java 8 bytecode: the apache/rocketmq image
 # runs Java 8).
@@ -20,6 +21,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp
 RUN groupadd --gid 10001 harness \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin harness
+# Java for Spark (pyspark's jars): the comparison in the cluster runs its driver and executors in pods of this
+# image (spark/k8s_executor.py). Its own layer, before the dependencies: it changes with the base only.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/*
 # The repository's layout under /app: the harness finds workloads/ and broker-patches/ next to its code.
 WORKDIR /app
 COPY pyproject.toml README.md ./

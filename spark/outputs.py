@@ -30,7 +30,8 @@ def summary_of(c: Collected, result: dict, per_variant: list[dict] | None = None
         "schema_version": schemas.SUMMARY.version,
         "generated_at": dt.datetime.now(dt.UTC).isoformat(),
         **result,
-        "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants} for a in c.archives],
+        "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants,
+                  "variant_order": a.manifest.get("variant_order")} for a in c.archives],
         "per_variant": c.per_variant if per_variant is None else per_variant,
     })
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from harness.contracts import pod_env
 from harness.core import process
 from harness.core.errors import ConfigError
 
@@ -50,6 +51,19 @@ def is_local(master: str | None) -> bool:
     return master is not None and (master == "local" or master.startswith("local["))
 
 
+def is_k8s(master: str | None) -> bool:
+    """Executors as pods, made by the driver through this Kubernetes API server (k8s://https://HOST[:PORT])."""
+    return master is not None and master.startswith("k8s://")
+
+
+def _api_server(master: str) -> tuple[str, int]:
+    rest = master[len("k8s://"):]
+    url = urlsplit(rest if "://" in rest else f"https://{rest}")  # Spark's default scheme: https
+    if not url.hostname:
+        raise ConfigError(f"Spark master {master!r} names no API server: give k8s://https://HOST[:PORT]")
+    return url.hostname, url.port or (80 if url.scheme == "http" else 443)
+
+
 def driver_host(master: str) -> str:
     """The address the driver listens on for a cluster's executors: RMQ_HARNESS_SPARK_DRIVER_HOST, else the
     local address of this machine's route to the master (loopback for a master on loopback)."""
@@ -68,18 +82,37 @@ def driver_host(master: str) -> str:
 
 
 def check_reachable(master: str, timeout_s: float = 5.0) -> None:
-    """A standalone master (spark://HOST:PORT) answers a connection, before a JVM is started for it (Spark
-    itself retries for a minute and then fails with a page of Java)."""
-    if not master.startswith("spark://"):
+    """A standalone master (spark://HOST:PORT) or a Kubernetes API server (k8s://https://HOST[:PORT])
+    answers a connection, before a JVM is started for it (Spark itself retries for a minute and then fails
+    with a page of Java)."""
+    if is_k8s(master):
+        targets = [_api_server(master)]
+    elif master.startswith("spark://"):
+        # several masters: ZooKeeper's standby ones
+        targets = [(h, p) for h, _, p in (one.rpartition(":") for one in master[len("spark://"):].split(","))]
+    else:
         return
-    for one in master[len("spark://"):].split(","):  # several masters: ZooKeeper's standby ones
-        host, _, port = one.rpartition(":")
+    for host, port in targets:
         try:
             with socket.create_connection((host, int(port)), timeout_s):
                 return
         except (OSError, ValueError) as e:
             last = getattr(e, "strerror", None) or str(e)
-    raise ConfigError(f"Spark master {master} cannot be reached ({last}); start it, or give the right --master")
+    what = "its API server" if is_k8s(master) else "start it"
+    raise ConfigError(f"Spark master {master} cannot be reached ({last}); {what}, or give the right --master")
+
+
+def k8s_settings(master: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """A driver in a pod of its own (client mode): its executors are owned by that pod, so they go when it
+    goes (and they land in its namespace). Outside a pod, spark-defaults.conf or --conf says the rest."""
+    if not is_k8s(master):
+        return {}
+    out = {}
+    if env.get(pod_env.POD_NAME):
+        out["spark.kubernetes.driver.pod.name"] = env[pod_env.POD_NAME]
+    if env.get(pod_env.NAMESPACE):
+        out["spark.kubernetes.namespace"] = env[pod_env.NAMESPACE]
+    return out
 
 
 def shipped_code() -> Path:
@@ -132,9 +165,13 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
     # Tasks open s3:// archives themselves (harness.core.storage): a cluster's executors are told the endpoint
     # the driver uses. Never the credentials: Spark shows its settings in its UI and logs; executors take
     # theirs from their own environment, as the AWS SDK does everywhere.
-    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_EC2_METADATA_DISABLED"):
+    # The allocator settings above reach a cluster's executors the same way (their Python workers inherit them).
+    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_EC2_METADATA_DISABLED",
+                "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         if os.environ.get(var) and master is not None and not is_local(master):
             builder = builder.config(f"spark.executorEnv.{var}", os.environ[var])
+    for key, value in k8s_settings(master, os.environ).items():
+        builder = builder.config(key, value)
     before = _descendants()
     if log:
         log(f"starting Spark ({master or 'spark-submit'})")

@@ -74,6 +74,7 @@ def build(
     faults: Sequence[dict[str, Any]] = (),
     events_check: dict[str, Any] | None = None,
     ignored_settings: Mapping[str, list[str]] | None = None,
+    variant_order: dict[str, Any] | None = None,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -105,4 +106,5 @@ def build(
         prometheus=prometheus,
         faults=list(faults),
         events_check=events_check or {},
+        variant_order=variant_order,
     )

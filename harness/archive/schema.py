@@ -67,3 +67,6 @@ class Manifest(BaseModel):
     events_check: dict[str, Any] = Field(default_factory=dict)
     # The run's Prometheus: scrape interval, series exported per query (files in prometheus/).
     prometheus: dict[str, Any] = Field(default_factory=dict)
+    # The order the variants came up in and took their slots: {"names", "how": random | given, "seed"}
+    # (harness.run.sequence.variant_order); None in archives before schema version 5.
+    variant_order: dict[str, Any] | None = None

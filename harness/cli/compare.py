@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli.options import adopt
-from harness.contracts.verdict import EXIT_REGRESSION, REGRESSION, VerdictRule
+from harness.contracts.verdict import VerdictRule, gate_exit
 from harness.report.terminal import console, print_comparison, warn
 
 
@@ -24,11 +24,12 @@ def compare_(args: argparse.Namespace) -> int:
     with console.status("comparing on Spark ..."):
         summary = run(args, warn=warn)
     print_comparison(summary)
-    return EXIT_REGRESSION if args.fail_on_regression and summary["verdict"] == REGRESSION else 0
+    return gate_exit(args, [summary["verdict"]])
 
 
-def compare_archives(archives: list[str], baseline: str, candidate: str) -> int:
-    """`compare` with its defaults, after a run (`run --compare`)."""
+def compare_archives(archives: list[str], baseline: str, candidate: str, gate: bool = False) -> int:
+    """`compare` with its defaults, after a run (`run --compare`; ``gate``: its --fail-on-regression)."""
     from spark.jobs.compare import parser
 
-    return compare_(parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate]))
+    return compare_(parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate,
+                                         *(["--fail-on-regression"] if gate else [])]))

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.options import refuse_existing
+from harness.contracts.verdict import add_gate_option, gate_exit
 from harness.core.errors import HarnessError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS
@@ -29,6 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="analyse these archives instead of running (e.g. to re-render a matrix)")
     mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
     mx.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every variant")
+    add_gate_option(mx, "any candidate regresses against the baseline")
     mx.set_defaults(func=matrix_)
 
 
@@ -62,4 +64,4 @@ def matrix_(args: argparse.Namespace) -> int:
     with console.status("the matrix on Spark ..."):
         summary = run_matrix(matrix_parser().parse_args(argv))
     print_matrix(summary)
-    return 0
+    return gate_exit(args, [r["verdict"] for r in summary["against_baseline"].values()])

@@ -8,9 +8,11 @@ import os
 import re
 from pathlib import Path
 
+from harness.contracts.verdict import add_gate_option
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS, Scenario
+from harness.inputs.variants import ORDERS, RANDOM
 
 ENV_PREFIX = "RMQ_HARNESS_"
 
@@ -108,6 +110,10 @@ def run_options() -> argparse.ArgumentParser:
                    help="mount the pop-wakeup-probe agent on every variant and archive its counters")
     p.add_argument("--compare", action="store_true",
                    help="afterwards compare the second variant (candidate) against the first (baseline)")
+    add_gate_option(p, "the comparison afterwards finds a regression (implies --compare)")
+    p.add_argument("--order", choices=ORDERS, default=RANDOM,
+                   help="the order the variants come up in and take their slots: random (default; recorded in "
+                        "the manifest) or as given")
     p.add_argument("--run-id", type=run_id, default=None, help=argparse.SUPPRESS)
     return p
 

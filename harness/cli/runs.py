@@ -9,7 +9,9 @@ from pathlib import Path
 
 from harness.cli.compare import compare_archives
 from harness.cli.options import run_options, scenario_of
+from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
 from harness.core.errors import ConfigError
+from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
 from harness.report.terminal import console, print_faults, print_probes, print_summary
@@ -44,18 +46,36 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     upload.add_argument("--runs-dir", type=dir_or_uri, required=True, metavar="S3_URI",
                         help="where they go: s3://bucket/prefix (endpoint and credentials: the AWS environment)")
     upload.set_defaults(func=upload_)
+    kcmp = ksub.add_parser("compare", parents=[k8s_opts],
+                           help="compare archives on the runs volume in the cluster (a Spark driver Job whose "
+                                "executors are pods); the report is copied into --out")
+    kcmp.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="run archives on the release's runs volume")
+    kcmp.add_argument("--baseline", required=True, help="variant to compare against")
+    kcmp.add_argument("--candidate", required=True, help="variant under test")
+    kcmp.add_argument("--out", type=Path, default=None,
+                      help="where the report goes (default: reports/<time>-<cand>-vs-<base>)")
+    add_rule_options(kcmp)
+    add_gate_option(kcmp)
+    kcmp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
+                      help="how long the comparison may take in the cluster (default 900)")
+    kcmp.set_defaults(func=k8s_compare)
     status = ksub.add_parser("status", parents=[k8s_opts], help="readiness of the release's workloads")
     status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
                         help="wait up to SECONDS until every workload is ready")
     status.set_defaults(func=k8s_status)
 
 
+def _check_compare(args: argparse.Namespace, variants: list[str]) -> None:
+    """Before anything starts: --compare (or --fail-on-regression, which compares) needs exactly two variants."""
+    if (args.compare or args.fail_on_regression) and len(variants) != 2:
+        raise ConfigError(f"--compare needs two variants, the baseline then the candidate (got {len(variants)}): "
+                          "--variant BASELINE --variant CANDIDATE")
+
+
 def _then_compare(args: argparse.Namespace, archive: Path | str, variants: list[str]) -> int:
-    if not args.compare:
+    if not (args.compare or args.fail_on_regression):
         return 0
-    if len(variants) < 2:
-        raise ConfigError("--compare needs two variants: --variant BASELINE --variant CANDIDATE")
-    return compare_archives([str(archive)], variants[0], variants[1])
+    return compare_archives([str(archive)], variants[0], variants[1], gate=args.fail_on_regression)
 
 
 def run_(args: argparse.Namespace) -> int:
@@ -66,6 +86,7 @@ def run_(args: argparse.Namespace) -> int:
 
     scenario = scenario_of(args)
     variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
+    _check_compare(args, [v.name for v in variants])
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[counts]}"), console=console, transient=False)
     tasks = {v.name: progress.add_task(v.name, total=scenario.duration_s, counts="starting brokers")
@@ -80,7 +101,8 @@ def run_(args: argparse.Namespace) -> int:
 
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
-                     on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id).execute()
+                     on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id,
+                     order=args.order).execute()
     print_summary(result.summary)
     print_faults(result.summary)
     if result.probes:
@@ -96,11 +118,12 @@ def k8s_run(args: argparse.Namespace) -> int:
 
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
+    _check_compare(args, names)
     cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
                                                                                    highlight=False))
     run_id = args.run_id or new_run_id(scenario.name)
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
-    job = cluster.start(run_id, scenario, names, args.probe)
+    job = cluster.start(run_id, scenario, names, args.probe, args.order)
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
     cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
@@ -118,6 +141,26 @@ def upload_(args: argparse.Namespace) -> int:
     for uri in outbox.upload(args.archives, args.runs_dir, log=console.print):
         console.print(f"run archive: {uri}")
     return 0
+
+
+def k8s_compare(args: argparse.Namespace) -> int:
+    """The comparison where the archives are: Spark's driver and executors as pods of the release."""
+    from harness.deploy.k8s.remote import Cluster
+    from spark.outputs import default_out
+
+    rule = VerdictRule.from_args(args)  # a bad option is refused before anything starts
+    out = (args.out or default_out(f"{args.candidate}-vs-{args.baseline}")).expanduser().resolve()
+    refuse_existing(out, "report")
+    if args.baseline == args.candidate:
+        raise ConfigError("--baseline and --candidate name the same variant: give two")
+    cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
+                                                                                   highlight=False))
+    cluster.compare(list(dict.fromkeys(args.run_ids)), args.baseline, args.candidate, rule.as_args(), out,
+                    timeout_s=args.timeout)
+    summary = json.loads((out / "summary.json").read_text())
+    # The driver's log above ends with its table and verdict; here is where its report landed.
+    console.print(f"verdict: {summary['verdict']}\nreport: {out / 'report.html'}\nsummary: {out / 'summary.json'}")
+    return gate_exit(args, [summary["verdict"]])
 
 
 def k8s_status(args: argparse.Namespace) -> int:

@@ -40,6 +40,8 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
        "brokers; events_check (per worker, the events it recorded beside those its shards hold)",
     4: "per variant ignored_settings, the broker.conf keys its broker did not know (older releases run without "
        "them)",
+    5: "variant_order: the order the variants came up in and took their slots, random unless --order given, "
+       "with its seed",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",
@@ -57,6 +59,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     4: "stalled (retries that waited for a poll to run out) per variant; each comparison's statistic; the "
        "primary comparison is the scenario's verdict_metric",
     5: "per variant, the faults its runs injected and what each did (harness/measure/fault_impact.py)",
+    6: "p-values exact also with ties, and p_floor, the smallest p a comparison's ties allow; each run's "
+       "variant_order",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -9,7 +9,7 @@ their median says only "most" or "few".
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,6 +23,17 @@ VERDICTS = (IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH)
 CHANGED = (IMPROVEMENT, REGRESSION)
 # The exit code of a command asked to gate (--fail-on-regression, history) when the candidate regressed.
 EXIT_REGRESSION = 3
+
+
+def add_gate_option(parser: argparse.ArgumentParser, what: str = "the candidate regresses") -> None:
+    """--fail-on-regression, the same on every command that ends in a verdict (compare, run, matrix, ...)."""
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help=f"exit {EXIT_REGRESSION} when {what} (a CI gate)")
+
+
+def gate_exit(args: argparse.Namespace, verdicts: Iterable[str]) -> int:
+    """The exit code of a command given its verdicts: EXIT_REGRESSION when asked to gate and one regressed."""
+    return EXIT_REGRESSION if getattr(args, "fail_on_regression", False) and REGRESSION in set(verdicts) else 0
 
 MEDIAN, SHARE = "median", "share"
 # What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.measure.latency.stalled: 1
@@ -81,6 +92,10 @@ class VerdictRule:
     def from_args(cls, args: argparse.Namespace) -> VerdictRule:
         """The rule from the options ``add_rule_options`` added (checked: a bad one is a ConfigError)."""
         return cls(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
+
+    def as_args(self) -> list[str]:
+        """The options that give this rule again (``add_rule_options``'s), for a command run elsewhere."""
+        return ["--alpha", repr(self.alpha), "--min-effect", repr(self.min_effect), "--bootstrap", str(self.bootstrap)]
 
     def describe(self) -> str:
         return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians (shares for stalls), "

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.contracts.verdict import EXIT_REGRESSION, REGRESSION, VerdictRule, add_rule_options
+from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
 from harness.core.publish import refuse_existing
 from spark import outputs
 from spark.comparison import analyse, check_variants, collect
@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", required=True, help="variant under test")
     p.add_argument("--out", default=None, help="output directory (default: reports/<time>-<cand>-vs-<base>)")
     add_rule_options(p)
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 3 when the candidate regresses")
+    add_gate_option(p)
     p.add_argument("--skip-bad", action="store_true", help="warn about unreadable archives and compare the rest")
     p.add_argument("--master", default=None, help="Spark master (default: local[*], or spark-submit's)")
     return p
@@ -66,8 +66,7 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return entry.main(parser, run, argv, lambda args, summary: EXIT_REGRESSION
-                      if args.fail_on_regression and summary["verdict"] == REGRESSION else 0)
+    return entry.main(parser, run, argv, lambda args, summary: gate_exit(args, [summary["verdict"]]))
 
 
 if __name__ == "__main__":

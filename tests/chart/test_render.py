@@ -218,7 +218,7 @@ def test_probe_profile_mounts_the_probe_last_on_every_broker_reachable_from_prom
 
 def test_variant_services_are_where_the_backend_looks(rendered):
     for profile, objs in rendered.items():
-        cron = one(objs, "CronJob")
+        cron = one(objs, "CronJob", f"-{naming.LOADTEST}")
         full = env_of(container(cron["spec"]["jobTemplate"]["spec"]["template"]["spec"], "harness"))[
             naming.ENV_FULLNAME]
         for variant, sts in variant_sets(objs).items():
@@ -250,7 +250,7 @@ def test_a_faults_signals_reach_each_jvm_of_a_variants_pod_from_the_other_contai
 def test_fullname_matches_the_backend(release: str, override: str):
     sets = () if not override else (f"fullnameOverride={override}",)
     objs = render(release=release, sets=sets)
-    cron = one(objs, "CronJob")
+    cron = one(objs, "CronJob", f"-{naming.LOADTEST}")
     assert cron["metadata"]["name"] == f"{naming.fullname(release, override)}-{naming.LOADTEST}"
 
 
@@ -307,7 +307,7 @@ def test_load_test_runs_the_harness_with_what_the_chart_mounts(rendered):
         assert env[naming.ENV_POD_NAME]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
         assert env[naming.ENV_POD_UID]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
         assert {"name": "http-sd", "containerPort": naming.SD_PORT} in harness["ports"]
-        assert pod["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
+        assert pod["serviceAccountName"] == one(objs, "ServiceAccount", f"-{naming.LOADTEST}")["metadata"]["name"]
 
 
 def test_every_builtin_scenario_is_in_the_scenarios_configmap(rendered):
@@ -323,7 +323,8 @@ def test_every_builtin_scenario_is_in_the_scenarios_configmap(rendered):
 def test_role_grants_what_the_backend_calls_and_nothing_cluster_wide(rendered):
     objs = rendered["01-default-values.yaml"]
     assert not find(objs, "ClusterRole") and not find(objs, "ClusterRoleBinding")
-    rules = {(r["apiGroups"][0], res): set(r["verbs"]) for r in one(objs, "Role")["rules"] for res in r["resources"]}
+    rules = {(r["apiGroups"][0], res): set(r["verbs"])
+             for r in one(objs, "Role", f"-{naming.LOADTEST}")["rules"] for res in r["resources"]}
     needed = {
         ("apps", "statefulsets"): {"get", "list"},  # read_namespaced_stateful_set, list (endpoints)
         ("apps", "statefulsets/scale"): {"patch"},  # up from zero, down
@@ -343,8 +344,8 @@ def test_role_grants_what_the_backend_calls_and_nothing_cluster_wide(rendered):
     assert rules[("", "podtemplates")] == {"get"}
     assert {res for group, res in rules if group == "batch"} == {"jobs"}
     assert "secrets" not in {res for _, res in rules}
-    binding = one(objs, "RoleBinding")
-    assert binding["subjects"][0]["name"] == one(objs, "ServiceAccount")["metadata"]["name"]
+    binding = one(objs, "RoleBinding", f"-{naming.LOADTEST}")
+    assert binding["subjects"][0]["name"] == one(objs, "ServiceAccount", f"-{naming.LOADTEST}")["metadata"]["name"]
 
 
 def prometheus_config(objs: list[dict]) -> dict:
@@ -361,13 +362,13 @@ def test_prometheus_discovers_the_running_load_test(rendered):
         svc = one(objs, "Service", f"-{naming.LOADTEST}")
         assert url == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:{naming.SD_PORT}/targets", profile
         assert svc["spec"]["ports"][0]["port"] == naming.SD_PORT and svc["spec"]["publishNotReadyAddresses"]
-        pod_labels = one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+        pod = one(objs, "CronJob", f"-{naming.LOADTEST}")["spec"]["jobTemplate"]["spec"]["template"]
+        pod_labels = pod["metadata"]["labels"]
         assert all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items())
         # Brokers are scaled to zero between runs; a run publishes them with its other targets.
         assert list(jobs) == ["rmq-harness-run"], profile
         prom_svc = one(objs, "Service", "-prometheus")
-        prom_url = env_of(container(one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-                                    "harness"))[naming.ENV_PROMETHEUS]
+        prom_url = env_of(container(pod["spec"], "harness"))[naming.ENV_PROMETHEUS]
         assert prom_url == f"http://{prom_svc['metadata']['name']}.{NAMESPACE}.svc:9090"
 
 
@@ -473,7 +474,7 @@ def test_worker_pods_follow_the_load_test_pods_conventions(rendered):
     restricted like the load-test pod, resources from values, no API access, nothing of the host."""
     for profile, objs in rendered.items():
         values = values_of(profile)
-        cron_pod = one(objs, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        cron_pod = one(objs, "CronJob", f"-{naming.LOADTEST}")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         harness = container(cron_pod, "harness")
         tpl = one(objs, "PodTemplate")
         assert tpl["metadata"]["name"] == naming.worker_template(env_of(harness)[naming.ENV_FULLNAME])
@@ -508,3 +509,77 @@ def test_worker_resources_come_from_values():
     objs = render(sets=("loadtest.workers.resources.requests.cpu=250m", "loadtest.workers.resources.limits.memory=2Gi"))
     [worker] = one(objs, "PodTemplate")["template"]["spec"]["containers"]
     assert worker["resources"]["requests"]["cpu"] == "250m" and worker["resources"]["limits"]["memory"] == "2Gi"
+
+
+def spark_defaults(objs: list[dict]) -> dict[str, str]:
+    text = one(objs, "ConfigMap", "-spark")["data"]["spark-defaults.conf"]
+    return dict(line.split(None, 1) for line in text.splitlines() if line.strip())
+
+
+def test_the_comparison_runs_a_spark_driver_whose_executors_are_pods_of_the_harness_image(rendered):
+    """`rmq-harness k8s compare` (harness/deploy/k8s/remote.py) starts Jobs from this CronJob: a client-mode
+    Spark driver that reaches the API server with its own account and makes executors from the template."""
+    for profile, objs in rendered.items():
+        values = values_of(profile)
+        cron = one(objs, "CronJob", "-compare")
+        assert cron["spec"]["suspend"] is True
+        assert cron["metadata"]["labels"][naming.COMPONENT] == naming.ANALYSIS
+        job = cron["spec"]["jobTemplate"]["spec"]
+        assert job["backoffLimit"] == 0 and job["activeDeadlineSeconds"] == values.analysis.activeDeadlineSeconds
+        pod = job["template"]["spec"]
+        driver = container(pod, "driver")
+        loadtest = container(one(objs, "CronJob", f"-{naming.LOADTEST}")["spec"]["jobTemplate"]["spec"]["template"][
+            "spec"], "harness")
+        assert (driver["image"], driver["imagePullPolicy"]) == (loadtest["image"], loadtest["imagePullPolicy"])
+        assert driver["command"] == ["rmq-harness"]  # its args: the command's (remote.compare_args)
+        env = {e["name"]: e for e in driver["env"]}
+        assert env["RMQ_HARNESS_SPARK_DRIVER_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+        assert env[naming.ENV_POD_NAME]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        assert env[naming.ENV_NAMESPACE]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+        conf_dir = env["SPARK_CONF_DIR"]["value"]
+        mounts = {m["mountPath"]: m["name"] for m in driver["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes[mounts[conf_dir]]["configMap"]["name"] == one(objs, "ConfigMap", "-spark")["metadata"]["name"]
+        claim = one(objs, "PersistentVolumeClaim")["metadata"]["name"]
+        assert volumes[mounts[naming.RUNS_MOUNT]]["persistentVolumeClaim"]["claimName"] == claim
+        # Spark's fixed ports (the executors connect back to them), as the conf says.
+        conf = spark_defaults(objs)
+        assert {p["containerPort"] for p in driver["ports"]} == {int(conf["spark.driver.port"]),
+                                                                 int(conf["spark.driver.blockManager.port"])}
+        assert pod["serviceAccountName"] == one(objs, "ServiceAccount", f"-{naming.ANALYSIS}")["metadata"]["name"]
+        # Executors: the harness image, never pulled where the profile says so, the runs volume read-only.
+        assert conf["spark.kubernetes.container.image"] == driver["image"]
+        assert conf["spark.kubernetes.container.image.pullPolicy"] == driver["imagePullPolicy"]
+        assert conf["spark.kubernetes.namespace"] == NAMESPACE
+        pvc = "spark.kubernetes.executor.volumes.persistentVolumeClaim.runs"
+        assert conf[f"{pvc}.options.claimName"] == claim and conf[f"{pvc}.mount.readOnly"] == "true"
+        assert conf[f"{pvc}.mount.path"] == naming.RUNS_MOUNT
+        assert conf["spark.executor.instances"] == str(values.analysis.executors.instances)
+        assert conf["spark.kubernetes.executor.request.cores"] == values.analysis.executors.requestCores
+        assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"  # hence no configmaps in the Role
+        assert conf["spark.kubernetes.executor.podTemplateFile"] == f"{conf_dir}/executor-pod.yaml"
+        tpl = yaml.safe_load(one(objs, "ConfigMap", "-spark")["data"]["executor-pod.yaml"])
+        spec = tpl["spec"]
+        [executor] = spec["containers"]
+        assert executor["name"] == conf["spark.kubernetes.executor.podTemplateContainerName"]
+        assert executor["command"] == ["python", "-m", "spark.k8s_executor"]
+        # Spark's executors fetch the driver's files into the working directory; the root is read-only.
+        assert executor["workingDir"] == "/tmp" and {"name": "tmp", "mountPath": "/tmp"} in executor["volumeMounts"]
+        assert spec["securityContext"] == pod["securityContext"] and executor["securityContext"] == driver[
+            "securityContext"]
+        assert spec["automountServiceAccountToken"] is False  # executors never call the API
+
+
+def test_the_drivers_role_is_what_sparks_scheduler_calls_and_nothing_more(rendered):
+    objs = rendered["01-default-values.yaml"]
+    role = one(objs, "Role", f"-{naming.ANALYSIS}")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"],
+                              "verbs": ["create", "get", "list", "watch", "patch", "delete", "deletecollection"]}]
+    binding = one(objs, "RoleBinding", f"-{naming.ANALYSIS}")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == one(objs, "ServiceAccount", f"-{naming.ANALYSIS}")["metadata"]["name"]
+
+
+def test_the_comparison_in_the_cluster_can_be_left_out():
+    objs = render(sets=("analysis.enabled=false",))
+    assert not [o for o in objs if naming.ANALYSIS in o["metadata"]["labels"].get(naming.COMPONENT, "")]

@@ -16,7 +16,14 @@ import yaml
 from harness.contracts.workers import ENV_SPEC_JSON, Placement, WorkerPlan
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import naming
-from harness.deploy.k8s.remote import Release, collector_manifest, job_manifest, run_args
+from harness.deploy.k8s.remote import (
+    Release,
+    collector_manifest,
+    compare_args,
+    compare_manifest,
+    job_manifest,
+    run_args,
+)
 from harness.deploy.k8s.workers import job_manifest as workers_job
 from harness.deploy.k8s.workers import owner_reference
 from harness.workload.fleet import WORKER_ENV, worker_command
@@ -37,7 +44,7 @@ def _validate(obj: dict) -> None:
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 def test_every_rendered_object_is_valid_kubernetes(profile: Path, rendered):
     objs = rendered[profile.name]
-    assert len(objs) >= 15  # the whole chart: 20 objects, 17 with Grafana off
+    assert len(objs) >= 20  # the whole chart: 25 objects, 22 with Grafana off
     for obj in objs:
         _validate(obj)
 
@@ -55,7 +62,7 @@ def test_the_validator_rejects_a_broken_object(rendered):
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 def test_run_job_and_collector_made_from_the_cronjob_are_valid(profile: Path, rendered):
-    release = Release("rmq", NAMESPACE, one(rendered[profile.name], "CronJob"))
+    release = Release("rmq", NAMESPACE, one(rendered[profile.name], "CronJob", f"-{naming.LOADTEST}"))
     run_id = "20261122-101500-burst-ab12"
     job = job_manifest(release, run_id, "scenario-cm", run_args(run_id, "/etc/rmq-harness/scenario/burst.yaml",
                                                                    ["unpatched"], probe=False))
@@ -68,6 +75,21 @@ def test_run_job_and_collector_made_from_the_cronjob_are_valid(profile: Path, re
     mounts = {m["mountPath"] for m in collector["spec"]["containers"][0]["volumeMounts"]}
     assert naming.RUNS_MOUNT in mounts
     assert collector["metadata"]["labels"][naming.COMPONENT] == "collector"
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_the_comparison_job_and_its_executor_pod_template_are_valid(profile: Path, rendered):
+    objs = rendered[profile.name]
+    cron = one(objs, "CronJob", "-compare")
+    job = compare_manifest(cron, NAMESPACE, "rmq-compare-1a2b3c4d",
+                           compare_args(["r1"], "unpatched", "patched", f"{naming.REPORTS_DIR}/x", []))
+    _validate(job)
+    executor = yaml.safe_load(one(objs, "ConfigMap", "-spark")["data"]["executor-pod.yaml"])
+    # Spark names the pod and fills in the image; the template must be a valid Pod once it has.
+    executor["metadata"]["name"] = "rmq-harness-compare-exec-1"
+    executor["metadata"]["namespace"] = NAMESPACE
+    executor["spec"]["containers"][0]["image"] = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    _validate(executor)
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)

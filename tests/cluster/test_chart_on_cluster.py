@@ -1,12 +1,14 @@
 """The design card's first use, for real: the chart installed on the Docker-less cluster, a load test run
-as a Job through the k8s backend (its Locust workers pods of their own), its archive collected and
-compared, and what a run relies on checked in the cluster (the agents in the broker pods, the worker pods
-and every worker's events, Prometheus scraping the run, the runs volume outliving the release)."""
+as a Job through the k8s backend (its Locust workers pods of their own), its archive compared in the
+cluster (Spark's executors as pods), and what a run relies on checked in the cluster (the agents in the
+broker pods, the worker pods and every worker's events, Prometheus scraping the run, the runs volume
+outliving the release)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -61,17 +63,59 @@ def archive(release, tmp_path_factory) -> Path:
     return archive
 
 
-def test_the_verdict_on_the_cluster_is_the_fix(archive, tmp_path):
+def _executor_pods(v1, seen: dict, stop: threading.Event) -> None:
+    """Every Spark executor pod of the namespace, as it was last seen, until ``stop``."""
+    while not stop.is_set():
+        for p in v1.list_namespaced_pod(NAMESPACE, label_selector="spark-role=executor").items:
+            if p.status.phase == "Running" or p.metadata.name not in seen:
+                seen[p.metadata.name] = p
+        stop.wait(0.5)
+
+
+def test_the_verdict_on_the_cluster_is_the_fix(archive, release, tmp_path):
+    """Compared where the archive is: a Spark driver Job of the release whose executors are pods reading the
+    runs volume (the archive never leaves the cluster for it); the report comes back here."""
+    _, v1 = release
     out = tmp_path / "report"
-    assert main(["compare", str(archive), "--baseline", "unpatched", "--candidate", "patched",
-                 "--out", str(out)]) == 0
+    seen: dict = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_executor_pods, args=(v1, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        assert main(["k8s", "compare", archive.name, "--release", RELEASE, "--namespace", NAMESPACE,
+                     "--baseline", "unpatched", "--candidate", "patched", "--out", str(out)]) == 0
+    finally:
+        stop.set()
+        watcher.join()
     summary = json.loads((out / "summary.json").read_text())
+    assert (out / "report.html").is_file()
     [wakeup] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
     assert summary["verdict"] == "improvement" and wakeup["verdict"] == "improvement"
     # The unit is the baseline's cycles (3 or 4 in 45 s of ~10 s stalls), not its retries.
     [base] = [v for v in summary["per_variant"] if v["variant"] == "unpatched"]
     assert wakeup["unit"] == "cycle" and wakeup["n_baseline"] == base["cycles"] >= 3
     assert wakeup["retries_baseline"] > wakeup["n_baseline"]
+    # Its executors: pods of their own, the runs volume mounted read-only, owned by the driver's pod.
+    running = [p for p in seen.values() if p.status.phase == "Running"]
+    print("executors: " + ", ".join(f"{p.metadata.name} on {p.status.pod_ip}" for p in running))
+    assert len(running) == 2
+    for p in running:
+        [claim] = [v for v in p.spec.volumes if v.persistent_volume_claim]
+        assert claim.persistent_volume_claim.claim_name == f"{FULL}-runs"
+        [mount] = [m for c in p.spec.containers for m in c.volume_mounts if m.name == claim.name]
+        assert mount.mount_path == naming.RUNS_MOUNT and mount.read_only
+        [owner] = p.metadata.owner_references
+        assert owner.kind == "Pod" and "-compare-" in owner.name
+    # Nothing of the comparison is left: executors, the driver's Job and its pod.
+    deadline = time.monotonic() + 60
+    selector = "spark-role=executor"
+    while time.monotonic() < deadline and v1.list_namespaced_pod(NAMESPACE, label_selector=selector).items:
+        time.sleep(2)
+    assert v1.list_namespaced_pod(NAMESPACE, label_selector=selector).items == []
+    from kubernetes import client
+
+    jobs = client.BatchV1Api(v1.api_client).list_namespaced_job(NAMESPACE).items
+    assert not [j.metadata.name for j in jobs if "-compare-" in j.metadata.name]
 
 
 def test_the_archive_says_which_agents_ran_and_how_far_the_clocks_were(archive):

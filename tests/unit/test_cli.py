@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import pytest
+
 from harness.cli.main import main
 
 
@@ -55,3 +57,33 @@ def test_calibrating_an_unknown_variant_is_one_line_and_exit_2(capsys):
     assert main(["calibrate", "--variant", "nope", "--runs", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "unknown variant 'nope'" in err and "\n" not in err
+
+
+def test_a_comparison_after_a_run_needs_two_variants_before_anything_starts(tmp_path: Path, capsys, monkeypatch):
+    import harness.run.sequence as sequence
+
+    monkeypatch.setattr(sequence.Run, "execute", lambda self: pytest.fail("the run started"))
+    for extra in (["--compare"], ["--fail-on-regression"]):
+        for names in (["patched"], ["unpatched", "patched", "upstream-5.4.0"]):
+            argv = ["run", "--scenario", "burst", "--runs-dir", str(tmp_path), *extra]
+            assert main([*argv, *[x for n in names for x in ("--variant", n)]]) == 2
+            err = capsys.readouterr().err
+            assert f"--compare needs two variants, the baseline then the candidate (got {len(names)})" in err
+            assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_variants_come_up_in_a_recorded_random_order_or_as_given():
+    from harness.inputs.variants import load_variants, select
+    from harness.run.sequence import variant_order
+
+    variants = select(load_variants(None), ["unpatched", "patched", "upstream-5.4.0"])
+    names = [v.name for v in variants]
+    assert variant_order(variants, "given") == {"names": names, "how": "given", "seed": None}
+    shuffled = variant_order(variants, "random", seed=7)
+    assert shuffled == variant_order(variants, "random", seed=7)  # the seed gives it again
+    assert sorted(shuffled["names"]) == sorted(names) and shuffled["how"] == "random"
+    firsts = {variant_order(variants, "random", seed=s)["names"][0] for s in range(40)}
+    assert firsts == set(names)  # none always first
+    recorded = variant_order(variants, "random")
+    assert isinstance(recorded["seed"], int)

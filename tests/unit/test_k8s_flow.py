@@ -167,17 +167,21 @@ def test_down_stops_only_this_runs_variants_and_keeps_their_logs(backend, tmp_pa
 # --- the remote driver ------------------------------------------------------------------------
 
 
-def archive_tar(run_id: str, with_manifest: bool = True) -> bytes:
+def tar_of(files: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        files = {f"{run_id}/events/x.parquet": b"data"}
-        if with_manifest:
-            files[f"{run_id}/manifest.json"] = b"{}"
         for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def archive_tar(run_id: str, with_manifest: bool = True) -> bytes:
+    files = {f"{run_id}/events/x.parquet": b"data"}
+    if with_manifest:
+        files[f"{run_id}/manifest.json"] = b"{}"
+    return tar_of(files)
 
 
 @pytest.fixture
@@ -240,3 +244,71 @@ def test_a_fault_target_is_the_jvm_of_a_variant_the_run_brought_up(backend):
         from harness.inputs.scenario import Topology
 
         b.up([variant("unpatched")], Topology(proxy="cluster"))
+
+
+# --- the comparison in the cluster ------------------------------------------------------------------
+
+
+def report_tar(job: str) -> bytes:
+    return tar_of({f"{job}/summary.json": b'{"verdict": "improvement"}', f"{job}/report.html": b"<html>"})
+
+
+@pytest.fixture
+def analysis(cluster, monkeypatch):
+    """The cluster with the release's analysis CronJob, two archives on its runs volume, no run going."""
+    cron = {"metadata": {"name": f"{FULL}-compare"}, "spec": {"jobTemplate": {
+        "metadata": {"labels": {naming.COMPONENT: naming.ANALYSIS}},
+        "spec": {"template": {"spec": {"containers": [{"name": "driver", "args": ["compare", "--help"]}]}}}}}}
+    calls = []
+    cluster.api = NS(sanitize_for_serialization=lambda o: o)
+    cluster.batch = NS(
+        list_namespaced_cron_job=lambda ns, label_selector: NS(items=[cron] if naming.ANALYSIS in label_selector
+                                                               else []),
+        list_namespaced_job=lambda ns, label_selector: NS(items=[]),
+        create_namespaced_job=lambda ns, body: calls.append(("create", body)),
+        delete_namespaced_job=lambda name, ns, body: calls.append(("delete", name)))
+    monkeypatch.setattr(cluster, "_exec", lambda pod, argv: calls.append(("exec", argv)) or "r1\nr2\n.reports\n")
+    monkeypatch.setattr(cluster, "follow", lambda job, timeout_s, what: calls.append(("follow", job)))
+    monkeypatch.setattr(remote.transfer, "read_tree", lambda core, ns, pod, container, path, **kw:
+                        report_tar(path.rsplit("/", 1)[1]))
+    return cluster, calls
+
+
+def test_a_comparison_in_the_cluster_runs_compare_on_the_volume_and_brings_its_report_back(analysis, tmp_path):
+    from spark.jobs.compare import parser
+
+    cluster, calls = analysis
+    out = cluster.compare(["r1", "r2"], "unpatched", "patched", ["--alpha", "0.01"], tmp_path / "rep", timeout_s=60)
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "summary.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]  # no staging left behind
+    [job] = [body for what, body in calls if what == "create"]
+    name = job["metadata"]["name"]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[0] == "compare"
+    parsed = parser().parse_args(args[1:])
+    assert parsed.archives == ["/runs/r1", "/runs/r2"] and parsed.master == naming.IN_CLUSTER_MASTER
+    assert (parsed.baseline, parsed.candidate, parsed.alpha) == ("unpatched", "patched", 0.01)
+    assert parsed.out == f"{naming.REPORTS_DIR}/{name}" and not parsed.fail_on_regression
+    # followed, then deleted, and its report taken off the volume
+    order = [c[0] if c[0] != "exec" else c[1][0] for c in calls]
+    assert order.index("create") < order.index("follow") < order.index("delete") < len(order) - 1
+    assert calls[-1] == ("exec", ["rm", "-rf", f"{naming.REPORTS_DIR}/{name}"])
+
+
+def test_a_comparison_of_a_run_not_on_the_volume_starts_nothing(analysis, tmp_path):
+    cluster, calls = analysis
+    with pytest.raises(ConfigError, match="run r9 is not on the runs volume"):
+        cluster.compare(["r1", "r9"], "unpatched", "patched", [], tmp_path / "rep", timeout_s=60)
+    assert not [c for c in calls if c[0] in ("create", "follow")] and not (tmp_path / "rep").exists()
+
+
+def test_a_comparison_waits_for_no_run_and_needs_the_analysis_in_the_release(analysis, tmp_path):
+    cluster, calls = analysis
+    cluster.batch.list_namespaced_job = lambda ns, label_selector: NS(items=[
+        NS(metadata=NS(name="rmq-run-1"), status=NS(active=1))])
+    with pytest.raises(HarnessError, match="a run is going.*rmq-run-1"):
+        cluster.compare(["r1"], "unpatched", "patched", [], tmp_path / "rep", timeout_s=60)
+    cluster.batch.list_namespaced_cron_job = lambda ns, label_selector: NS(items=[])
+    with pytest.raises(ConfigError, match="no comparison in the cluster"):
+        cluster.compare(["r1"], "unpatched", "patched", [], tmp_path / "rep", timeout_s=60)
+    assert not [c for c in calls if c[0] == "create"]

@@ -19,6 +19,7 @@ from spark.stats import (
     holm,
     min_p_value,
     overall,
+    rank_sum_test,
 )
 
 RULE = VerdictRule(bootstrap=400)
@@ -163,3 +164,48 @@ def test_overall_verdict():
 def test_the_rule_is_stated():
     text = RULE.describe()
     assert "unit: the cycle" in text and "Holm" in text and "0.9" in text and "95%" in text
+
+
+@pytest.mark.parametrize(("cand", "base", "p"), [
+    # all tied within a side, the sides apart: the one arrangement of each tail of C(n, k)
+    (np.zeros(5), np.ones(5), 2 / 252),
+    (np.zeros(15), np.ones(5), 2 / 15504),
+    (np.ones(5), np.zeros(15), 2 / 15504),
+    (np.zeros(3), np.ones(3), 2 / 20),
+    # the stall share: a zero-stall candidate against a baseline with some stall-free cycles. Ranks: the 7
+    # zeros share 4, the three 0.4s 9, the two 0.6s 11.5; the tail P(S <= 16) takes the 4 candidates among
+    # the zeros: C(7, 4) / C(12, 4) = 35/495.
+    (np.zeros(4), np.array([0, 0, 0, 0.4, 0.4, 0.4, 0.6, 0.6]), 2 * 35 / 495),
+    (np.zeros(5), np.zeros(5), 1.0),  # nothing to tell apart
+])
+def test_ties_give_the_exact_permutation_p_value_never_below_it(cand, base, p):
+    exact, floor = rank_sum_test(cand, base)
+    assert exact == pytest.approx(p, rel=1e-9)
+    assert floor <= exact
+    # scipy's normal approximation goes below it (the defect this replaces)
+    if 0 < p < 1:
+        from scipy.stats import mannwhitneyu
+
+        assert mannwhitneyu(cand, base, method="asymptotic").pvalue < p
+
+
+def test_without_ties_the_exact_test_is_scipys():
+    from scipy.stats import mannwhitneyu
+
+    rng = np.random.default_rng(11)
+    for n1, n2 in ((5, 12), (8, 8), (3, 40), (20, 30)):
+        x, y = rng.normal(0, 1, n1), rng.normal(0.8, 1, n2)
+        p, floor = rank_sum_test(x, y)
+        assert p == pytest.approx(mannwhitneyu(x, y, method="exact").pvalue, rel=1e-9)
+        assert floor == pytest.approx(min_p_value(n1, n2), rel=1e-9)
+
+
+def test_ties_that_cannot_reach_the_level_are_not_enough_data():
+    # 6 cycles a side would do without ties (2/924); with 5 of 6 candidate shares tied to the baseline's
+    # zeros no arrangement gets below 0.05.
+    cand, base = np.array([0, 0, 0, 0, 0, 1.0]), np.array([0, 0, 0, 0, 0, 0.5])
+    p, floor = rank_sum_test(cand, base)
+    assert floor > 0.05
+    r = {"n_baseline": 6, "n_candidate": 6, "ci": [0.0, 0.0], "p_floor": floor}
+    verdict, reason = decide(r, p, 1, RULE)
+    assert verdict == NOT_ENOUGH and "smallest possible p" in reason

@@ -159,6 +159,8 @@ def _build_and_load(lay: Layout, name: str, dockerfile: Path, context: Path, arg
     flags = [x for k, v in args.items() for x in ("--build-arg", f"{k}={v}")]
     _run(podman("build", "--network=host", "--pull=never", *flags, "-t", cri, "-f", str(dockerfile), str(context)),
          f"building {cri}")
+    # The image this tag named before is left untagged: gone, or every code change keeps 1.9 GB more.
+    _run(podman("image", "prune", "--force"), "removing untagged images")
     load(lay, cri, log)
     return cri
 

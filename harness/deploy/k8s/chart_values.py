@@ -101,6 +101,31 @@ class LoadTest(Strict):
     runsVolume: RunsVolume  # noqa: N815
 
 
+SparkMemory = Annotated[str, StringConstraints(pattern=r"^[0-9]+[kmgt]$")]
+
+
+class AnalysisDriver(Strict):
+    memory: SparkMemory = Field(description="the driver JVM's heap (spark.driver.memory), e.g. 1g")
+    resources: Resources
+
+
+class AnalysisExecutors(Strict):
+    instances: int = Field(ge=1, description="executor pods per comparison")
+    cores: int = Field(ge=1, description="task slots per executor (spark.executor.cores)")
+    requestCores: Quantity = Field(description="the CPU an executor pod requests")  # noqa: N815
+    limitCores: Quantity = Field(description="the CPU it may use")  # noqa: N815
+    memory: SparkMemory = Field(description="the executor JVM's heap (spark.executor.memory)")
+    memoryOverhead: SparkMemory = Field(description="beyond the heap: the Python workers, off-heap")  # noqa: N815
+
+
+class Analysis(Strict):
+    enabled: bool = Field(True, description="the comparison in the cluster (rmq-harness k8s compare)")
+    activeDeadlineSeconds: int = Field(ge=60)  # noqa: N815
+    ttlSecondsAfterFinished: int = Field(ge=0)  # noqa: N815
+    driver: AnalysisDriver
+    executors: AnalysisExecutors
+
+
 class PrometheusValues(Strict):
     image: Image
     scrapeInterval: Duration  # noqa: N815
@@ -128,6 +153,7 @@ class ChartValues(Strict):
     broker: Broker
     nameServer: NameServer  # noqa: N815
     loadtest: LoadTest
+    analysis: Analysis
     prometheus: PrometheusValues
     grafana: GrafanaValues
 

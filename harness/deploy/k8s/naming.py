@@ -5,6 +5,7 @@ The chart's templates and these functions must agree; tests render the chart and
 
 from __future__ import annotations
 
+from harness.contracts import pod_env
 from harness.contracts.endpoints import Endpoints
 
 CHART = "rocketmq-pop-harness"
@@ -19,6 +20,7 @@ RUN_ID = "rmq-harness/run-id"
 ROCKETMQ = "rocketmq"
 LOADTEST = "loadtest"
 LOADTEST_WORKER = "loadtest-worker"  # a run's Locust worker pods, and the PodTemplate they are made from
+ANALYSIS = "analysis"  # the comparison in the cluster: its CronJob, the driver's Jobs
 # RocketMQ's own default ports, the same in every variant's pod (each pod has its own IP).
 PORTS = {"namesrv": 9876, "broker": 10911, "remoting": 8080, "grpc": 8081, "metrics": 5557, "probe": 5558}
 # The load-test pod: its http_sd endpoint and the first Locust worker's metrics port.
@@ -28,6 +30,10 @@ BROKER_CONTAINER = "broker"
 # The chart runs RocketMQ with user.home=/data (an emptyDir); its logback configs write under it.
 SERVER_LOGS = "/data/logs/rocketmqlogs"
 RUNS_MOUNT = "/runs"
+# Where a comparison in the cluster writes its report: on the runs volume, under a dot name (not a run).
+REPORTS_DIR = f"{RUNS_MOUNT}/.reports"
+# The API server as a pod reaches it: the Spark master of a comparison in the cluster.
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc:443"
 # A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>, a label value of at most 63.
 MAX_STATEFULSET_NAME = 52
 
@@ -73,13 +79,13 @@ def worker_template(full: str) -> str:
     return f"{full}-{LOADTEST_WORKER}"
 
 
-# What the chart tells the load-test pod about where it runs.
-ENV_FULLNAME = "RMQ_HARNESS_FULLNAME"
-ENV_NAMESPACE = "RMQ_HARNESS_NAMESPACE"
-ENV_POD_IP = "RMQ_HARNESS_POD_IP"
-ENV_POD_NAME = "RMQ_HARNESS_POD_NAME"  # the load-test pod: the owner of its run's worker Jobs
-ENV_POD_UID = "RMQ_HARNESS_POD_UID"
-ENV_PROMETHEUS = "RMQ_HARNESS_PROMETHEUS_URL"
+# What the chart tells the load-test pod about where it runs (harness.contracts.pod_env).
+ENV_FULLNAME = pod_env.FULLNAME
+ENV_NAMESPACE = pod_env.NAMESPACE
+ENV_POD_IP = pod_env.POD_IP
+ENV_POD_NAME = pod_env.POD_NAME
+ENV_POD_UID = pod_env.POD_UID
+ENV_PROMETHEUS = pod_env.PROMETHEUS
 # Where the load-test pod mounts the release's variants and the run's scenario.
 VARIANTS_FILE = "/etc/rmq-harness/variants/variants.yaml"
 SCENARIO_DIR = "/etc/rmq-harness/scenario"

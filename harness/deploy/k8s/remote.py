@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.core import publish
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy.k8s import naming, transfer
@@ -40,9 +41,31 @@ def job_name(release_full: str, run_id: str) -> str:
     return f"{release_full[:42].rstrip('-')}-run-{digest}"
 
 
-def run_args(run_id: str, scenario_file: str, variants: Sequence[str], probe: bool) -> list[str]:
+def compare_job_name(release_full: str, run_ids: Sequence[str], now_ns: int) -> str:
+    digest = hashlib.sha1(f"{now_ns} {' '.join(run_ids)}".encode()).hexdigest()[:8]
+    return f"{release_full[:38].rstrip('-')}-compare-{digest}"
+
+
+def compare_args(run_ids: Sequence[str], baseline: str, candidate: str, out: str, rule: Sequence[str]) -> list[str]:
+    """`rmq-harness compare` in the driver's pod: the archives on the runs volume, executors as pods."""
+    return ["compare", *(f"{naming.RUNS_MOUNT}/{r}" for r in run_ids), "--baseline", baseline,
+            "--candidate", candidate, "--master", naming.IN_CLUSTER_MASTER, "--out", out, *rule]
+
+
+def compare_manifest(cronjob: dict, namespace: str, name: str, args: list[str]) -> dict:
+    """A Job from the analysis CronJob's template with the comparison's arguments."""
+    template = copy.deepcopy(cronjob["spec"]["jobTemplate"])
+    spec = template["spec"]
+    spec["template"]["spec"]["containers"][0]["args"] = args
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": (template.get("metadata") or {}).get(
+                "labels", {}), "annotations": {"cronjob.kubernetes.io/instantiate": "manual"}},
+            "spec": spec}
+
+
+def run_args(run_id: str, scenario_file: str, variants: Sequence[str], probe: bool, order: str = "random") -> list[str]:
     args = ["--variants", naming.VARIANTS_FILE, "run", "--backend", "k8s", "--run-id", run_id,
-            "--scenario", scenario_file, "--runs-dir", naming.RUNS_MOUNT]
+            "--scenario", scenario_file, "--runs-dir", naming.RUNS_MOUNT, "--order", order]
     for v in variants:
         args += ["--variant", v]
     return args + (["--probe"] if probe else [])
@@ -112,7 +135,8 @@ class Cluster:
         jobs = self.batch.list_namespaced_job(self.release.namespace, label_selector=selector).items
         return [j.metadata.name for j in jobs if j.status.active]
 
-    def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], probe: bool) -> str:
+    def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], probe: bool,
+              order: str = "random") -> str:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
@@ -128,7 +152,7 @@ class Cluster:
             "metadata": {"name": scenario_cm, "labels": {naming.INSTANCE: self.release.name, naming.RUN_ID: run_id}},
             "data": {file: yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)},
         })
-        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe)
+        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe, order)
         try:
             job = self.batch.create_namespaced_job(ns, job_manifest(self.release, run_id, scenario_cm, args))
         except ApiException as e:
@@ -142,8 +166,59 @@ class Cluster:
         self.log(f"started Job {name} in namespace {ns}")
         return name
 
-    def follow(self, job: str, timeout_s: float) -> None:
-        """Print the run's log as it goes; raise when the Job fails or runs past ``timeout_s``."""
+    # --- a comparison --------------------------------------------------------------------------
+
+    def compare(self, run_ids: Sequence[str], baseline: str, candidate: str, rule: Sequence[str], out: Path,
+                timeout_s: float) -> Path:
+        """`compare` as a Job of the release (a Spark driver whose executors are pods), over archives on the
+        runs volume; its report copied into ``out`` (which must not exist). Returns ``out``."""
+        from kubernetes.client.exceptions import ApiException
+
+        ns = self.release.namespace
+        selector = f"{naming.INSTANCE}={self.release.name},{naming.COMPONENT}={naming.ANALYSIS}"
+        found = self.batch.list_namespaced_cron_job(ns, label_selector=selector).items
+        if not found:
+            raise ConfigError(f"Helm release {self.release.name!r} has no comparison in the cluster (analysis.enabled "
+                              "is false, or the chart predates it): `make deploy`, or compare here after `k8s collect`")
+        busy = self.running()
+        if busy:
+            # The executors need the CPU a run's workers hold, and would disturb the run's timings.
+            raise HarnessError(f"a run is going in namespace {ns} (Job {busy[0]}): compare when it is over")
+        cronjob = self.api.sanitize_for_serialization(found[0])
+        name = compare_job_name(self.release.full, run_ids, time.time_ns())
+        report = f"{naming.REPORTS_DIR}/{name}"
+        with self._collector() as pod:
+            have = set(self.archives_in(pod))
+            missing = [r for r in run_ids if r not in have]
+            if missing:
+                raise ConfigError(f"run {missing[0]} is not on the runs volume of release {self.release.name} "
+                                  f"(there: {', '.join(sorted(have)[-5:]) or 'nothing'}); `k8s collect` lists them")
+            self._exec(pod, ["mkdir", "-p", naming.REPORTS_DIR])
+            try:
+                self.batch.create_namespaced_job(ns, compare_manifest(
+                    cronjob, ns, name, compare_args(run_ids, baseline, candidate, report, rule)))
+            except ApiException as e:
+                raise HarnessError(f"the cluster refused the comparison's Job: {e.reason}: {(e.body or '')[:300]}") \
+                    from None
+            self.log(f"started Job {name} in namespace {ns}")
+            try:
+                self.follow(name, timeout_s, what="comparison")
+                data = transfer.read_tree(self.core, ns, pod, self._container(), report)
+            finally:
+                from kubernetes import client
+
+                self.batch.delete_namespaced_job(name, ns, body=client.V1DeleteOptions(
+                    propagation_policy="Background"))
+            with publish.staged(out, "report") as staging:
+                transfer.unpack(data, staging)
+                for f in (staging / name).iterdir():  # the report's files, not the Job's folder
+                    f.rename(staging / f.name)
+                (staging / name).rmdir()
+            self._exec(pod, ["rm", "-rf", report])
+        return out
+
+    def follow(self, job: str, timeout_s: float, what: str = "run") -> None:
+        """Print the Job's log as it goes; raise when the Job fails or runs past ``timeout_s``."""
         from kubernetes import watch
 
         ns = self.release.namespace
@@ -156,10 +231,10 @@ class Cluster:
         def finished() -> bool | Pending:
             status = self.batch.read_namespaced_job_status(job, ns).status
             if status.failed:
-                raise HarnessError(f"the run's Job {job} failed; its log is above (kubectl -n {ns} logs job/{job})")
+                raise HarnessError(f"the {what}'s Job {job} failed; its log is above (kubectl -n {ns} logs job/{job})")
             return True if status.succeeded else Pending(f"{status.active or 0} pod(s) active")
 
-        wait_until(f"the run's Job {job} to finish", finished, deadline, interval_s=2.0)
+        wait_until(f"the {what}'s Job {job} to finish", finished, deadline, interval_s=2.0)
 
     def _job_pod(self, job: str, deadline: Deadline) -> str:
         ns = self.release.namespace
@@ -181,9 +256,12 @@ class Cluster:
     # --- archives --------------------------------------------------------------------------
 
     def archives(self) -> list[str]:
-        """Run ids of the complete archives on the runs volume."""
+        """Run ids of the archives on the runs volume."""
         with self._collector() as pod:
-            out = self._exec(pod, ["sh", "-c", f"ls -1 {naming.RUNS_MOUNT}"])
+            return self.archives_in(pod)
+
+    def archives_in(self, pod: str) -> list[str]:
+        out = self._exec(pod, ["sh", "-c", f"ls -1 {naming.RUNS_MOUNT}"])
         return sorted(n for n in out.split() if n and not n.startswith(".") and n != "lost+found")
 
     def fetch(self, run_ids: Sequence[str], runs_dir: Path) -> list[Path]:
