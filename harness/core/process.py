@@ -13,6 +13,7 @@ import random
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,9 +43,34 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+# A port handed out is reserved, across processes, for this long (a file per port): another run on the machine
+# (two test workers start runs side by side) cannot be handed it while its user has not bound it yet. Seen: a
+# Locust worker's metrics port handed to two runs within a second.
+RESERVATIONS = Path(tempfile.gettempdir()) / "rmq-harness-ports"
+RESERVED_S = 300.0
+
+
+def _reserve(port: int) -> bool:
+    """Take ``port`` for RESERVED_S unless another process holds it (a reservation older than that is void)."""
+    RESERVATIONS.mkdir(exist_ok=True)
+    mark = RESERVATIONS / str(port)
+    for _ in range(2):
+        try:
+            os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - mark.stat().st_mtime < RESERVED_S:
+                    return False
+                mark.unlink()
+            except FileNotFoundError:
+                pass
+    return False
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now: from OWN_PORTS when the ephemeral range lies above them, else
-    whatever the kernel gives."""
+    """A TCP port free on 127.0.0.1 right now and reserved for this process's user (RESERVED_S): from OWN_PORTS
+    when the ephemeral range lies above them, else whatever the kernel gives."""
     low, high = OWN_PORTS[0], min(OWN_PORTS[1], _ephemeral_low())
     for port in random.sample(range(low, high), max(0, high - low)):
         with socket.socket() as s:
@@ -52,6 +78,7 @@ def free_port() -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _reserve(port):
             return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -35,6 +35,8 @@ GRACE_S = 90.0
 START_S = 300
 # A variant none of whose workers' metrics answered by then is said to have no live progress.
 METRICS_SILENT_S = 30.0
+# How often the run looks for a worker that died while its master waits for it (it fails the run then).
+WORKER_CHECK_S = 5.0
 
 
 @dataclass
@@ -242,11 +244,15 @@ class LocustFleet:
         limit = self.scenario.run_time_s + GRACE_S
         answers: dict[int | str, Progress] = {}
         silent = {g.variant for g in self.groups}
+        checked = 0.0
         while any(self._running(g) for g in self.groups):
             elapsed = time.monotonic() - started
             if elapsed > limit:
                 raise HarnessError(f"Locust did not finish within {limit:.0f} s; "
                                    f"see {self.groups[0].logs}/locust-master.log")
+            if elapsed - checked >= WORKER_CHECK_S:
+                checked = elapsed
+                self._check_workers_alive()
             if on_tick:
                 counts = {g.variant: scrape(list(g.metrics.values()), answers) for g in self.groups}
                 on_tick(elapsed, {k: v for k, v in counts.items() if v is not None})
@@ -263,6 +269,19 @@ class LocustFleet:
         # Everything exited: what the workers leave (pods: their logs) is kept, and they are removed.
         self.workers.stop()
         self._check()
+
+    def _check_workers_alive(self) -> None:
+        """A worker that failed while its master still runs (it could not bind its port, import, connect):
+        its master would wait for it until the run's time is up; say which one, now."""
+        for g in self.groups:
+            if process.exit_code(g.master) is not None:
+                continue
+            failed = {w: c for w, c in self.workers.exit_codes(g.variant).items() if c not in (None, 0)}
+            if failed:
+                w, code = next(iter(failed.items()))
+                where = self.workers.where(g.variant, w)
+                raise HarnessError(f"{g.variant}: Locust {w}{f' ({where})' if where else ''} exited with code {code} "
+                                   f"while the run went on; see {g.logs}/locust-{w}.out")
 
     def stop(self) -> None:
         process.stop_children([g.master for g in self.groups])

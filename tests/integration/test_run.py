@@ -45,10 +45,13 @@ def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path
 
 def test_manifest_and_locust_output(archive: Path):
     m = json.loads((archive / "manifest.json").read_text())
-    assert m["schema_version"] == MANIFEST_SCHEMA_VERSION == 4
+    assert m["schema_version"] == MANIFEST_SCHEMA_VERSION == 5
     assert m["event_schema_version"] == EVENT_SCHEMA_VERSION == 6
     assert m["scenario"]["name"] == "short-burst"
     assert [v["name"] for v in m["variants"]] == ["unpatched", "patched"]
+    # brought up in a random order, recorded with its seed
+    assert sorted(m["variant_order"]["names"]) == ["patched", "unpatched"] and m["variant_order"]["how"] == "random"
+    assert isinstance(m["variant_order"]["seed"], int)
     [v] = [v for v in m["variants"] if v["name"] == "unpatched"]
     assert v["version"] == "5.3.3"
     assert v["broker_config"]["enableRetryTopicV2"] == "false"

@@ -4,6 +4,8 @@ import http.server
 import threading
 from types import SimpleNamespace as NS
 
+import pytest
+
 from harness.deploy.local.ports import port_free
 from harness.workload.fleet import Progress, scrape
 
@@ -72,3 +74,24 @@ def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, t
     f.wait(on_tick=lambda *_: None)
     assert len(said) == 2 and said[0].startswith("v: no worker's metrics answered at 127.0.0.1:")
     assert said[1].startswith("Locust finished: every master and worker exited")
+
+
+def test_a_worker_that_died_while_its_master_waits_fails_the_run_at_once(tmp_path, monkeypatch):
+    from harness.core import process
+    from harness.core.errors import HarnessError
+    from harness.workload.fleet import LocustFleet, LocustGroup
+
+    fleet = LocustFleet.__new__(LocustFleet)
+    group = LocustGroup("unpatched", 4242, ("worker-1", "worker-2"), {}, tmp_path, tmp_path / "logs")
+    fleet.groups = [group]
+    codes = {"worker-1": None, "worker-2": 1}  # worker-2 could not bind its port
+    fleet.workers = NS(exit_codes=lambda variant: codes, where=lambda variant, w: "")
+    monkeypatch.setattr(process, "exit_code", lambda pid: None)  # the master still waits
+    with pytest.raises(HarnessError, match=r"unpatched: Locust worker-2 exited with code 1 while the run went on; "
+                                           r"see .*/logs/locust-worker-2.out"):
+        fleet._check_workers_alive()
+    codes["worker-2"] = 0  # done and gone (it shipped its events): nothing wrong
+    fleet._check_workers_alive()
+    monkeypatch.setattr(process, "exit_code", lambda pid: 0)  # the master ended too: the run's end decides
+    codes["worker-2"] = 1
+    fleet._check_workers_alive()

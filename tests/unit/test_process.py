@@ -186,3 +186,21 @@ def test_a_child_whose_harness_died_before_setpriv_armed_the_signal_does_not_run
     ran.unlink()
     gone = subprocess.run([*process.pdeathsig_prefix(parent=1), *command], timeout=30)
     assert gone.returncode == 1 and not ran.exists()
+
+
+def test_a_port_handed_out_is_not_handed_out_again_while_reserved(tmp_path: Path, monkeypatch):
+    import os
+
+    from harness.core import process
+
+    monkeypatch.setattr(process, "RESERVATIONS", tmp_path / "ports")
+    monkeypatch.setattr(process, "OWN_PORTS", (32100, 32103))
+    monkeypatch.setattr(process, "_ephemeral_low", lambda: 32768)
+    ports = [process.free_port() for _ in range(3)]
+    assert sorted(ports) == [32100, 32101, 32102]
+    assert not 32100 <= process.free_port() < 32103  # the range is reserved: the kernel's choice
+    # (another process's reservations are files: the same holds across processes)
+    assert sorted(int(p.name) for p in (tmp_path / "ports").iterdir()) == [32100, 32101, 32102]
+    old = tmp_path / "ports" / "32101"
+    os.utime(old, (0, 0))  # a reservation past RESERVED_S is void
+    assert process.free_port() == 32101
