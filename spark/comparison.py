@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.contracts.verdict import COMPARED, IMPROVEMENT, NO_CHANGE, REGRESSION, STATISTIC, VerdictRule
+from harness.contracts.verdict import COMPARED, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTIC, VerdictRule
 from harness.core.errors import ConfigError
 from harness.inputs.expectations import evaluate, per_nack, probe_counts
 from harness.inputs.scenario import Scenario
@@ -23,7 +23,7 @@ from harness.measure.tally import nest, table
 from spark import facts
 from spark.facts import unreadable_file
 from spark.io import Archive, ArchiveError, scenario_of
-from spark.stats import compare, completeness, decide, holm, overall
+from spark.stats import compare, completeness, decide, holm, overall, tarone
 
 SAMPLE_CAP = 500_000  # values per (scenario, variant) brought to the driver for statistics
 
@@ -208,12 +208,18 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
         for s in scenarios for primary in [c.scenarios[s].verdict_metric]
         for m in dict.fromkeys([primary, *COMPARED])
     ]
-    adjusted = holm([x["p_value"] for x in comparisons])
-    family = sum(p is not None for p in adjusted)
+    # One family per scenario: a scenario's verdict does not move with what else the report holds. Within it,
+    # comparisons that cannot reach the level are left out before testing (Tarone), the rest Holm-adjusted.
+    families = {}
+    for s in scenarios:
+        mine = [x for x in comparisons if x["scenario"] == s]
+        tested = tarone([x["p_floor"] if x["p_value"] is not None else None for x in mine], rule.alpha)
+        adjusted = holm([x["p_value"] if t else None for x, t in zip(mine, tested, strict=True)])
+        families[s] = sum(tested)
+        for x, t, p in zip(mine, tested, adjusted, strict=True):
+            x["tested"], x["p_adjusted"] = t, p
+            x["verdict"], x["reason"] = decide(x, p, families[s], rule, tested=t, of=len(mine))
     blocked = {}
-    for x, p in zip(comparisons, adjusted, strict=True):
-        x["p_adjusted"] = p
-        x["verdict"], x["reason"] = decide(x, p, family, rule)
     for s in scenarios:
         base, cand = ({**sides[(s, v)]["ledger"], "sent": sides[(s, v)]["sent"], "errors": sides[(s, v)]["errors"]}
                       for v in (baseline, candidate))
@@ -225,13 +231,13 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
             if verdict == REGRESSION:
                 x["verdict"], x["reason"] = REGRESSION, "loses what the baseline does not: " + "; ".join(why)
             elif x["verdict"] == IMPROVEMENT:
-                x["verdict"], x["reason"] = NO_CHANGE, "faster but less complete: " + "; ".join(why)
+                x["verdict"], x["reason"] = INCONCLUSIVE, "faster but less complete: " + "; ".join(why)
     return {
         "baseline": baseline,
         "candidate": candidate,
         "verdict": overall(comparisons, blocked),
         "rule": rule.as_dict(),
-        "family": family,
+        "family": families,
         "completeness": {s: {"verdict": v, "why": w} for s, (v, w) in blocked.items()},
         "comparisons": comparisons,
         "expectations": expectations(c, [r for r in table if r["variant"] in (baseline, candidate)]),

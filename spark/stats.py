@@ -13,9 +13,11 @@ The rule:
   Holm-adjusted over every comparison of the report;
 - the effect is the ratio of levels, candidate / baseline, with a (1 - alpha) percentile interval from a
   hierarchical bootstrap that resamples runs, then cycles within them, then retries within cycles;
-- improvement: adjusted p < alpha and the whole interval below 1 - min_effect; regression: adjusted
-  p < alpha and the whole interval above 1 + min_effect; otherwise no change; and "not enough data"
-  when the two sides have too few cycles for any outcome to reach alpha.
+- improvement: adjusted p < alpha and the whole interval below 1 / (1 + min_effect); regression: adjusted
+  p < alpha and the whole interval above 1 + min_effect (a margin symmetric on the log scale); for a share
+  the effect is the difference, against -share_margin and +share_margin; equivalent: the interval inside the
+  margin; otherwise inconclusive; and "not enough data" when the two sides have too few cycles (or too many
+  ties) for any outcome to reach alpha.
 """
 
 from __future__ import annotations
@@ -28,10 +30,14 @@ from scipy.stats import mannwhitneyu, rankdata
 
 from harness.contracts.verdict import (
     AGGREGATE,
+    DIFFERENCE,
+    EFFECT,
+    EQUIVALENT,
     IMPROVEMENT,
+    INCONCLUSIVE,
     MEDIAN,
-    NO_CHANGE,
     NOT_ENOUGH,
+    RATIO,
     REGRESSION,
     VerdictRule,
     level,
@@ -95,6 +101,19 @@ def cycles_needed(alpha: float) -> int:
     return n
 
 
+def tarone(floors: Sequence[float | None], alpha: float) -> list[bool]:
+    """Which comparisons to test (Tarone 1990): a comparison whose smallest possible p (its cycles and ties)
+    cannot reach the level is left out of the family before testing, so it does not dilute the others. The
+    family is the smallest K for which at most K comparisons have floor < alpha / K; those are tested. None
+    (no data) is never tested."""
+    known = [f for f in floors if f is not None]
+    for k in range(1, len(known) + 1):
+        testable = [f is not None and f < alpha / k for f in floors]
+        if sum(testable) <= k:
+            return testable
+    return [False] * len(floors)
+
+
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm-Bonferroni adjusted p-values (None stays None and is not counted in the family)."""
     idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
@@ -123,6 +142,11 @@ def _ratio(num: float, den: float) -> float | None:
     return None if np.isnan(r) else float(r)
 
 
+def _difference(cand: float, base: float) -> float | None:
+    d = np.float64(cand) - np.float64(base)
+    return None if np.isnan(d) else float(d)
+
+
 def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN) -> float:
     """One hierarchical bootstrap draw of a side's level: runs, then cycles within each, then retries."""
     f = _of(statistic)
@@ -137,8 +161,9 @@ def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN) ->
 
 def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
                           statistic: str = MEDIAN) -> tuple[float, float] | None:
-    """(1 - alpha) percentile interval of level(candidate) / level(baseline); None when the baseline's level
-    is zero or both are endless too often for a ratio to mean anything."""
+    """(1 - alpha) percentile interval of the effect (EFFECT[statistic]): level(candidate) / level(baseline), or
+    for a share their difference; None when the baseline's level is zero or both are endless too often for a
+    ratio to mean anything."""
     rng = np.random.default_rng(rule.seed)
 
     def capped(runs: Runs) -> list[list[np.ndarray]]:
@@ -146,7 +171,8 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
                  for c in run if c.size] for run in runs if any(c.size for c in run)]
 
     b, c = capped(base), capped(cand)
-    draws = (_ratio(_replicate(c, rng, statistic), _replicate(b, rng, statistic)) for _ in range(rule.bootstrap))
+    effect = _difference if EFFECT[statistic] == DIFFERENCE else _ratio
+    draws = (effect(_replicate(c, rng, statistic), _replicate(b, rng, statistic)) for _ in range(rule.bootstrap))
     ratios = np.array([np.nan if r is None else r for r in draws])
     ratios = ratios[~np.isnan(ratios)]
     if ratios.size < rule.bootstrap * 0.9:
@@ -178,12 +204,14 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) 
                  "runs_candidate": sum(1 for r in cand if any(len(c) for c in r)),
                  "retries_baseline": int(sum(len(c) for r in base for c in r)),
                  "retries_candidate": int(sum(len(c) for r in cand for c in r)),
-                 "median_baseline": None, "median_candidate": None, "ratio_of_medians": None, "ci": None,
+                 "median_baseline": None, "median_candidate": None, "ratio_of_medians": None,
+                 "effect": EFFECT[statistic], "difference": None, "ci": None,
                  "p_value": None, "p_floor": None, "rank_biserial": None}
     if not mb.size or not mc.size:
         return out
     level_b, level_c = level(mb, statistic), level(mc, statistic)
-    out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b))
+    out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b),
+               difference=_difference(level_c, level_b))
     out["p_value"], out["p_floor"] = rank_sum_test(mc, mb)
     # -1: every candidate cycle below every baseline cycle (ties count half).
     u = (rankdata(np.concatenate([mc, mb]))[: mc.size].sum() - mc.size * (mc.size + 1) / 2)
@@ -192,26 +220,38 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) 
     return out
 
 
-def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRule) -> tuple[str, str]:
-    """The verdict of one comparison given its Holm-adjusted p-value in a family of ``family`` tests."""
+def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRule,
+           tested: bool = True, of: int | None = None) -> tuple[str, str]:
+    """The verdict of one comparison given its Holm-adjusted p-value in a family of ``family`` tests
+    (``tested`` False: left out of the family by ``tarone``, as its cycles or their ties could not reach the
+    level; ``of``: the comparisons its scenario has, which the cycles needed are counted against)."""
     nb, nc = result["n_baseline"], result["n_candidate"]
     level_needed = rule.alpha / max(family, 1)
-    if min_p_value(nb, nc) >= level_needed:
-        need = cycles_needed(level_needed)
-        return NOT_ENOUGH, f"{nb}/{nc} cycles; at least {need} per side are needed to reach alpha {rule.alpha:g}"
-    if (result.get("p_floor") or 0) >= level_needed:
-        return NOT_ENOUGH, (f"{nb}/{nc} cycles whose ties leave the smallest possible p at {result['p_floor']:.2g}, "
-                            f"not below {level_needed:.2g}")
     ci = result["ci"]
-    if p_adjusted is None or p_adjusted >= rule.alpha:
-        return NO_CHANGE, "not significant"
+    low, high = rule.margin(result.get("effect", RATIO))
+    inside = ci is not None and low <= ci[0] and ci[1] <= high
+    significant = tested and p_adjusted is not None and p_adjusted < rule.alpha
+    if min_p_value(nb, nc) >= level_needed:
+        need = cycles_needed(rule.alpha / max(of or family, 1))
+        return NOT_ENOUGH, f"{nb}/{nc} cycles; at least {need} per side are needed to reach alpha {rule.alpha:g}"
+    if inside and not significant:
+        # Equivalence rests on the interval, not on the test: ties that keep p from the level do not stop it.
+        return EQUIVALENT, "not significant, interval inside the margin"
+    floor = result.get("p_floor") or 0
+    if not tested or floor >= level_needed:
+        return NOT_ENOUGH, (f"{nb}/{nc} cycles whose ties leave the smallest possible p at {floor:.2g}, which "
+                            "cannot reach the level (left out of the family)")
+    if not significant:
+        return INCONCLUSIVE, "not significant, interval reaches past the margin" if ci else "not significant"
     if ci is None:
-        return NO_CHANGE, "ratio undefined (baseline level zero or both endless)"
-    if ci[1] < 1 - rule.min_effect:
+        return INCONCLUSIVE, "ratio undefined (baseline level zero or both endless)"
+    if ci[1] < low:
         return IMPROVEMENT, "candidate lower"
-    if ci[0] > 1 + rule.min_effect:
+    if ci[0] > high:
         return REGRESSION, "candidate higher"
-    return NO_CHANGE, "effect within the margin"
+    if inside:
+        return EQUIVALENT, "effect within the margin"
+    return INCONCLUSIVE, "significant, interval reaches past the margin"
 
 
 # Completeness: what a faster candidate must not pay for it. Rates per message sent.
@@ -230,7 +270,7 @@ LOSSES = ("lost", "never_received", "retries_never_redelivered", "duplicated", "
 
 def completeness(base: dict, cand: dict) -> tuple[str | None, list[str]]:
     """Compare the two sides' ledgers ({sent, never_received, ...} counts). Returns (REGRESSION, why) when the
-    candidate loses messages or retries the baseline did not lose at all, (NO_CHANGE, why) when it is worse
+    candidate loses messages or retries the baseline did not lose at all, (INCONCLUSIVE, why) when it is worse
     on any count (it cannot then be an improvement), else (None, [])."""
     def rate(side: dict, key: str) -> float:
         return side.get(key, 0) / max(side.get("sent", 0), 1)
@@ -240,13 +280,13 @@ def completeness(base: dict, cand: dict) -> tuple[str | None, list[str]]:
     lost = [f"{COMPLETENESS[k]} {cand.get(k, 0)} vs 0" for k in LOSSES if cand.get(k, 0) and not base.get(k, 0)]
     if lost:
         return REGRESSION, lost
-    return (NO_CHANGE, worse) if worse else (None, [])
+    return (INCONCLUSIVE, worse) if worse else (None, [])
 
 
 def overall(comparisons: Sequence[dict], blocked: dict[str, tuple[str | None, list[str]]]) -> str:
     """One word for the report: regression if anything regressed (a metric or completeness); improvement if
     the primary metric improved in every scenario and nothing blocks it; not enough data if a primary
-    comparison lacked cycles; else no change."""
+    comparison lacked cycles; equivalent if every primary comparison was; else inconclusive."""
     primary = [c for c in comparisons if c["primary"]]
     if any(c["verdict"] == REGRESSION for c in comparisons) or any(v == REGRESSION for v, _ in blocked.values()):
         return REGRESSION
@@ -254,4 +294,6 @@ def overall(comparisons: Sequence[dict], blocked: dict[str, tuple[str | None, li
         return IMPROVEMENT
     if any(c["verdict"] == NOT_ENOUGH for c in primary):
         return NOT_ENOUGH
-    return NO_CHANGE
+    if primary and all(c["verdict"] == EQUIVALENT for c in primary) and not any(v for v, _ in blocked.values()):
+        return EQUIVALENT
+    return INCONCLUSIVE

@@ -2,8 +2,12 @@
 (negative control, A/A) and how often it catches a known slowdown (positive control, the pop-wakeup-delay
 agent adding a fixed delay to every wakeup).
 
-Each run puts, side by side, the variant, an identical copy of it, and one copy per planted shift; every run
-is then judged on its own, by the same code `rmq-harness compare` uses, at the scenario's run length.
+Every run is the setup a user runs: two variants side by side, brought up in a random order (recorded), at
+the scenario's run length, judged on its own by the code `rmq-harness compare` uses. A/A runs put the build
+beside an identical copy; each planted shift has runs of its own (the build beside the build plus the delay),
+so no shift reuses another's pairs. The result keeps, per run, the primary comparison's per-cycle levels, raw
+and adjusted p, interval and the order the variants came up in: every rate it states can be derived again
+from it (docs/verdict.md).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from scipy.stats import binomtest
 
-from harness.contracts.verdict import CHANGED, REGRESSION, VerdictRule
+from harness.contracts.verdict import CHANGED, REGRESSION, STATISTIC, VerdictRule, level
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.publish import publish_json
 from harness.inputs.scenario import Scenario
@@ -24,6 +29,7 @@ from harness.run.sequence import Run
 
 COPY_SUFFIX = "-copy"
 MAX_SHIFT_MS = 2000  # the delay agent's own bound (DelayOptions.MAX_DELAY_MS); beyond it the agent refuses
+AA = "aa"
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,17 @@ class Plan:
     @property
     def variants(self) -> list[Variant]:
         return [self.base, self.copy, *self.shifted.values()]
+
+    def pairs(self, runs: int, shift_runs: int) -> list[tuple[str | int, list[Variant]]]:
+        """(what the run controls: AA or a shift in ms, its two variants) for every run, interleaved so
+        that a calibration cut short still has some of each."""
+        out: list[tuple[str | int, list[Variant]]] = []
+        for i in range(max(runs, shift_runs)):
+            if i < runs:
+                out.append((AA, [self.base, self.copy]))
+            if i < shift_runs:
+                out += [(ms, [self.base, v]) for ms, v in self.shifted.items()]
+        return out
 
 
 def plan(base: Variant, shifts_ms: Sequence[int]) -> Plan:
@@ -55,73 +72,124 @@ def plan(base: Variant, shifts_ms: Sequence[int]) -> Plan:
 
 
 def rate(k: int, n: int, level: float = 0.95) -> dict:
-    """k of n, with its exact (Clopper-Pearson) interval."""
+    """k of n, with its exact (Clopper-Pearson) two-sided interval and one-sided upper bound: "at most
+    ``upper``" is the claim a false-alarm rate supports (0 of 59 bounds it at 5%)."""
     if n == 0:
-        return {"k": 0, "n": 0, "rate": None, "ci": None}
+        return {"k": 0, "n": 0, "rate": None, "ci": None, "upper": None}
     ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
-    return {"k": k, "n": n, "rate": k / n, "ci": [round(ci.low, 4), round(ci.high, 4)]}
+    upper = binomtest(k, n, alternative="less").proportion_ci(confidence_level=level, method="exact").high
+    return {"k": k, "n": n, "rate": k / n, "ci": [round(ci.low, 4), round(ci.high, 4)], "upper": round(upper, 6)}
 
 
-def run_all(p: Plan, scenario: Scenario, runs: int, runs_dir: Path | str,
+def run_all(p: Plan, scenario: Scenario, runs: int, shift_runs: int, runs_dir: Path | str,
             log: Callable[[str], None]) -> list[Path | str]:
     archives = []
-    for i in range(runs):
-        log(f"calibration run {i + 1} of {runs}: {', '.join(v.name for v in p.variants)}")
+    pairs = p.pairs(runs, shift_runs)
+    for i, (what, variants) in enumerate(pairs):
+        log(f"calibration run {i + 1} of {len(pairs)} ({'A/A' if what == AA else f'+{what} ms'}): "
+            f"{', '.join(v.name for v in variants)}")
         try:
-            archives.append(Run(p.variants, scenario, runs_dir, log=log).execute().archive)
+            archives.append(Run(variants, scenario, runs_dir, log=log).execute().archive)
         except HarnessError as e:
             # A run that failed is no comparison; it is counted and said, and the calibration goes on.
             log(f"calibration run {i + 1} failed: {e}")
     return archives
 
 
-def judge(archives: Sequence[Path], p: Plan, rule: VerdictRule, log: Callable[[str], None]) -> dict:
-    """Every run judged on its own: base vs copy (A/A), base vs each shifted variant (power)."""
-    from spark.comparison import analyse, check_variants, collect
+def _record(result: dict, data: object, run_id: str, order: dict | None) -> dict:
+    """One run's judgement, with what it was judged on (its primary comparison's cycle levels)."""
+    from spark.comparison import nested_runs
+
+    primary = next(c for c in result["comparisons"] if c["primary"])
+    statistic = STATISTIC[primary["metric"]]
+    samples = data.samples[data.samples["run_id"] == run_id]
+    levels = {side: [level(c, statistic) for run in nested_runs(samples, primary["scenario"], result[side],
+                                                               primary["metric"]) for c in run]
+              for side in ("baseline", "candidate")}
+    keep = ("metric", "statistic", "n_baseline", "n_candidate", "median_baseline", "median_candidate",
+            "ratio_of_medians", "ci", "p_value", "p_floor", "p_adjusted", "verdict", "reason")
+    return {"run_id": run_id, "baseline": result["baseline"], "candidate": result["candidate"],
+            "variant_order": order, "verdict": result["verdict"], "family": result["family"],
+            "primary": {k: primary.get(k) for k in keep}, "cycle_levels": levels,
+            "comparisons": {c["metric"]: c["verdict"] for c in result["comparisons"]}}
+
+
+def judge(archives: Sequence[Path | str], p: Plan, rule: VerdictRule, log: Callable[[str], None]) -> dict:
+    """Every run judged on its own: the build against the other variant of the run (its copy: A/A; the build
+    plus a delay: power). Archives of the earlier layout (all variants in every run) are judged pair by pair."""
+    from spark.comparison import analyse, collect
     from spark.io import load_archives
     from spark.session import local_session
 
     loaded = load_archives([str(a) for a in archives], warn=log)
-    names = [v.name for v in p.variants]
-    check_variants(loaded, names)
+    shift_of = {v.name: ms for ms, v in p.shifted.items()}
+    names = {p.base.name, p.copy.name, *shift_of}
+    for a in loaded:
+        if p.base.name not in a.variants or not names & (set(a.variants) - {p.base.name}):
+            raise ConfigError(f"archive {a.run_id} ({', '.join(a.variants)}) is no calibration run of "
+                              f"{p.base.name} (it needs {p.base.name} and its copy or a delayed copy)")
     spark = local_session("local[*]")
-    data = collect(spark, loaded, names, seed=rule.seed, per_run=True)
+    data = collect(spark, loaded, sorted(names), seed=rule.seed, per_run=True)
     data.close()  # (judged from the samples and tables; no report keeps the rows)
     per_run = []
     for a in loaded:
-        row = {"run_id": a.run_id, "aa": analyse(data, p.base.name, p.copy.name, rule, run_id=a.run_id)}
-        row["shifts"] = {ms: analyse(data, p.base.name, v.name, rule, run_id=a.run_id) for ms, v in p.shifted.items()}
-        per_run.append(row)
+        for other in (v for v in a.variants if v in names and v != p.base.name):
+            result = analyse(data, p.base.name, other, rule, run_id=a.run_id)
+            per_run.append({"control": AA if other == p.copy.name else shift_of[other],
+                            **_record(result, data, a.run_id, a.manifest.get("variant_order"))})
     return {"rule": rule.as_dict(), "per_run": per_run}
 
 
-def _primary(result: dict) -> dict:
-    return next(c for c in result["comparisons"] if c["primary"])
+def order_effect(records: Sequence[dict]) -> dict | None:
+    """A/A runs: how much slower the variant brought up second was than the one brought up first (the ratio of
+    their levels, geometric mean over runs, with a t interval on the log scale). None without recorded orders."""
+    logs = []
+    for r in records:
+        order, prim = r["variant_order"], r["primary"]
+        if not order or order.get("how") != "random" or not prim["median_baseline"] or not prim["median_candidate"]:
+            continue
+        first_is_base = order["names"][0] == r["baseline"]
+        second, first = ((prim["median_candidate"], prim["median_baseline"]) if first_is_base
+                         else (prim["median_baseline"], prim["median_candidate"]))
+        if np.isfinite(first) and np.isfinite(second) and first > 0 and second > 0:
+            logs.append(np.log(second / first))
+    if len(logs) < 3:
+        return None
+    from scipy.stats import t
+
+    arr = np.asarray(logs)
+    half = t.ppf(0.975, arr.size - 1) * arr.std(ddof=1) / np.sqrt(arr.size)
+    return {"runs": int(arr.size), "second_over_first": float(np.exp(arr.mean())),
+            "ci": [float(np.exp(arr.mean() - half)), float(np.exp(arr.mean() + half))],
+            "second_slower_in": int((arr > 0).sum())}
 
 
 def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
     runs = judged["per_run"]
-    aa = [r["aa"]["verdict"] for r in runs]
+    aa = [r for r in runs if r["control"] == AA]
+    aa_verdicts = [r["verdict"] for r in aa]
     out = {
         "generated_at": dt.datetime.now(dt.UTC).isoformat(),
         "variant": p.base.name,
         "scenario": scenario.model_dump(mode="json"),
-        "unit": "one run judged on its own: cycles of the run, the scenario's run length",
+        "unit": "one run of two variants side by side, in random order, judged on its own at the scenario's length",
         "rule": judged["rule"],
-        "aa": {**rate(sum(v in CHANGED for v in aa), len(aa)),
-               "verdicts": {v: aa.count(v) for v in sorted(set(aa))},
-               "cycles": [[_primary(r["aa"])["n_baseline"], _primary(r["aa"])["n_candidate"]] for r in runs],
-               "ratios": [_primary(r["aa"])["ratio_of_medians"] for r in runs]},
+        "aa": {**rate(sum(v in CHANGED for v in aa_verdicts), len(aa_verdicts)),
+               "verdicts": {v: aa_verdicts.count(v) for v in sorted(set(aa_verdicts))},
+               "cycles": [[r["primary"]["n_baseline"], r["primary"]["n_candidate"]] for r in aa],
+               "ratios": [r["primary"]["ratio_of_medians"] for r in aa],
+               "order_effect": order_effect(aa)},
         "shifts": [],
-        "runs": [r["run_id"] for r in runs],
+        "runs": runs,
     }
     for ms in p.shifted:
-        verdicts = [r["shifts"][ms]["verdict"] for r in runs]
+        mine = [r for r in runs if r["control"] == ms]
+        verdicts = [r["verdict"] for r in mine]
         out["shifts"].append({"delay_ms": ms, **rate(verdicts.count(REGRESSION), len(verdicts)),
                               "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
-                              "ratios": [_primary(r["shifts"][ms])["ratio_of_medians"] for r in runs],
-                              "levels_ms": [[_primary(r["shifts"][ms])["median_baseline"],
-                                             _primary(r["shifts"][ms])["median_candidate"]] for r in runs]})
+                              "ratios": [r["primary"]["ratio_of_medians"] for r in mine],
+                              "levels_ms": [[r["primary"]["median_baseline"], r["primary"]["median_candidate"]]
+                                            for r in mine]})
     return out
 
 

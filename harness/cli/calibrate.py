@@ -19,9 +19,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                          "two identical builds (A/A) and the detection rate of planted slowdowns")
     cal.add_argument("--variant", default="patched", help="the build to calibrate on (default: patched)")
     cal.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
-    cal.add_argument("--runs", type=int, default=20, help="runs, each judged on its own (default 20)")
+    cal.add_argument("--runs", type=int, default=60,
+                     help="A/A runs (the build beside a copy), each judged on its own (default 60: with no false "
+                          "verdict, the one-sided 95%% bound of the rate is under 5%%)")
     cal.add_argument("--shift-ms", type=int, action="append", dest="shifts",
                      help="a planted wakeup delay, ms (repeatable; default 50)")
+    cal.add_argument("--shift-runs", type=int, default=10,
+                     help="runs per planted delay (the build beside the build plus the delay; default 10)")
     cal.add_argument("--runs-dir", type=dir_or_uri, default=None,
                      help="where the runs' archives go (default: runs/calibration-<time>)")
     cal.add_argument("--archives", type=Path, nargs="+", default=None,
@@ -35,8 +39,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def calibrate_(args: argparse.Namespace) -> int:
     from harness.campaigns import calibrate
 
-    if args.runs < 1:
-        raise ConfigError(f"--runs {args.runs}: at least one run")
+    if args.runs < 1 or args.shift_runs < 0:
+        raise ConfigError(f"--runs {args.runs} --shift-runs {args.shift_runs}: at least one A/A run, and no "
+                          "negative count of runs per delay")
     rule = VerdictRule.from_args(args)
     base = select(load_variants(args.variants), [args.variant])[0]
     p = calibrate.plan(base, args.shifts or [50])
@@ -48,8 +53,8 @@ def calibrate_(args: argparse.Namespace) -> int:
     if args.archives:
         archives = args.archives
     else:
-        archives = calibrate.run_all(p, scenario, args.runs, args.runs_dir or Path("runs") / f"calibration-{stamp}",
-                                     log)
+        archives = calibrate.run_all(p, scenario, args.runs, args.shift_runs,
+                                     args.runs_dir or Path("runs") / f"calibration-{stamp}", log)
         if not archives:
             raise HarnessError("every calibration run failed; see the lines above")
     with console.status("judging every run on Spark ..."):

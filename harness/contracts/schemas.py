@@ -61,6 +61,9 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     5: "per variant, the faults its runs injected and what each did (harness/measure/fault_impact.py)",
     6: "p-values exact also with ties, and p_floor, the smallest p a comparison's ties allow; each run's "
        "variant_order",
+    7: "verdicts equivalent and inconclusive instead of no change; the ratio margin symmetric on the log scale; "
+       "each comparison's effect (ratio, or difference for stall shares, with difference and the interval "
+       "of it); the rule's share_margin",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -17,8 +17,12 @@ import numpy as np
 
 from harness.core.errors import ConfigError
 
-IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH = "improvement", "regression", "no change", "not enough data"
-VERDICTS = (IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH)
+IMPROVEMENT, REGRESSION, NOT_ENOUGH = "improvement", "regression", "not enough data"
+# Neither better nor worse, told apart: the interval lies inside the margin (the builds are the same to within
+# it), or it reaches past it (the data cannot say; more cycles might). Summaries before schema 7 said
+# "no change" for both (NO_CHANGE: read, never written).
+EQUIVALENT, INCONCLUSIVE, NO_CHANGE = "equivalent", "inconclusive", "no change"
+VERDICTS = (IMPROVEMENT, REGRESSION, EQUIVALENT, INCONCLUSIVE, NOT_ENOUGH)
 # A verdict that says the two builds differ: what an A/A calibration counts as false, what bisect follows.
 CHANGED = (IMPROVEMENT, REGRESSION)
 # The exit code of a command asked to gate (--fail-on-regression, history) when the candidate regressed.
@@ -35,6 +39,7 @@ def gate_exit(args: argparse.Namespace, verdicts: Iterable[str]) -> int:
     """The exit code of a command given its verdicts: EXIT_REGRESSION when asked to gate and one regressed."""
     return EXIT_REGRESSION if getattr(args, "fail_on_regression", False) and REGRESSION in set(verdicts) else 0
 
+
 MEDIAN, SHARE = "median", "share"
 # What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.measure.latency.stalled: 1
 # for a retry that waited for a poll to run out, else 0) by shares.
@@ -43,6 +48,10 @@ STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE}
 COMPARED = ("wakeup_ms", "redelivery_ms")
 # The aggregate of a statistic, by its name in numpy and in pandas alike.
 AGGREGATE = {MEDIAN: "median", SHARE: "mean"}
+# How a comparison states its effect, by statistic: candidate / baseline for levels, candidate - baseline for
+# shares (a zero-stall baseline has no ratio).
+RATIO, DIFFERENCE = "ratio", "difference"
+EFFECT = {MEDIAN: RATIO, SHARE: DIFFERENCE}
 
 
 def level(values: Sequence[float] | np.ndarray, statistic: str = MEDIAN) -> float:
@@ -54,6 +63,9 @@ def level(values: Sequence[float] | np.ndarray, statistic: str = MEDIAN) -> floa
 
 # The rule's defaults.
 ALPHA, MIN_EFFECT, BOOTSTRAP, SEED = 0.05, 0.10, 2000, 20251110
+# A share (of retries that stalled) changes by a difference, not a ratio: a zero-stall baseline has no ratio.
+SHARE_MARGIN = 0.05
+
 
 
 def group_levels(groups: Any, statistic: str | Callable[[Any], Sequence[str]]) -> Any:
@@ -73,6 +85,7 @@ class VerdictRule:
     min_effect: float = MIN_EFFECT
     bootstrap: int = BOOTSTRAP
     seed: int = SEED
+    share_margin: float = SHARE_MARGIN
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -83,28 +96,44 @@ class VerdictRule:
                               f"(default {MIN_EFFECT:g})")
         if self.bootstrap < 1:
             raise ConfigError(f"--bootstrap {self.bootstrap}: at least one resample (default {BOOTSTRAP})")
+        if not 0 <= self.share_margin < 1:
+            raise ConfigError(f"--min-share-change {self.share_margin:g}: a difference of shares from 0 to below 1 "
+                              f"(default {SHARE_MARGIN:g})")
 
     @property
     def level(self) -> float:
         return 1 - self.alpha
 
+    def margin(self, effect: str) -> tuple[float, float]:
+        """(low, high): an effect wholly below low is an improvement, wholly above high a regression, wholly
+        between them equivalent. Ratios: symmetric on the log scale (1/1.1 and 1.1: faster by the factor
+        slower is); differences of shares: -share_margin and +share_margin."""
+        if effect == DIFFERENCE:
+            return -self.share_margin, self.share_margin
+        return 1 / (1 + self.min_effect), 1 + self.min_effect
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> VerdictRule:
         """The rule from the options ``add_rule_options`` added (checked: a bad one is a ConfigError)."""
-        return cls(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap)
+        return cls(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap,
+                   share_margin=getattr(args, "min_share_change", SHARE_MARGIN))
 
     def as_args(self) -> list[str]:
         """The options that give this rule again (``add_rule_options``'s), for a command run elsewhere."""
-        return ["--alpha", repr(self.alpha), "--min-effect", repr(self.min_effect), "--bootstrap", str(self.bootstrap)]
+        return ["--alpha", repr(self.alpha), "--min-effect", repr(self.min_effect), "--bootstrap", str(self.bootstrap),
+                "--min-share-change", repr(self.share_margin)]
 
     def describe(self) -> str:
-        return (f"unit: the cycle. Mann-Whitney U (two-sided) on per-cycle medians (shares for stalls), "
-                f"Holm-adjusted p < {self.alpha:g} over all comparisons, and the {self.level:.0%} hierarchical "
-                f"bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians (mean shares for "
-                f"stalls; candidate/baseline) entirely "
-                f"below {1 - self.min_effect:g} (improvement) or above {1 + self.min_effect:g} (regression); "
-                "otherwise no change; a retry never redelivered counts as an endless wait; not enough data "
-                "when too few cycles could reach the level")
+        low, high = self.margin(RATIO)
+        return (f"unit: the cycle. Mann-Whitney U (two-sided, exact also with ties) on per-cycle medians (shares "
+                f"for stalls), Holm-adjusted p < {self.alpha:g} over each scenario's comparisons (those whose cycles "
+                f"could reach it: Tarone), and the {self.level:.0%} "
+                f"hierarchical bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians "
+                f"(candidate/baseline) entirely below {low:.3g} (improvement) or above {high:.3g} (regression); "
+                f"for stall shares the difference of mean shares beyond -{self.share_margin:g} or "
+                f"+{self.share_margin:g}; equivalent when the interval lies inside those bounds, otherwise "
+                "inconclusive; a retry never redelivered counts as an endless wait; not enough data when too few "
+                "cycles (or too many ties) could reach the level")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "text": self.describe()}
@@ -119,3 +148,6 @@ def add_rule_options(parser: argparse.ArgumentParser) -> None:
                              f"{MIN_EFFECT * 100:.0f}%%)")
     parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP,
                         help=f"bootstrap resamples (default {BOOTSTRAP})")
+    parser.add_argument("--min-share-change", type=float, default=SHARE_MARGIN,
+                        help=f"change of a share (stalled retries) that counts, as a difference (default "
+                             f"{SHARE_MARGIN:g} = {SHARE_MARGIN * 100:.0f} points)")

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.contracts.endpoints import Endpoints
-from harness.contracts.verdict import IMPROVEMENT, NOT_ENOUGH, REGRESSION
+from harness.contracts.verdict import IMPROVEMENT, INCONCLUSIVE, NOT_ENOUGH, REGRESSION
 from harness.core.errors import one_line
 from harness.report import formats
 
@@ -20,7 +20,7 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
-COLOUR = {IMPROVEMENT: "green", REGRESSION: "red", NOT_ENOUGH: "yellow"}
+COLOUR = {IMPROVEMENT: "green", REGRESSION: "red", NOT_ENOUGH: "yellow", INCONCLUSIVE: "yellow"}
 
 
 def line(label: str, colour: str, message: object) -> Text:
@@ -165,7 +165,8 @@ def print_calibration(result: dict) -> None:
     def pct(r: dict) -> str:
         if r["rate"] is None:
             return "-"
-        return f"{r['rate']:.0%} ({r['k']}/{r['n']}; 95% CI {r['ci'][0]:.0%}-{r['ci'][1]:.0%})"
+        bound = f"; at most {r['upper']:.1%} (one-sided 95%)" if r.get("upper") is not None else ""
+        return f"{r['rate']:.0%} ({r['k']}/{r['n']}; 95% CI {r['ci'][0]:.0%}-{r['ci'][1]:.0%}{bound})"
 
     t = Table(title=f"the verdict rule on {result['variant']}, each run judged on its own")
     for col in ("control", "what counts", "rate", "verdicts"):
@@ -177,6 +178,11 @@ def print_calibration(result: dict) -> None:
         t.add_row(f"+{s['delay_ms']} ms on every wakeup", "regression (detected)", pct(s),
                   ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
     console.print(t)
+    effect = aa.get("order_effect")
+    if effect:
+        console.print(f"order: the variant brought up second was {effect['second_over_first']:.3g}x the first "
+                      f"(95% CI {effect['ci'][0]:.3g}-{effect['ci'][1]:.3g}; slower in {effect['second_slower_in']} "
+                      f"of {effect['runs']} A/A runs)")
 
 
 def print_history(summary: dict) -> None:

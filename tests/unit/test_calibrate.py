@@ -36,3 +36,36 @@ def test_rate_carries_an_exact_interval_that_contains_the_rate():
     low, high = r["ci"]
     assert 0 < low < 0.05 < high < 0.3
     assert calibrate.rate(0, 0)["rate"] is None
+
+
+def test_every_run_is_two_variants_and_each_shift_has_runs_of_its_own():
+    p = calibrate.plan(load_variants()["patched"], [50, 3])
+    pairs = p.pairs(runs=3, shift_runs=2)
+    assert [(what, [v.name for v in vs]) for what, vs in pairs] == [
+        ("aa", ["patched", "patched-copy"]), (50, ["patched", "patched-plus50ms"]), (3, ["patched", "patched-plus3ms"]),
+        ("aa", ["patched", "patched-copy"]), (50, ["patched", "patched-plus50ms"]), (3, ["patched", "patched-plus3ms"]),
+        ("aa", ["patched", "patched-copy"])]
+
+
+@pytest.mark.parametrize(("k", "n", "upper"), [(0, 20, 0.1391), (0, 59, 0.0495), (1, 93, 0.049994), (0, 58, 0.0503)])
+def test_the_one_sided_bound_is_what_a_false_alarm_claim_can_say(k, n, upper):
+    # 0 of 20 does not support "at most 5%"; 0 of 59 or 1 of 93 do (the figures)
+    assert calibrate.rate(k, n)["upper"] == pytest.approx(upper, abs=1e-4)
+    assert (calibrate.rate(k, n)["upper"] <= 0.05) == (upper <= 0.05)
+
+
+def _record(order: list[str], base_ms: float, cand_ms: float) -> dict:
+    return {"variant_order": {"names": order, "how": "random", "seed": 1}, "baseline": "patched",
+            "candidate": "patched-copy", "primary": {"median_baseline": base_ms, "median_candidate": cand_ms}}
+
+
+def test_the_order_effect_is_the_second_up_over_the_first_whoever_was_the_baseline():
+    # The second up is 1.2x the first in every run, half of them with the copy first.
+    records = [_record(["patched", "patched-copy"], 10.0, 12.0), _record(["patched-copy", "patched"], 12.0, 10.0),
+               _record(["patched", "patched-copy"], 20.0, 24.0), _record(["patched-copy", "patched"], 24.0, 20.0)]
+    effect = calibrate.order_effect(records)
+    assert effect["runs"] == 4 and effect["second_slower_in"] == 4
+    assert effect["second_over_first"] == pytest.approx(1.2)
+    assert calibrate.order_effect(records[:2]) is None  # too few to say
+    given = [{**r, "variant_order": {**r["variant_order"], "how": "given"}} for r in records]
+    assert calibrate.order_effect(given) is None  # only a random order says anything about order

@@ -3,8 +3,9 @@ import pytest
 
 from harness.contracts.verdict import (
     COMPARED,
+    EQUIVALENT,
     IMPROVEMENT,
-    NO_CHANGE,
+    INCONCLUSIVE,
     NOT_ENOUGH,
     REGRESSION,
     SHARE,
@@ -20,6 +21,7 @@ from spark.stats import (
     min_p_value,
     overall,
     rank_sum_test,
+    tarone,
 )
 
 RULE = VerdictRule(bootstrap=400)
@@ -60,12 +62,15 @@ def test_stalls_are_judged_by_their_share_where_a_median_says_nothing():
     by_median, by_share = compare(base, cand, RULE), compare(base, cand, RULE, SHARE)
     assert by_share["statistic"] == "share" and by_share["median_candidate"] == 0.0
     assert by_share["median_baseline"] == pytest.approx(np.mean([np.mean(c) for c in base[0]]))
-    assert by_share["ci"] == [0.0, 0.0] and decide(by_share, by_share["p_value"], 1, RULE)[0] == IMPROVEMENT
+    # the difference of shares, candidate - baseline: about 40 points fewer stalled
+    assert by_share["effect"] == "difference" and by_share["ci"][1] < -RULE.share_margin
+    assert decide(by_share, by_share["p_value"], 1, RULE)[0] == IMPROVEMENT
     assert decide(by_median, by_median["p_value"], 1, RULE)[0] != IMPROVEMENT
     # The same shares on both sides are no change.
     same = _runs(rng, lambda g, n: (g.random(n) < 0.4).astype(float), cycles=12, per_cycle=5)
     r = compare(base, same, RULE, SHARE)
-    assert decide(r, r["p_value"], 1, RULE)[0] == NO_CHANGE
+    # (12 cycles of 5 retries cannot pin a share to within 5 points: not "equivalent", only "inconclusive")
+    assert decide(r, r["p_value"], 1, RULE) == (INCONCLUSIVE, "not significant, interval reaches past the margin")
 
 
 def test_every_compared_metric_has_a_statistic_and_the_scenarios_verdict_metrics_are_them():
@@ -88,14 +93,14 @@ def test_same_distribution_is_no_change():
     rng = np.random.default_rng(4)
     _, (verdict, _) = _verdict(_runs(rng, lambda g, n: g.normal(100, 10, n), cycles=20),
                                _runs(rng, lambda g, n: g.normal(100, 10, n), cycles=20))
-    assert verdict == NO_CHANGE
+    assert verdict == EQUIVALENT
 
 
 def test_significant_effect_inside_the_margin_is_no_change():
     rng = np.random.default_rng(5)
     r, (verdict, reason) = _verdict(_runs(rng, lambda g, n: g.normal(100, 1, n), cycles=30),
                                     _runs(rng, lambda g, n: g.normal(97, 1, n), cycles=30))
-    assert r["p_value"] < 0.05 and verdict == NO_CHANGE and reason == "effect within the margin"
+    assert r["p_value"] < 0.05 and verdict == EQUIVALENT and reason == "effect within the margin"
 
 
 def test_retries_that_never_came_back_are_endless_waits():
@@ -144,18 +149,18 @@ def test_cycles_needed_reaches_alpha_and_one_fewer_does_not():
 def test_completeness_blocks_an_improvement_and_flags_losses():
     base = {"sent": 100, "never_received": 0, "retries_never_redelivered": 0, "duplicate_deliveries": 0, "errors": 0}
     assert completeness(base, dict(base)) == (None, [])
-    assert completeness(base, {**base, "errors": 2})[0] == NO_CHANGE
+    assert completeness(base, {**base, "errors": 2})[0] == INCONCLUSIVE
     verdict, why = completeness(base, {**base, "retries_never_redelivered": 3})
     assert verdict == REGRESSION and why == ["retries never redelivered 3 vs 0"]
     for defect in ("lost", "duplicated", "cross_topic"):  # the ledger's defects are regressions as well
         assert completeness(base, {**base, defect: 1})[0] == REGRESSION
     # Fewer sends, same count: a higher rate is still worse.
-    assert completeness({**base, "errors": 1}, {**base, "sent": 50, "errors": 1})[0] == NO_CHANGE
+    assert completeness({**base, "errors": 1}, {**base, "sent": 50, "errors": 1})[0] == INCONCLUSIVE
 
 
 def test_overall_verdict():
     imp = {"primary": True, "verdict": IMPROVEMENT}
-    assert overall([imp, {"primary": False, "verdict": NO_CHANGE}], {"s": (None, [])}) == IMPROVEMENT
+    assert overall([imp, {"primary": False, "verdict": INCONCLUSIVE}], {"s": (None, [])}) == IMPROVEMENT
     assert overall([imp, {"primary": False, "verdict": REGRESSION}], {"s": (None, [])}) == REGRESSION
     assert overall([imp], {"s": (REGRESSION, ["x"])}) == REGRESSION
     assert overall([{"primary": True, "verdict": NOT_ENOUGH}], {}) == NOT_ENOUGH
@@ -209,3 +214,42 @@ def test_ties_that_cannot_reach_the_level_are_not_enough_data():
     r = {"n_baseline": 6, "n_candidate": 6, "ci": [0.0, 0.0], "p_floor": floor}
     verdict, reason = decide(r, p, 1, RULE)
     assert verdict == NOT_ENOUGH and "smallest possible p" in reason
+
+
+def test_a_zero_stall_baseline_is_judged_by_the_difference_of_shares():
+    # The ratio would be [inf, inf] and clear any margin; the difference says how many points more stalled.
+    rng = np.random.default_rng(12)
+    base = _runs(rng, lambda g, n: np.zeros(n), cycles=12, per_cycle=8)
+    worse = _runs(rng, lambda g, n: (g.random(n) < 0.5).astype(float), cycles=12, per_cycle=8)
+    slightly = [[np.where(np.arange(c.size) == 0, 1.0, 0.0) if i == 0 else c for i, c in enumerate(run)]
+                for run in _runs(rng, lambda g, n: np.zeros(n), cycles=12, per_cycle=8)]
+    r = compare(base, worse, RULE, SHARE)
+    assert r["effect"] == "difference" and r["difference"] == pytest.approx(r["median_candidate"])
+    assert r["ci"][0] > RULE.share_margin and decide(r, r["p_value"], 1, RULE)[0] == REGRESSION
+    r = compare(base, slightly, RULE, SHARE)  # one stalled retry of 96: 1 point, inside the 5-point margin
+    assert 0 <= r["ci"][0] <= r["ci"][1] <= RULE.share_margin
+    assert decide(r, r["p_value"], 1, RULE)[0] == EQUIVALENT
+
+
+def test_the_margin_is_symmetric_on_the_log_scale():
+    low, high = RULE.margin("ratio")
+    assert low * high == pytest.approx(1.0) and high == pytest.approx(1 + RULE.min_effect)
+    r = {"n_baseline": 20, "n_candidate": 20, "effect": "ratio", "p_floor": 1e-9}
+    # a candidate 1.1x faster counts as one 1.1x slower does: 0.905 is below 1/1.1 (0.909), an improvement (the
+    # bound was 0.9, which asked more of a faster build than of a slower one)
+    assert decide({**r, "ci": [0.85, 0.905]}, 0.001, 1, RULE)[0] == IMPROVEMENT
+    assert decide({**r, "ci": [0.91, 0.95]}, 0.001, 1, RULE)[0] == EQUIVALENT
+    assert decide({**r, "ci": [0.80, 0.95]}, 0.001, 1, RULE) == (INCONCLUSIVE, "significant, interval reaches past "
+                                                                              "the margin")
+
+
+def test_comparisons_that_cannot_reach_the_level_leave_the_family_before_testing():
+    # Three comparisons: two with floors far below alpha, one whose ties keep it above alpha / 2.
+    assert tarone([1e-5, 1e-4, 0.04], 0.05) == [True, True, False]
+    # Holm over the two tested is then alpha / 2 for the smaller, not alpha / 3.
+    assert tarone([1e-5, 1e-4, 1e-3], 0.05) == [True, True, True]
+    assert tarone([0.2, 0.5], 0.05) == [False, False]  # none can
+    assert tarone([None, 1e-5], 0.05) == [False, True]  # no data is never tested
+    r = {"n_baseline": 6, "n_candidate": 6, "ci": [0.5, 2.0], "p_floor": 0.04, "effect": "ratio"}
+    verdict, reason = decide(r, None, 2, RULE, tested=False)
+    assert verdict == NOT_ENOUGH and "left out of the family" in reason
