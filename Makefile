@@ -64,10 +64,11 @@ lint: python
 	$(BIN)/ruff check .
 
 # Every layer (tests/conftest.py): all but the cluster on TEST_WORKERS workers (most of a real-broker test is
-# waiting on the brokers' timers), then the cluster's, which has the machine to itself.
+# waiting on the brokers' timers), then the cluster's, which has the machine to itself. A file's tests stay on
+# one worker (--dist loadfile): a module's run of real brokers (its fixture) is made once, not once a worker.
 TEST_WORKERS ?= 2
 test: setup k8s-tools cluster-tools s3-tools lint test-agents
-	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS)
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS) --dist loadfile
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m cluster
 
 # The loop to run while working: lint and the unit layer (pure logic), under 3 minutes warm. One layer alone:

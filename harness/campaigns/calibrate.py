@@ -129,7 +129,8 @@ def judge(archives: Sequence[Path | str], p: Plan, rule: VerdictRule, log: Calla
             raise ConfigError(f"archive {a.run_id} ({', '.join(a.variants)}) is no calibration run of "
                               f"{p.base.name} (it needs {p.base.name} and its copy or a delayed copy)")
     spark = local_session("local[*]")
-    data = collect(spark, loaded, sorted(names), seed=rule.seed, per_run=True)
+    present = sorted(names & {v for a in loaded for v in a.variants})
+    data = collect(spark, loaded, present, seed=rule.seed, per_run=True)
     data.close()  # (judged from the samples and tables; no report keeps the rows)
     per_run = []
     for a in loaded:

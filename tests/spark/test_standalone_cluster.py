@@ -68,11 +68,11 @@ def _apps(cluster: Cluster) -> list[str]:
     return [a["name"] for a in state.get("completedapps", []) + state.get("activeapps", [])]
 
 
-def _same_places(summary: dict, *places: tuple[Path, str]) -> dict:
-    """The summary with each directory that differs between the two runs named alike."""
+def _same_places(summary: dict, *places: tuple[Path | str, str]) -> dict:
+    """The summary with each directory (or bucket prefix) that differs between the two runs named alike."""
     text = json.dumps(summary, sort_keys=True)
     for path, name in places:
-        text = text.replace(str(path.resolve()), name)
+        text = text.replace(str(path.resolve()) if isinstance(path, Path) else path, name)
     out = json.loads(text)
     for k in ("generated_at", "out", "report"):  # when; and where (run() adds it to what summary.json holds)
         out.pop(k, None)
@@ -122,7 +122,10 @@ def test_matrix_on_the_cluster_is_what_local_mode_gives(cluster, shared, spark, 
     assert "rmq-harness-matrix" in _apps(cluster)
 
 
-def test_history_on_the_cluster_is_what_local_mode_gives(cluster, shared, spark, tmp_path):
+def test_history_on_the_cluster_reads_and_writes_the_bucket_and_is_what_local_mode_gives(cluster, shared, spark, s3,
+                                                                                         tmp_path):
+    """The archives and the history dataset in the bucket, the executors reading and writing it there: the same
+    change points as local mode over local files."""
     series = shared / "history"
     for i in range(8):  # a build that gets slower at its seventh run
         def wakeup(rng: np.random.Generator, n: int, slow: bool = i >= 6) -> np.ndarray:
@@ -130,17 +133,26 @@ def test_history_on_the_cluster_is_what_local_mode_gives(cluster, shared, spark,
 
         synth.archive(series, f"run-{i:02d}", {"patched": wakeup}, messages=40, seed=100 + i, lost=0,
                       started_at=f"2026-11-{i + 1:02d}T00:00:00+00:00")
-    local_ds, cluster_ds = tmp_path / "local" / "ds", tmp_path / "cluster" / "ds"
-    local_h, cluster_h = tmp_path / "local" / "h", tmp_path / "cluster" / "h"
+    local_ds, local_h, cluster_h = tmp_path / "local" / "ds", tmp_path / "local" / "h", tmp_path / "cluster" / "h"
     want = history.run(history.parser().parse_args([str(series), "--dataset", str(local_ds), "--window", "4",
                                                     "--out", str(local_h)]), spark=spark)
-    _on_cluster("history", [str(series), "--dataset", str(cluster_ds), "--window", "4", "--out", str(cluster_h)],
-                cluster)
+    runs, dataset = f"s3://{BUCKET}/series", f"s3://{BUCKET}/history"
+    up = _cli(["upload", *map(str, sorted(p for p in series.iterdir() if (p / "manifest.json").exists())),
+               "--runs-dir", runs], s3.env())
+    assert up.returncode == 0, up.stderr[-2000:]
+    said = _on_cluster("history", [runs, "--dataset", dataset, "--window", "4", "--out", str(cluster_h)], cluster,
+                       s3.env())
     got = json.loads((cluster_h / "summary.json").read_text())
-    assert len(got["runs_added"]) == 8
-    assert (_same_places(got, (cluster_h, "<out>"), (cluster_ds, "<ds>"))
-            == _same_places(want, (local_h, "<out>"), (local_ds, "<ds>")))
+    assert len(got["runs_added"]) == 8 and got["dataset"] == dataset
+    assert (_same_places(got, (cluster_h, "<out>"), (dataset, "<ds>"), (runs, "<runs>"))
+            == _same_places(want, (local_h, "<out>"), (local_ds, "<ds>"), (series, "<runs>")))
     assert "rmq-harness-history" in _apps(cluster)
+    # What the next history reads to add only new runs (tests/spark/test_history.py for the rest of it).
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in s3.env().items():
+            mp.setenv(k, v)
+        assert history_data.ingested(dataset) == set(got["runs_added"])
+    assert not _secret_anywhere(s3.secret_key, said, up.stdout, up.stderr, under=tmp_path)
 
 
 def _cli(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -174,19 +186,6 @@ def test_an_archive_in_the_bucket_is_compared_with_the_executors_reading_the_buc
     assert _figures(got) == _figures(json.loads((GOLDEN / "summary.json").read_text()))
     assert got["runs"][0]["path"] == uri
     # The credentials are in no report, no output, no log line.
-    assert not _secret_anywhere(s3.secret_key, said, under=tmp_path)
-
-
-def test_the_history_dataset_lives_in_the_bucket(cluster, s3, uploaded, tmp_path):
-    argv = [f"s3://{BUCKET}/golden", "--dataset", f"s3://{BUCKET}/history", "--window", "4"]
-    said = _on_cluster("history", [*argv, "--out", str(tmp_path / "h1")], cluster, s3.env())
-    first = json.loads((tmp_path / "h1" / "summary.json").read_text())
-    assert len(first["runs_added"]) == 1 and first["dataset"] == f"s3://{BUCKET}/history"
-    # What the next history reads to add only new runs (tests/spark/test_history.py for the rest of it).
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in s3.env().items():
-            mp.setenv(k, v)
-        assert history_data.ingested(f"s3://{BUCKET}/history") == set(first["runs_added"])
     assert not _secret_anywhere(s3.secret_key, said, under=tmp_path)
 
 

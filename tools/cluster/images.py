@@ -149,10 +149,10 @@ def stand_ins(log: Callable[[str], None]) -> None:
         _run(podman("tag", image, public), f"tagging {image} as {public}")
 
 
-def _build_and_load(lay: Layout, name: str, dockerfile: Path, context: Path, args: dict[str, str],
+def _build_and_load(lay: Layout | None, name: str, dockerfile: Path, context: Path, args: dict[str, str],
                     log: Callable[[str], None]) -> str:
-    """Build ``dockerfile`` on the stand-ins and load it into the cluster under the name kubelet resolves a
-    short chart name to (``rmq-pop-harness:dev`` is docker.io/library/rmq-pop-harness:dev)."""
+    """Build ``dockerfile`` on the stand-ins and load it into the cluster (``lay`` None: build only) under the
+    name kubelet resolves a short chart name to (``rmq-pop-harness:dev`` is docker.io/library/rmq-pop-harness:dev)."""
     stand_ins(log)
     cri = f"docker.io/library/{name}"
     log(f"building {cri} from {dockerfile.name}")
@@ -161,11 +161,12 @@ def _build_and_load(lay: Layout, name: str, dockerfile: Path, context: Path, arg
          f"building {cri}")
     # The image this tag named before is left untagged: gone, or every code change keeps 1.9 GB more.
     _run(podman("image", "prune", "--force"), "removing untagged images")
-    load(lay, cri, log)
+    if lay is not None:
+        load(lay, cri, log)
     return cri
 
 
-def harness_image(lay: Layout, repo_root: Path, tag: str, log: Callable[[str], None]) -> str:
+def harness_image(lay: Layout | None, repo_root: Path, tag: str, log: Callable[[str], None]) -> str:
     """The repository's Dockerfile (the load test and the agents the brokers mount)."""
     return _build_and_load(lay, f"rmq-pop-harness:{tag}", repo_root / "Dockerfile", repo_root, {}, log)
 
@@ -173,7 +174,8 @@ def harness_image(lay: Layout, repo_root: Path, tag: str, log: Callable[[str], N
 ROCKETMQ_REPOSITORY = "rmq-harness-rocketmq"
 
 
-def rocketmq_image(lay: Layout, repo_root: Path, version: str, dist_dir: Path, log: Callable[[str], None]) -> str:
+def rocketmq_image(lay: Layout | None, repo_root: Path, version: str, dist_dir: Path,
+                   log: Callable[[str], None]) -> str:
     """rocketmq.Dockerfile over a version's jars (``dist_dir`` holds lib/, as the local backend caches them)."""
     if not (dist_dir / "lib").is_dir():
         raise HarnessError(f"{dist_dir / 'lib'} missing: run `rmq-harness brokers fetch` for RocketMQ {version}")
@@ -191,17 +193,24 @@ ENTRYPOINT ["/usr/bin/prometheus"]
 """
 
 
-def prometheus_image(lay: Layout, log: Callable[[str], None]) -> str:
+def prometheus_image(lay: Layout | None, log: Callable[[str], None]) -> str:
     if not present(PROMETHEUS_IMAGE):
         with tempfile.TemporaryDirectory() as ctx:
             build(PROMETHEUS_IMAGE, Path(ctx), PROMETHEUS_CONTAINERFILE.format(base=base(log)), log)
-    load(lay, PROMETHEUS_IMAGE, log)
+    if lay is not None:
+        load(lay, PROMETHEUS_IMAGE, log)
     return PROMETHEUS_IMAGE
 
 
 def load_all(lay: Layout, repo_root: Path, tag: str, dists: dict[str, Path], log: Callable[[str], None]) -> list[str]:
     """What the chart's Docker-less profile runs: the harness image, Prometheus, and one broker image per
-    RocketMQ version (``dists``: version -> the directory holding its lib/)."""
-    loaded = [harness_image(lay, repo_root, tag, log), prometheus_image(lay, log)]
-    loaded += [rocketmq_image(lay, repo_root, version, path, log) for version, path in dists.items()]
-    return loaded
+    RocketMQ version (``dists``: version -> the directory holding its lib/). Built one after another (the CPU's
+    work), then copied into the cluster side by side (mostly the disk's: about 3 GB)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    built = [harness_image(None, repo_root, tag, log), prometheus_image(None, log)]
+    built += [rocketmq_image(None, repo_root, version, path, log) for version, path in dists.items()]
+    with ThreadPoolExecutor(len(built), thread_name_prefix="image-load") as pool:
+        for f in [pool.submit(load, lay, image, log) for image in built]:
+            f.result()
+    return built
