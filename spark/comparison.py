@@ -179,10 +179,21 @@ def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
 
 
 def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:
-    """runs -> cycles -> values of one side of one comparison."""
+    """runs -> cycles -> values of one side of one comparison (runs in the order of their ids)."""
+    return list(runs_by_id(samples, scenario, variant, metric).values())
+
+
+def runs_by_id(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> dict[str, list[np.ndarray]]:
+    """run id -> cycles -> values of one side of one comparison."""
     sub = samples[(samples["scenario"] == scenario) & (samples["variant"] == variant) & (samples["metric"] == metric)]
-    return [[g["value"].to_numpy(dtype=float) for _, g in run.groupby("cycle", sort=True)]
-            for _, run in sub.groupby("run_id", sort=True)]
+    return {run_id: [g["value"].to_numpy(dtype=float) for _, g in run.groupby("cycle", sort=True)]
+            for run_id, run in sub.groupby("run_id", sort=True)}
+
+
+def _sides(samples: pd.DataFrame, scenario: str, baseline: str, candidate: str, metric: str) -> dict:
+    """compare()'s arguments for one comparison: both sides' runs, and which runs they are."""
+    b, c = (runs_by_id(samples, scenario, v, metric) for v in (baseline, candidate))
+    return {"base": list(b.values()), "cand": list(c.values()), "runs": (list(b), list(c))}
 
 
 def expectations(c: Collected, rows: Sequence[dict]) -> list[dict]:
@@ -204,7 +215,7 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
     scenarios = sorted({s for s, v in sides if v == baseline} & {s for s, v in sides if v == candidate})
     comparisons = [
         {"scenario": s, "metric": m, "primary": m == primary,
-         **compare(nested_runs(samples, s, baseline, m), nested_runs(samples, s, candidate, m), rule, STATISTIC[m])}
+         **compare(rule=rule, statistic=STATISTIC[m], **_sides(samples, s, baseline, candidate, m))}
         for s in scenarios for primary in [c.scenarios[s].verdict_metric]
         for m in dict.fromkeys([primary, *COMPARED])
     ]
@@ -219,6 +230,10 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
         for x, t, p in zip(mine, tested, adjusted, strict=True):
             x["tested"], x["p_adjusted"] = t, p
             x["verdict"], x["reason"] = decide(x, p, families[s], rule, tested=t, of=len(mine))
+            if x["paired"] is False:  # nothing cancels what each run did to both of its variants: said
+                x["reason"] += "; sides from different runs, compared pooled"
+            elif x["paired"]:
+                x["reason"] += f"; paired by run ({x['runs_baseline']} runs)"
     blocked = {}
     for s in scenarios:
         base, cand = ({**sides[(s, v)]["ledger"], "sent": sides[(s, v)]["sent"], "errors": sides[(s, v)]["errors"]}

@@ -60,37 +60,86 @@ def min_p_value(n1: int, n2: int) -> float:
 EXACT_WORK = 3e8
 
 
-def rank_sum_test(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(p, floor): the two-sided p-value of the Mann-Whitney test of ``x`` against ``y`` and the smallest p
-    any arrangement of these values could give.
+def _rank_sum_null(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """The exact null distribution of the sum of ``x``'s doubled midranks among the pooled values (index: the
+    sum) and its observed value; None past EXACT_WORK.
 
-    Exact also with ties: the null distribution is that of the sum of the midranks of a random subset of
-    the pooled values, counted by dynamic programming over the midranks (doubled: integers), so it is the
-    permutation test conditional on the ties (scipy's exact method assumes none; its normal approximation
-    goes below the exact floor with few cycles: 5 vs 5, all tied within a side, gives 0.0040 for an exact
-    2/252 = 0.0079). Two-sided as scipy's exact method: twice the smaller tail. Past ``EXACT_WORK``, the
-    tie-corrected normal approximation."""
+    Counted by dynamic programming over the midranks (doubled: integers) of a random subset of the pooled
+    values, so it is the permutation distribution conditional on the ties. The subset counted is the smaller
+    side's; the larger side's sum is the total less it."""
     n1, n2 = x.size, y.size
-    pooled = np.concatenate([x, y])
-    doubled = np.rint(2 * rankdata(pooled)).astype(np.int64)
-    small, k = (doubled[:n1], n1) if n1 <= n2 else (doubled[n1:], n2)
-    n = n1 + n2
-    top = int(np.sort(doubled)[-k:].sum())
-    if n * k * top > EXACT_WORK:
-        return float(mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue), min_p_value(n1, n2)
+    doubled = np.rint(2 * rankdata(np.concatenate([x, y]))).astype(np.int64)
+    k, n, total = min(n1, n2), n1 + n2, int(doubled.sum())
+    top = int(np.sort(doubled)[-k:].sum()) if k else 0
+    if n * max(k, 1) * max(top, 1) > EXACT_WORK:
+        return None
     # ways[j, s]: the number of subsets of j values (among those seen so far) whose doubled ranks sum to s.
     ways = np.zeros((k + 1, top + 1))
     ways[0, 0] = 1.0
     for r in doubled:
         ways[1:, r:] += ways[:-1, : top + 1 - r].copy()
     dist = ways[k] / ways[k].sum()
+    observed = int(doubled[:n1].sum())
+    if n1 <= n2:
+        return dist, observed
+    full = np.zeros(total + 1)
+    full[total - np.arange(top + 1)] = dist  # x's sum is the total less y's
+    return full, observed
+
+
+def _two_sided(dist: np.ndarray, observed: int) -> tuple[float, float]:
+    """(p, floor) of a statistic with this null distribution: twice the smaller tail (as scipy's exact method;
+    with ties the distribution is skewed), and the smallest p any outcome could give."""
     below, above = np.cumsum(dist), np.cumsum(dist[::-1])[::-1]  # P(S <= s), P(S >= s)
-    observed = int(small.sum())
-    # Two-sided as scipy's exact method is: twice the smaller tail (with ties the distribution is skewed).
     p = 2 * min(below[observed], above[observed])
     possible = np.flatnonzero(dist)
     floor = 2 * min(dist[possible[0]], dist[possible[-1]])
     return float(min(p, 1.0)), float(min(floor, 1.0))
+
+
+def rank_sum_test(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(p, floor): the two-sided p-value of the Mann-Whitney test of ``x`` against ``y`` and the smallest p
+    any arrangement of these values could give.
+
+    Exact also with ties (``_rank_sum_null``: scipy's exact method assumes none; its normal approximation goes
+    below the exact floor with few cycles: 5 vs 5, all tied within a side, gives 0.0040 for an exact 2/252 =
+    0.0079). Past ``EXACT_WORK``, the tie-corrected normal approximation."""
+    null = _rank_sum_null(x, y)
+    if null is None:
+        return (float(mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue),
+                min_p_value(x.size, y.size))
+    return _two_sided(*null)
+
+
+def stratified_rank_sum_test(strata: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """(p, floor) of the rank-sum test stratified by run: within each run the candidate's cycles (``x``) are
+    ranked against the baseline's of the same run only, and the statistic is the sum of those rank sums, its
+    exact null the convolution of each run's (``_rank_sum_null``). A shift of one run's level that both its
+    variants share (the machine, the instance) then moves no rank: cycles of several runs are not pooled as
+    if independent. Runs lacking one side say nothing and are left out; past EXACT_WORK in a run, the normal
+    approximation of the sum (tie-corrected)."""
+    used = [(x, y) for x, y in strata if x.size and y.size]
+    if not used:
+        return 1.0, 1.0
+    nulls = [_rank_sum_null(x, y) for x, y in used]
+    if all(n is not None for n in nulls):
+        dist, observed = np.ones(1), 0
+        for d, o in nulls:
+            dist, observed = np.convolve(dist, d), observed + o
+        return _two_sided(dist / dist.sum(), observed)
+    from scipy.stats import norm
+
+    stat = mean = var = 0.0
+    for x, y in used:
+        n1, n2 = x.size, y.size
+        n = n1 + n2
+        ranks = rankdata(np.concatenate([x, y]))
+        _, ties = np.unique(ranks, return_counts=True)
+        stat += ranks[:n1].sum()
+        mean += n1 * (n + 1) / 2
+        var += n1 * n2 / 12 * ((n + 1) - (ties ** 3 - ties).sum() / (n * (n - 1)))
+    z = abs(stat - mean) / np.sqrt(var) if var > 0 else 0.0
+    return float(min(1.0, 2 * norm.sf(z))), 0.0
 
 
 def cycles_needed(alpha: float) -> int:
@@ -147,11 +196,13 @@ def _difference(cand: float, base: float) -> float | None:
     return None if np.isnan(d) else float(d)
 
 
-def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN) -> float:
-    """One hierarchical bootstrap draw of a side's level: runs, then cycles within each, then retries."""
+def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN,
+               drawn: np.ndarray | None = None) -> float:
+    """One hierarchical bootstrap draw of a side's level: runs (``drawn``: these, drawn for both sides of a
+    paired comparison), then cycles within each, then retries."""
     f = _of(statistic)
     stats = []
-    for r in rng.integers(0, len(runs), len(runs)):
+    for r in rng.integers(0, len(runs), len(runs)) if drawn is None else drawn:
         cycles = runs[r]
         for c in rng.integers(0, len(cycles), len(cycles)):
             values = cycles[c]
@@ -160,10 +211,11 @@ def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN) ->
 
 
 def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
-                          statistic: str = MEDIAN) -> tuple[float, float] | None:
+                          statistic: str = MEDIAN, paired: bool = False) -> tuple[float, float] | None:
     """(1 - alpha) percentile interval of the effect (EFFECT[statistic]): level(candidate) / level(baseline), or
     for a share their difference; None when the baseline's level is zero or both are endless too often for a
-    ratio to mean anything."""
+    ratio to mean anything. ``paired``: the i-th run of each side is the same run, and each replicate draws the
+    same runs for both (what a run does to both variants cancels, as it did in the run)."""
     rng = np.random.default_rng(rule.seed)
 
     def capped(runs: Runs) -> list[list[np.ndarray]]:
@@ -172,7 +224,13 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
 
     b, c = capped(base), capped(cand)
     effect = _difference if EFFECT[statistic] == DIFFERENCE else _ratio
-    draws = (effect(_replicate(c, rng, statistic), _replicate(b, rng, statistic)) for _ in range(rule.bootstrap))
+    paired = paired and len(b) == len(c)
+
+    def draw() -> float | None:
+        runs = rng.integers(0, len(b), len(b)) if paired else None
+        return effect(_replicate(c, rng, statistic, runs), _replicate(b, rng, statistic, runs))
+
+    draws = (draw() for _ in range(rule.bootstrap))
     ratios = np.array([np.nan if r is None else r for r in draws])
     ratios = ratios[~np.isnan(ratios)]
     if ratios.size < rule.bootstrap * 0.9:
@@ -196,9 +254,15 @@ def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[fl
     return float(lo), float(hi)
 
 
-def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> dict:
-    """Everything but the verdict (which needs the family's adjusted p-value: see ``decide``)."""
+def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
+            runs: tuple[Sequence[str], Sequence[str]] | None = None) -> dict:
+    """Everything but the verdict (which needs the family's adjusted p-value: see ``decide``). ``runs``: the run
+    of each side's runs (baseline's, candidate's). When both sides come from the same two or more runs, the
+    comparison is paired by run: the test is stratified by run and the bootstrap draws the same runs for both
+    sides. Sides from different runs (a sweep's batches) are compared pooled, and said so (``paired`` False)."""
     mb, mc = cycle_values(base, statistic), cycle_values(cand, statistic)
+    base_ids, cand_ids = runs if runs else ([], [])
+    paired = len(base_ids) >= 2 and list(base_ids) == list(cand_ids)
     out: dict = {"unit": "cycle", "statistic": statistic, "n_baseline": int(mb.size), "n_candidate": int(mc.size),
                  "runs_baseline": sum(1 for r in base if any(len(c) for c in r)),
                  "runs_candidate": sum(1 for r in cand if any(len(c) for c in r)),
@@ -206,17 +270,23 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN) 
                  "retries_candidate": int(sum(len(c) for r in cand for c in r)),
                  "median_baseline": None, "median_candidate": None, "ratio_of_medians": None,
                  "effect": EFFECT[statistic], "difference": None, "ci": None,
-                 "p_value": None, "p_floor": None, "rank_biserial": None}
+                 "p_value": None, "p_floor": None, "rank_biserial": None,
+                 # None: one run; True: the same runs on both sides, paired; False: sides from different runs
+                 "paired": None if runs is None or len({*base_ids, *cand_ids}) < 2 else paired}
     if not mb.size or not mc.size:
         return out
     level_b, level_c = level(mb, statistic), level(mc, statistic)
     out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b),
                difference=_difference(level_c, level_b))
-    out["p_value"], out["p_floor"] = rank_sum_test(mc, mb)
+    if paired:
+        out["p_value"], out["p_floor"] = stratified_rank_sum_test(
+            [(cycle_values([c], statistic), cycle_values([b], statistic)) for b, c in zip(base, cand, strict=True)])
+    else:
+        out["p_value"], out["p_floor"] = rank_sum_test(mc, mb)
     # -1: every candidate cycle below every baseline cycle (ties count half).
     u = (rankdata(np.concatenate([mc, mb]))[: mc.size].sum() - mc.size * (mc.size + 1) / 2)
     out["rank_biserial"] = float(2 * u / (mb.size * mc.size) - 1)
-    out["ci"] = list(ci) if (ci := hierarchical_ratio_ci(base, cand, rule, statistic)) else None
+    out["ci"] = list(ci) if (ci := hierarchical_ratio_ci(base, cand, rule, statistic, paired)) else None
     return out
 
 

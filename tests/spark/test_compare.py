@@ -54,7 +54,7 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
     assert summary["verdict"] == "improvement" and summary["family"] == {"burst": 2}
     out = tmp_path / "out"
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk["schema_version"] == 7 and on_disk["verdict"] == "improvement"
+    assert on_disk["schema_version"] == 8 and on_disk["verdict"] == "improvement"
     ledger = pd.read_parquet(out / "ledger.parquet")
     assert len(ledger) == sum(v["ledger"]["owed"] + v["ledger"]["cross_topic"] + v["ledger"]["unknown"]
                               for v in summary["per_variant"])

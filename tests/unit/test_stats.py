@@ -21,6 +21,7 @@ from spark.stats import (
     min_p_value,
     overall,
     rank_sum_test,
+    stratified_rank_sum_test,
     tarone,
 )
 
@@ -253,3 +254,44 @@ def test_comparisons_that_cannot_reach_the_level_leave_the_family_before_testing
     r = {"n_baseline": 6, "n_candidate": 6, "ci": [0.5, 2.0], "p_floor": 0.04, "effect": "ratio"}
     verdict, reason = decide(r, None, 2, RULE, tested=False)
     assert verdict == NOT_ENOUGH and "left out of the family" in reason
+
+
+def test_the_test_stratified_by_run_is_the_rank_sum_test_within_one_run():
+    rng = np.random.default_rng(21)
+    x, y = rng.normal(0, 1, 6), rng.normal(1, 1, 9)
+    assert stratified_rank_sum_test([(x, y)]) == pytest.approx(rank_sum_test(x, y))
+    assert stratified_rank_sum_test([(y, x)]) == pytest.approx(rank_sum_test(y, x))  # the larger side first
+    # Two runs, each wholly separated, 5 vs 5: the extremes of the convolved distribution, (1/252)^2 a tail.
+    sep = [(np.arange(5.0), np.arange(5.0) + 10), (np.arange(5.0) + 100, np.arange(5.0) + 110)]
+    assert stratified_rank_sum_test(sep) == pytest.approx((2 / 252**2, 2 / 252**2))
+    assert stratified_rank_sum_test([(np.array([]), np.ones(3))]) == (1.0, 1.0)  # nothing to compare
+
+
+def test_a_level_both_variants_of_a_run_share_does_not_make_a_difference():
+    # Run A is a fast instance, run B a slow one, for both variants alike; the candidate has most of its cycles
+    # in B, the baseline most of its in A. Pooled, the candidate looks slower; run by run it is the same.
+    rng = np.random.default_rng(22)
+    a_base, a_cand = rng.normal(100, 5, 8), rng.normal(100, 5, 2)
+    b_base, b_cand = rng.normal(200, 5, 2), rng.normal(200, 5, 8)
+    pooled, _ = rank_sum_test(np.concatenate([a_cand, b_cand]), np.concatenate([a_base, b_base]))
+    stratified, _ = stratified_rank_sum_test([(a_cand, a_base), (b_cand, b_base)])
+    assert pooled < 0.05 < stratified
+
+
+def test_sides_from_the_same_runs_are_compared_run_by_run_and_others_are_flagged():
+    rng = np.random.default_rng(23)
+    # Three runs whose levels differ (instances), both variants alike in each: no difference run by run.
+    base = [[rng.normal(m, 3, 16) for _ in range(5)] for m in (100, 140, 180)]
+    cand = [[rng.normal(m, 3, 16) for _ in range(5)] for m in (100, 140, 180)]
+    ids = ["r1", "r2", "r3"]
+    paired = compare(base, cand, RULE, runs=(ids, ids))
+    assert paired["paired"] is True
+    strata = [(np.array([np.median(c) for c in cr]), np.array([np.median(c) for c in br]))
+              for br, cr in zip(base, cand, strict=True)]
+    assert paired["p_value"] == pytest.approx(stratified_rank_sum_test(strata)[0])
+    # The paired interval does not carry the runs' spread: it is narrower than the pooled one.
+    pooled = compare(base, cand, RULE)
+    assert pooled["paired"] is None
+    assert paired["ci"][1] - paired["ci"][0] < pooled["ci"][1] - pooled["ci"][0]
+    assert compare(base, cand, RULE, runs=(ids, ["s1", "s2", "s3"]))["paired"] is False  # a sweep's batches
+    assert compare(base[:1], cand[:1], RULE, runs=(["r1"], ["r1"]))["paired"] is None  # one run: nothing to pair
