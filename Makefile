@@ -16,7 +16,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak clean \
+.PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak bench-gate clean \
 	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down \
 	s3-tools s3-up s3-down
 
@@ -91,6 +91,10 @@ bench: setup
 # Every fault on every process of the cluster-mode deployment, unpatched and patched (about an hour).
 bench-faults: setup
 	$(BIN)/python -m tests.benchmarks.bench_faults
+
+# The gate set on three variants (a planted regression among them) as a pull request runs it (~20 min).
+bench-gate: setup
+	$(BIN)/python -m tests.benchmarks.bench_gate
 
 # 30 minutes at the highest sustained mixed rate: memory of every process, every event into the archive.
 bench-soak: setup

@@ -196,6 +196,15 @@ def _sides(samples: pd.DataFrame, scenario: str, baseline: str, candidate: str, 
     return {"base": list(b.values()), "cand": list(c.values()), "runs": (list(b), list(c))}
 
 
+def _judge(comparisons: Sequence[dict], tested: Sequence[bool], adjusted: Sequence[float | None], rule: VerdictRule,
+           of: int, gated: str | None = None) -> None:
+    """Each comparison's verdict, given whether it was tested and its adjusted p (``decide``)."""
+    family = sum(tested)
+    for x, t, p in zip(comparisons, tested, adjusted, strict=True):
+        x["tested"], x["p_adjusted"] = t, p
+        x["verdict"], x["reason"] = decide(x, p, family, rule, tested=t, of=of, gated=gated)
+
+
 def expectations(c: Collected, rows: Sequence[dict]) -> list[dict]:
     """Each (scenario, variant) row checked against its scenario's expect: rules."""
     out = []
@@ -219,21 +228,35 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
         for s in scenarios for primary in [c.scenarios[s].verdict_metric]
         for m in dict.fromkeys([primary, *COMPARED])
     ]
-    # One family per scenario: a scenario's verdict does not move with what else the report holds. Within it,
-    # comparisons that cannot reach the level are left out before testing (Tarone), the rest Holm-adjusted.
+    # One family per scenario, so a scenario's verdict does not move with what else the report holds, tested in a
+    # fixed sequence: the primary comparison alone at alpha, the secondary ones (Holm among them) only when it
+    # was significant, which keeps the family-wise error at alpha and lets the primary reach the level with the
+    # fewest cycles. Comparisons that cannot reach the level are left out before testing (Tarone).
     families = {}
     for s in scenarios:
-        mine = [x for x in comparisons if x["scenario"] == s]
-        tested = tarone([x["p_floor"] if x["p_value"] is not None else None for x in mine], rule.alpha)
-        adjusted = holm([x["p_value"] if t else None for x, t in zip(mine, tested, strict=True)])
-        families[s] = sum(tested)
-        for x, t, p in zip(mine, tested, adjusted, strict=True):
-            x["tested"], x["p_adjusted"] = t, p
-            x["verdict"], x["reason"] = decide(x, p, families[s], rule, tested=t, of=len(mine))
+        primary, *secondary = [x for x in comparisons if x["scenario"] == s]  # the primary first, as built above
+        testable = primary["p_value"] is not None and tarone([primary["p_floor"]], rule.alpha)[0]
+        _judge([primary], [testable], [primary["p_value"] if testable else None], rule, of=1)
+        families[s] = int(testable)
+        if testable and primary["p_value"] < rule.alpha:
+            tested = tarone([x["p_floor"] if x["p_value"] is not None else None for x in secondary], rule.alpha)
+            _judge(secondary, tested, holm([x["p_value"] if t else None for x, t in zip(secondary, tested,
+                                                                                        strict=True)]),
+                   rule, of=len(secondary))
+            families[s] += sum(tested)
+        else:
+            _judge(secondary, [False] * len(secondary), [None] * len(secondary), rule, of=len(secondary),
+                   gated=primary["metric"])
+        for x in (primary, *secondary):
             if x["paired"] is False:  # nothing cancels what each run did to both of its variants: said
                 x["reason"] += "; sides from different runs, compared pooled"
             elif x["paired"]:
                 x["reason"] += f"; paired by run ({x['runs_baseline']} runs)"
+            short = [f"{v} ran {sides[(s, v)].get('cycles', 0)}" for v in (baseline, candidate)
+                     if sides[(s, v)].get("cycles", 0) < c.scenarios[s].cycles.at_least * sides[(s, v)].get("runs", 1)]
+            if short:  # the cap stopped a variant before the cycles its scenario asks for
+                x["reason"] += (f"; {', '.join(short)} of the {c.scenarios[s].cycles.at_least} cycles a run asks for "
+                                f"(cap {c.scenarios[s].cycles.cap_s:g} s)")
     blocked = {}
     for s in scenarios:
         base, cand = ({**sides[(s, v)]["ledger"], "sent": sides[(s, v)]["sent"], "errors": sides[(s, v)]["errors"]}

@@ -291,10 +291,11 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
 
 
 def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRule,
-           tested: bool = True, of: int | None = None) -> tuple[str, str]:
+           tested: bool = True, of: int | None = None, gated: str | None = None) -> tuple[str, str]:
     """The verdict of one comparison given its Holm-adjusted p-value in a family of ``family`` tests
     (``tested`` False: left out of the family by ``tarone``, as its cycles or their ties could not reach the
-    level; ``of``: the comparisons its scenario has, which the cycles needed are counted against)."""
+    level; ``of``: the comparisons its family has, which the cycles needed are counted against; ``gated``:
+    not tested because this primary metric was not significant, so only its interval speaks)."""
     nb, nc = result["n_baseline"], result["n_candidate"]
     level_needed = rule.alpha / max(family, 1)
     ci = result["ci"]
@@ -307,6 +308,8 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
     if inside and not significant:
         # Equivalence rests on the interval, not on the test: ties that keep p from the level do not stop it.
         return EQUIVALENT, "not significant, interval inside the margin"
+    if gated:
+        return INCONCLUSIVE, f"not tested: {gated}, the primary comparison, was not significant; the interval only"
     floor = result.get("p_floor") or 0
     if not tested or floor >= level_needed:
         return NOT_ENOUGH, (f"{nb}/{nc} cycles whose ties leave the smallest possible p at {floor:.2g}, which "

@@ -19,6 +19,7 @@ from harness.inputs.variants import Variant
 from harness.run.sequence import Run
 
 ALL = "all"
+GATE = "gate"  # the scenarios marked `gate: true`: the set a pull request runs
 # Brokers starting and stopping, Prometheus, the archive: measured ~40-50 s per run with three variants here.
 OVERHEAD_S = 50.0
 
@@ -41,8 +42,10 @@ def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
     another protocol is NAME-PROTOCOL); a form that does not apply is left out and said why."""
     if not names or list(names) == [ALL]:
         names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
-    elif ALL in names:
-        raise ConfigError("--scenario all cannot be combined with named scenarios")
+    elif list(names) == [GATE]:
+        names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml") if all(sc.gate for sc in load_scenarios(p.stem)))
+    elif ALL in names or GATE in names:
+        raise ConfigError(f"--scenario {ALL if ALL in names else GATE} cannot be combined with named scenarios")
     loaded = [sc for n in dict.fromkeys(names) for sc in ([load_scenario(n)] if "@" in n else load_scenarios(n))]
     plan = Plan(scenarios=[])
     for sc in loaded:
@@ -78,6 +81,8 @@ def estimate_s(sc: Scenario) -> float:
     c = sc.cycles
     if sc.produce.pattern == "burst" and c.count:
         sending = c.count * (20.0 if sc.drains else float(c.spacing))
+    elif c.at_least:  # a variant that stalls (~20 s a cycle) runs past duration_s to its cycles
+        sending = max(sc.duration_s, min(c.cap_s or 0.0, c.at_least * 20.0))
     else:
         sending = sc.duration_s
     return sc.produce.delay_s + sending + 20.0 + c.linger_s + OVERHEAD_S

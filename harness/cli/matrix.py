@@ -20,7 +20,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     mx.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME", required=True,
                     help="a variant (repeat; the first is the baseline)")
     mx.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
-                    help="a scenario file or built-in name (repeat), or 'all' (the default)")
+                    help="a scenario file or built-in name (repeat), 'gate' (the gate set: the scenarios marked "
+                         "gate: true) or 'all' (the default)")
     mx.add_argument("--protocol", action="append", dest="protocols", choices=PROTOCOLS, metavar="PROTOCOL",
                     help="run each scenario over this protocol (repeat for both: grpc, remoting); a form over "
                          "another protocol than the scenario's is NAME-PROTOCOL (default: each scenario's own)")

@@ -126,8 +126,10 @@ class VerdictRule:
     def describe(self) -> str:
         low, high = self.margin(RATIO)
         return (f"unit: the cycle. Mann-Whitney U (two-sided, exact also with ties) on per-cycle medians (shares "
-                f"for stalls), Holm-adjusted p < {self.alpha:g} over each scenario's comparisons (those whose cycles "
-                f"could reach it: Tarone), and the {self.level:.0%} "
+                f"for stalls); per scenario the primary comparison at p < {self.alpha:g}, the secondary ones "
+                f"(Holm-adjusted among those whose cycles could reach the level: Tarone) only once the primary was "
+                f"significant; "
+                f"and the {self.level:.0%} "
                 f"hierarchical bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians "
                 f"(candidate/baseline) entirely below {low:.3g} (improvement) or above {high:.3g} (regression); "
                 f"for stall shares the difference of mean shares beyond -{self.share_margin:g} or "

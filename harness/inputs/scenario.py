@@ -188,6 +188,13 @@ class Cycles(_Strict):
                                    "new sends) waits for the open cycles before what is not acked counts as lost")
     linger_s: float = Field(0.0, ge=0, le=3_600, description="after the drain phase, how long consumers go on "
                             "before the run ends, so a late redelivery of something acked shows as a duplicate")
+    # A verdict needs cycles, not seconds: a variant that stalls runs few cycles in duration_s (an unpatched
+    # broker's burst cycle waits ~20 s for the poll to run out), so a gate scenario keeps starting them until
+    # it has enough, within a cap.
+    at_least: int = Field(0, ge=0, le=100_000, description="drained bursts with count 0: past duration_s, each "
+                          "variant keeps starting cycles until it has run this many, never after cap_s")
+    cap_s: float | None = Field(None, gt=0, le=86_400, description="with at_least: no cycle starts after this "
+                                "many seconds, however few have run (the report says how many did)")
 
 
 class Series(_Strict):
@@ -285,6 +292,8 @@ class Scenario(_Strict):
     reference: str = Field("", description="where the behaviour comes from: an upstream issue, a seed document")
     expect: list[Rule] = Field(default_factory=list, description="what a CORRECT broker shows: rules such as "
                                "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.inputs.expectations)")
+    gate: bool = Field(False, description="in the gate set (`matrix --scenario gate`): the fast scenarios that "
+                       "together cover every primary behaviour, run on every pull request")
     verdict_metric: Literal["wakeup_ms", "redelivery_ms", "stalled"] = Field(
         "wakeup_ms", description="what the verdict judges (the primary comparison): the retry wakeup's median "
         "(default), the redelivery's, or the share of retries that stalled (waited for a poll to run out)")
@@ -324,6 +333,15 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        c = self.cycles
+        if c.at_least and not (self.drains and c.count == 0):
+            raise ValueError("cycles.at_least: only for bursts with spacing 'drained' and count 0 (count K already "
+                             "runs exactly K cycles)")
+        if c.at_least and (c.cap_s is None or c.cap_s < self.duration_s):
+            raise ValueError(f"cycles.cap_s: at_least {c.at_least} needs a cap of at least duration_s "
+                             f"({self.duration_s:g} s), the time after which no cycle starts")
+        if c.cap_s is not None and not c.at_least:
+            raise ValueError("cycles.cap_s: a cap on at_least, which is not set")
         topics = {t.name for t in self.topics}
         if len(topics) != len(self.topics):
             raise ValueError("topics: names must be unique")
@@ -426,6 +444,16 @@ class Scenario(_Strict):
         """Cycles that end when every message is acked (bursts with spacing 'drained')."""
         return self.produce.pattern == "burst" and self.cycles.spacing == "drained"
 
+    def starts_another(self, ran: int, elapsed_s: float) -> bool:
+        """Whether a producer that has run ``ran`` cycles in ``elapsed_s`` starts one more: exactly count
+        cycles, or every cycle that starts within duration_s, and past it up to at_least cycles by cap_s."""
+        c = self.cycles
+        if c.count:
+            return ran < c.count
+        if elapsed_s < self.duration_s:
+            return True
+        return ran < c.at_least and elapsed_s < (c.cap_s or 0.0)
+
     @property
     def run_time_s(self) -> float:
         """How long Locust may run at most: cycles start until duration_s, and the last may take until it
@@ -437,7 +465,8 @@ class Scenario(_Strict):
         if self.drains:
             per_cycle = c.drain_timeout_s + c.settle_s
             if c.count == 0:
-                return self.produce.delay_s + self.duration_s + per_cycle + c.linger_s
+                starting = max(self.duration_s, c.cap_s or 0.0) if c.at_least else self.duration_s
+                return self.produce.delay_s + starting + per_cycle + c.linger_s
             return self.produce.delay_s + c.count * per_cycle + c.linger_s
         # Spaced bursts: the last starts by duration_s (or after count spacings), then the drain phase.
         sending = self.duration_s + float(c.spacing) if c.count == 0 else c.count * float(c.spacing)

@@ -125,10 +125,7 @@ class ProducerUser(User):
         return self._owed([sent for j in jobs for sent in j.value])
 
     def more_cycles(self) -> bool:
-        c = self.spec.scenario.cycles
-        if c.count:
-            return self.cycle < c.count
-        return time.monotonic() - self.started < self.spec.scenario.duration_s
+        return self.spec.scenario.starts_another(self.cycle, time.monotonic() - self.started)
 
     def report(self, cycle: int, owed: dict[str, list[str]]) -> None:
         """Tell the master what ``cycle`` sent, so it can say when every group has acked all of it owes."""

@@ -16,7 +16,7 @@ def test_bad_variants_file_is_one_line_and_exit_2(tmp_path: Path, capsys):
 def test_unknown_variant_lists_known(tmp_path: Path, capsys):
     assert main(["brokers", "up", "--variant", "nope", "--workdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "known variants: patched, patched-retry-read, unpatched, unpatched-kv, upstream-5.4.0" in err
+    assert "known variants: patched, patched-retry-read, patched-slow, unpatched, unpatched-kv, upstream-5.4.0" in err
 
 
 def test_status_and_down_with_nothing_up(tmp_path: Path, capsys):

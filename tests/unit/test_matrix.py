@@ -87,3 +87,23 @@ def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
     assert [s["scenario"] for s in shown] == ["burst", "steady"]
     assert out.failed == {"lapse": "variant patched: broker did not start"}
     assert any("scenario 2/3: lapse" in ln for ln in lines)
+
+
+def test_gate_is_the_marked_set_covering_every_primary_behaviour():
+    plan = matrix.scenarios(["gate"]).scenarios
+    names = [sc.name for sc in plan]
+    assert names == ["ack-after-extend", "burst", "lapse", "mass-nack", "subscription-mismatch", "v2-whole-poll"]
+    assert all(sc.gate for sc in plan)
+    # The V1 stall and lapse by the wakeup, the V2 coin by its stall share; the ledger's loss and duplicate.
+    assert {sc.verdict_metric for sc in plan} == {"wakeup_ms", "stalled"}
+    assert any("ledger.lost" in " ".join(sc.expect) for sc in plan)
+    assert any("ledger.duplicated" in " ".join(sc.expect) for sc in plan)
+    with pytest.raises(ConfigError, match="--scenario gate cannot be combined"):
+        matrix.scenarios(["gate", "burst"])
+
+
+def test_a_scenario_that_runs_to_a_cycle_count_is_estimated_up_to_its_cap():
+    burst = matrix.scenarios(["burst"]).scenarios[0]
+    assert burst.cycles.at_least == 8 and burst.cycles.cap_s == 240
+    # 8 stalled cycles (~20 s each) take longer than duration_s: the estimate counts them.
+    assert matrix.estimate_s(burst) == pytest.approx(burst.produce.delay_s + 160 + 20 + matrix.OVERHEAD_S)

@@ -94,8 +94,8 @@ def test_cycles_default_to_one_and_the_burst_runs_many():
     assert parse_scenario(BASE).cycles.count == 1
     burst = load_scenario("burst")
     assert burst.drains and burst.cycles.count == 0 and burst.cycles.spacing == "drained"
-    # Locust may run until the last cycle started before duration_s has drained or timed out.
-    assert burst.run_time_s == burst.produce.delay_s + burst.duration_s + burst.cycles.drain_timeout_s + \
+    # Locust may run until the last cycle started before its cap (it runs to 8 cycles) has drained or timed out.
+    assert burst.run_time_s == burst.produce.delay_s + burst.cycles.cap_s + burst.cycles.drain_timeout_s + \
         burst.cycles.settle_s
 
 
@@ -255,3 +255,28 @@ def test_remoting_has_the_brokers_limits_not_the_proxys():
     doc["groups"] = [{**doc["groups"][0], "fifo": True}]
     with pytest.raises(ConfigError, match="groups.0.fifo: FIFO pop over remoting"):
         parse_scenario(doc)
+
+
+def test_cycles_run_to_at_least_a_count_within_a_cap():
+    sc = parse_scenario(_with(produce__count=4, cycles={"count": 0, "spacing": "drained", "at_least": 8,
+                                                        "cap_s": 200}, duration_s=60))
+    assert sc.starts_another(3, 59.0)  # within duration_s: always
+    assert sc.starts_another(7, 61.0) and not sc.starts_another(8, 61.0)  # past it: up to 8 cycles
+    assert not sc.starts_another(2, 200.0)  # the cap, however few have run
+    assert sc.run_time_s == pytest.approx(sc.produce.delay_s + 200 + 60 + 1)
+    plain = parse_scenario(_with(cycles={"count": 0, "spacing": "drained"}, duration_s=60))
+    assert plain.starts_another(0, 59.0) and not plain.starts_another(0, 60.0)
+    fixed = parse_scenario(_with(cycles={"count": 3}, duration_s=60))
+    assert fixed.starts_another(2, 1e6) and not fixed.starts_another(3, 0.0)
+
+
+@pytest.mark.parametrize(("cycles", "duration", "why"), [
+    ({"count": 0, "spacing": "drained", "at_least": 8}, 60, "needs a cap of at least duration_s"),
+    ({"count": 0, "spacing": "drained", "at_least": 8, "cap_s": 30}, 60, "needs a cap of at least duration_s"),
+    ({"count": 3, "spacing": "drained", "at_least": 8, "cap_s": 100}, 60, "only for bursts"),
+    ({"count": 0, "spacing": 5.0, "at_least": 8, "cap_s": 100}, 60, "only for bursts"),
+    ({"count": 0, "spacing": "drained", "cap_s": 100}, 60, "a cap on at_least"),
+])
+def test_a_cycle_count_without_its_cap_or_on_cycles_that_do_not_drain_is_refused(cycles, duration, why):
+    with pytest.raises(ConfigError, match=why):
+        parse_scenario(_with(cycles=cycles, duration_s=duration))
