@@ -87,31 +87,39 @@ def _rank_sum_null(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, int] | Non
     return full, observed
 
 
-def _two_sided(dist: np.ndarray, observed: int) -> tuple[float, float]:
-    """(p, floor) of a statistic with this null distribution: twice the smaller tail (as scipy's exact method;
-    with ties the distribution is skewed), and the smallest p any outcome could give."""
+TWO_SIDED, GREATER = "two-sided", "greater"  # greater: the candidate's values higher (worse, for every metric)
+
+
+def _p(dist: np.ndarray, observed: int, alternative: str = TWO_SIDED) -> tuple[float, float]:
+    """(p, floor) of a statistic with this null distribution: two-sided, twice the smaller tail (as scipy's
+    exact method; with ties the distribution is skewed); greater, the upper tail. The floor is the smallest
+    p any outcome could give."""
     below, above = np.cumsum(dist), np.cumsum(dist[::-1])[::-1]  # P(S <= s), P(S >= s)
-    p = 2 * min(below[observed], above[observed])
     possible = np.flatnonzero(dist)
+    if alternative == GREATER:
+        return float(min(above[observed], 1.0)), float(dist[possible[-1]])
+    p = 2 * min(below[observed], above[observed])
     floor = 2 * min(dist[possible[0]], dist[possible[-1]])
     return float(min(p, 1.0)), float(min(floor, 1.0))
 
 
-def rank_sum_test(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(p, floor): the two-sided p-value of the Mann-Whitney test of ``x`` against ``y`` and the smallest p
-    any arrangement of these values could give.
+def rank_sum_test(x: np.ndarray, y: np.ndarray, alternative: str = TWO_SIDED) -> tuple[float, float]:
+    """(p, floor): the p-value of the Mann-Whitney test of ``x`` against ``y`` (two-sided, or ``greater``: x
+    higher) and the smallest p any arrangement of these values could give.
 
     Exact also with ties (``_rank_sum_null``: scipy's exact method assumes none; its normal approximation goes
     below the exact floor with few cycles: 5 vs 5, all tied within a side, gives 0.0040 for an exact 2/252 =
     0.0079). Past ``EXACT_WORK``, the tie-corrected normal approximation."""
     null = _rank_sum_null(x, y)
     if null is None:
-        return (float(mannwhitneyu(x, y, alternative="two-sided", method="asymptotic").pvalue),
-                min_p_value(x.size, y.size))
-    return _two_sided(*null)
+        floor = min_p_value(x.size, y.size)
+        return (float(mannwhitneyu(x, y, alternative=alternative, method="asymptotic").pvalue),
+                floor / 2 if alternative == GREATER else floor)
+    return _p(*null, alternative)
 
 
-def stratified_rank_sum_test(strata: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+def stratified_rank_sum_test(strata: Sequence[tuple[np.ndarray, np.ndarray]],
+                             alternative: str = TWO_SIDED) -> tuple[float, float]:
     """(p, floor) of the rank-sum test stratified by run: within each run the candidate's cycles (``x``) are
     ranked against the baseline's of the same run only, and the statistic is the sum of those rank sums, its
     exact null the convolution of each run's (``_rank_sum_null``). A shift of one run's level that both its
@@ -126,7 +134,7 @@ def stratified_rank_sum_test(strata: Sequence[tuple[np.ndarray, np.ndarray]]) ->
         dist, observed = np.ones(1), 0
         for d, o in nulls:
             dist, observed = np.convolve(dist, d), observed + o
-        return _two_sided(dist / dist.sum(), observed)
+        return _p(dist / dist.sum(), observed, alternative)
     from scipy.stats import norm
 
     stat = mean = var = 0.0
@@ -138,8 +146,10 @@ def stratified_rank_sum_test(strata: Sequence[tuple[np.ndarray, np.ndarray]]) ->
         stat += ranks[:n1].sum()
         mean += n1 * (n + 1) / 2
         var += n1 * n2 / 12 * ((n + 1) - (ties ** 3 - ties).sum() / (n * (n - 1)))
-    z = abs(stat - mean) / np.sqrt(var) if var > 0 else 0.0
-    return float(min(1.0, 2 * norm.sf(z))), 0.0
+    z = (stat - mean) / np.sqrt(var) if var > 0 else 0.0
+    if alternative == GREATER:
+        return float(norm.sf(z)), 0.0
+    return float(min(1.0, 2 * norm.sf(abs(z)))), 0.0
 
 
 def cycles_needed(alpha: float) -> int:
@@ -212,10 +222,11 @@ def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN,
 
 def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
                           statistic: str = MEDIAN, paired: bool = False) -> tuple[float, float] | None:
-    """(1 - alpha) percentile interval of the effect (EFFECT[statistic]): level(candidate) / level(baseline), or
-    for a share their difference; None when the baseline's level is zero or both are endless too often for a
-    ratio to mean anything. ``paired``: the i-th run of each side is the same run, and each replicate draws the
-    same runs for both (what a run does to both variants cancels, as it did in the run)."""
+    """(``rule.level``: 1 - alpha, or 1 - 2 alpha one-sided) percentile interval of the effect
+    (EFFECT[statistic]): level(candidate) / level(baseline), or for a share their difference; None when the
+    baseline's level is zero or both are endless too often for a ratio to mean anything. ``paired``: the i-th
+    run of each side is the same run, and each replicate draws the same runs for both (what a run does to
+    both variants cancels, as it did in the run)."""
     rng = np.random.default_rng(rule.seed)
 
     def capped(runs: Runs) -> list[list[np.ndarray]]:
@@ -236,12 +247,12 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
     if ratios.size < rule.bootstrap * 0.9:
         return None
     # No interpolation between draws: an endless (inf) level would turn it into nan.
-    lo, hi = np.quantile(ratios, [rule.alpha / 2, 1 - rule.alpha / 2], method="inverted_cdf")
+    lo, hi = np.quantile(ratios, [rule.tail, 1 - rule.tail], method="inverted_cdf")
     return float(lo), float(hi)
 
 
 def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[float, float] | None:
-    """(1 - alpha) percentile interval of one side's level, by the same hierarchical bootstrap (runs, cycles,
+    """(``rule.level``) percentile interval of one side's level, by the same hierarchical bootstrap (runs, cycles,
     retries); None without cycles. Endless waits stay endless (an upper end of inf)."""
     rng = np.random.default_rng(rule.seed)
     kept = [[c if c.size <= MAX_PER_CYCLE else rng.choice(c, MAX_PER_CYCLE, replace=False) for c in run if c.size]
@@ -250,7 +261,7 @@ def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[fl
     if not kept:
         return None
     draws = np.array([_replicate(kept, rng, statistic) for _ in range(rule.bootstrap)])
-    lo, hi = np.quantile(draws, [rule.alpha / 2, 1 - rule.alpha / 2], method="inverted_cdf")
+    lo, hi = np.quantile(draws, [rule.tail, 1 - rule.tail], method="inverted_cdf")
     return float(lo), float(hi)
 
 
@@ -278,11 +289,13 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
     level_b, level_c = level(mb, statistic), level(mc, statistic)
     out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b),
                difference=_difference(level_c, level_b))
+    alternative = GREATER if rule.one_sided else TWO_SIDED
     if paired:
         out["p_value"], out["p_floor"] = stratified_rank_sum_test(
-            [(cycle_values([c], statistic), cycle_values([b], statistic)) for b, c in zip(base, cand, strict=True)])
+            [(cycle_values([c], statistic), cycle_values([b], statistic)) for b, c in zip(base, cand, strict=True)],
+            alternative)
     else:
-        out["p_value"], out["p_floor"] = rank_sum_test(mc, mb)
+        out["p_value"], out["p_floor"] = rank_sum_test(mc, mb, alternative)
     # -1: every candidate cycle below every baseline cycle (ties count half).
     u = (rankdata(np.concatenate([mc, mb]))[: mc.size].sum() - mc.size * (mc.size + 1) / 2)
     out["rank_biserial"] = float(2 * u / (mb.size * mc.size) - 1)
@@ -302,8 +315,9 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
     low, high = rule.margin(result.get("effect", RATIO))
     inside = ci is not None and low <= ci[0] and ci[1] <= high
     significant = tested and p_adjusted is not None and p_adjusted < rule.alpha
-    if min_p_value(nb, nc) >= level_needed:
-        need = cycles_needed(rule.alpha / max(of or family, 1))
+    sides = 2 if rule.one_sided else 1  # one-sided, the smallest p is half the two-sided one
+    if min_p_value(nb, nc) / sides >= level_needed:
+        need = cycles_needed(sides * rule.alpha / max(of or family, 1))
         return NOT_ENOUGH, f"{nb}/{nc} cycles; at least {need} per side are needed to reach alpha {rule.alpha:g}"
     if inside and not significant:
         # Equivalence rests on the interval, not on the test: ties that keep p from the level do not stop it.
@@ -314,6 +328,8 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
     if not tested or floor >= level_needed:
         return NOT_ENOUGH, (f"{nb}/{nc} cycles whose ties leave the smallest possible p at {floor:.2g}, which "
                             "cannot reach the level (left out of the family)")
+    if rule.one_sided and ci is not None and ci[1] < low:
+        return INCONCLUSIVE, "candidate lower, not tested: a regression gate tests one side only"
     if not significant:
         return INCONCLUSIVE, "not significant, interval reaches past the margin" if ci else "not significant"
     if ci is None:

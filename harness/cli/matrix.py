@@ -62,6 +62,8 @@ def matrix_(args: argparse.Namespace) -> int:
             *[x for s, why in not_applicable.items() for x in ("--not-applicable", f"{s}={why}")]]
     if args.out:
         argv += ["--out", str(args.out)]
+    if args.fail_on_regression:  # a gate tests one-sided (harness.contracts.verdict.VerdictRule.one_sided)
+        argv += ["--one-sided"]
     with console.status("the matrix on Spark ..."):
         summary = run_matrix(matrix_parser().parse_args(argv))
     print_matrix(summary)

@@ -86,6 +86,10 @@ class VerdictRule:
     bootstrap: int = BOOTSTRAP
     seed: int = SEED
     share_margin: float = SHARE_MARGIN
+    # A regression gate asks one question, "is the candidate worse?": each test one-sided at alpha and the
+    # interval the 1 - 2 alpha one (its lower end the one-sided bound; inside the margin it is TOST's
+    # equivalence); improvements are then not claimed.
+    one_sided: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -102,7 +106,13 @@ class VerdictRule:
 
     @property
     def level(self) -> float:
-        return 1 - self.alpha
+        """The interval's coverage: 1 - alpha, or 1 - 2 alpha when one-sided."""
+        return 1 - 2 * self.tail
+
+    @property
+    def tail(self) -> float:
+        """The share of bootstrap draws left out below the interval (and above it)."""
+        return self.alpha if self.one_sided else self.alpha / 2
 
     def margin(self, effect: str) -> tuple[float, float]:
         """(low, high): an effect wholly below low is an improvement, wholly above high a regression, wholly
@@ -116,16 +126,19 @@ class VerdictRule:
     def from_args(cls, args: argparse.Namespace) -> VerdictRule:
         """The rule from the options ``add_rule_options`` added (checked: a bad one is a ConfigError)."""
         return cls(alpha=args.alpha, min_effect=args.min_effect, bootstrap=args.bootstrap,
-                   share_margin=getattr(args, "min_share_change", SHARE_MARGIN))
+                   share_margin=getattr(args, "min_share_change", SHARE_MARGIN),
+                   one_sided=bool(getattr(args, "one_sided", False) or getattr(args, "fail_on_regression", False)))
 
     def as_args(self) -> list[str]:
         """The options that give this rule again (``add_rule_options``'s), for a command run elsewhere."""
         return ["--alpha", repr(self.alpha), "--min-effect", repr(self.min_effect), "--bootstrap", str(self.bootstrap),
-                "--min-share-change", repr(self.share_margin)]
+                "--min-share-change", repr(self.share_margin), *(["--one-sided"] if self.one_sided else [])]
 
     def describe(self) -> str:
         low, high = self.margin(RATIO)
-        return (f"unit: the cycle. Mann-Whitney U (two-sided, exact also with ties) on per-cycle medians (shares "
+        sided = ("one-sided: is the candidate higher? (a regression gate; improvements are not claimed)"
+                 if self.one_sided else "two-sided")
+        return (f"unit: the cycle. Mann-Whitney U ({sided}, exact also with ties) on per-cycle medians (shares "
                 f"for stalls); per scenario the primary comparison at p < {self.alpha:g}, the secondary ones "
                 f"(Holm-adjusted among those whose cycles could reach the level: Tarone) only once the primary was "
                 f"significant; "
@@ -150,6 +163,9 @@ def add_rule_options(parser: argparse.ArgumentParser) -> None:
                              f"{MIN_EFFECT * 100:.0f}%%)")
     parser.add_argument("--bootstrap", type=int, default=BOOTSTRAP,
                         help=f"bootstrap resamples (default {BOOTSTRAP})")
+    parser.add_argument("--one-sided", action="store_true",
+                        help="test for regressions only, one-sided at alpha with the 1 - 2 alpha interval (a "
+                             "regression gate; --fail-on-regression implies it)")
     parser.add_argument("--min-share-change", type=float, default=SHARE_MARGIN,
                         help=f"change of a share (stalled retries) that counts, as a difference (default "
                              f"{SHARE_MARGIN:g} = {SHARE_MARGIN * 100:.0f} points)")

@@ -125,9 +125,9 @@ def print_probes(probes: dict[str, list[dict]]) -> None:
 
 
 def print_comparison(summary: dict) -> None:
-    level = f"{1 - summary['rule']['alpha']:.0%}"
+    level = f"{1 - summary['rule']['alpha'] * (2 if summary['rule'].get('one_sided') else 1):.0%}"
     t = Table(title=f"{summary['candidate']} against {summary['baseline']} (unit: the cycle)")
-    for col in ("scenario", "metric", "cycles b/c", "baseline", "candidate", "ratio", f"{level} interval", "p (Holm)",
+    for col in ("scenario", "metric", "cycles b/c", "baseline", "candidate", "ratio", f"{level} interval", "p (adj.)",
                 "verdict"):
         t.add_column(col, justify="left" if col in ("scenario", "metric", "verdict") else "right")
     for c in summary["comparisons"]:

@@ -295,3 +295,46 @@ def test_sides_from_the_same_runs_are_compared_run_by_run_and_others_are_flagged
     assert paired["ci"][1] - paired["ci"][0] < pooled["ci"][1] - pooled["ci"][0]
     assert compare(base, cand, RULE, runs=(ids, ["s1", "s2", "s3"]))["paired"] is False  # a sweep's batches
     assert compare(base[:1], cand[:1], RULE, runs=(["r1"], ["r1"]))["paired"] is None  # one run: nothing to pair
+
+
+ONE_SIDED = VerdictRule(bootstrap=400, one_sided=True)
+
+
+def test_one_sided_the_p_value_is_the_upper_tail_exact_also_with_ties():
+    low, high = np.array([1.0, 2.0, 3.0, 4.0]), np.array([11.0, 12.0, 13.0, 14.0])
+    assert rank_sum_test(high, low, "greater") == pytest.approx((1 / 70, 1 / 70))
+    assert rank_sum_test(low, high, "greater")[0] == pytest.approx(1.0)
+    # Tied within each side (5 vs 5): the one-sided exact p is 1 / C(10, 5), half the two-sided 2 / 252.
+    assert rank_sum_test(np.full(5, 3.0), np.full(5, 1.0), "greater") == pytest.approx((1 / 252, 1 / 252))
+    # Stratified by run: two runs of 3 vs 3 fully separated, 1/20 each, so 1/400 together.
+    runs = [(np.array([10.0, 11.0, 12.0]), np.array([1.0, 2.0, 3.0]))] * 2
+    assert stratified_rank_sum_test(runs, "greater")[0] == pytest.approx(1 / 400)
+
+
+def test_a_regression_gate_calls_a_slower_candidate_a_regression_and_claims_no_improvement():
+    rng = np.random.default_rng(11)
+    base = _runs(rng, lambda r, n: r.normal(100, 5, n), cycles=4)
+    slow = _runs(rng, lambda r, n: r.normal(300, 5, n), cycles=4)
+    fast = _runs(rng, lambda r, n: r.normal(30, 5, n), cycles=4)
+    r, (verdict, _) = _verdict(base, slow, rule=ONE_SIDED)
+    assert verdict == REGRESSION and r["p_value"] == pytest.approx(1 / 70)  # two-sided it would be 2/70
+    r, (verdict, reason) = _verdict(base, fast, rule=ONE_SIDED)
+    assert verdict == INCONCLUSIVE and "one side only" in reason and r["p_value"] == pytest.approx(1.0)
+    # Three cycles a side cannot reach 0.05 even one-sided (1/20 is not below it): 4 are needed.
+    r, (verdict, reason) = _verdict(*[_runs(rng, lambda r, n: r.normal(100, 5, n), cycles=3)] * 2, rule=ONE_SIDED)
+    assert verdict == NOT_ENOUGH and "at least 4 per side" in reason
+
+
+def test_the_gate_option_makes_the_rule_one_sided_and_says_so():
+    import argparse
+
+    from harness.contracts.verdict import add_gate_option, add_rule_options
+
+    p = argparse.ArgumentParser()
+    add_rule_options(p)
+    add_gate_option(p)
+    rule = VerdictRule.from_args(p.parse_args(["--fail-on-regression"]))
+    assert rule.one_sided and rule.level == pytest.approx(0.90) and "--one-sided" in rule.as_args()
+    assert VerdictRule.from_args(p.parse_args(rule.as_args())) == rule
+    assert not VerdictRule.from_args(p.parse_args([])).one_sided and RULE.level == pytest.approx(0.95)
+    assert "one-sided" in rule.describe()
