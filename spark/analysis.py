@@ -30,7 +30,8 @@ def routing(archives: Sequence[Archive]) -> dict[str, facts.Routing]:
     for a in archives:
         sc = scenario_of(a)
         subs = {t: {g: list(f) for g, f in gs.items()} for t, gs in sc.subscriptions().items()}
-        out[a.run_id] = facts.Routing(subs, dict(sc.allowed_deliveries()), sc.consume.long_poll_s * 1000)
+        out[a.run_id] = facts.Routing(subs, dict(sc.allowed_deliveries()), sc.consume.long_poll_s * 1000,
+                                      sc.late_after_ms)
     return out
 
 

@@ -83,6 +83,7 @@ class Routing:
     subscriptions: dict[str, dict[str, list[str]]]
     allowed_deliveries: dict[str, int]
     long_poll_ms: float
+    late_after_ms: float | None = None  # Scenario.late_after_ms
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ def facts(events: pd.DataFrame, routing: Mapping[str, Routing], task: int, chunk
     for i, run in enumerate(runs):  # (one run, the usual case, without copying its events)
         ev = events if len(runs) == 1 else events[(events["run_id"] == run).to_numpy()]
         r = routing[run]
-        f = tally.slice_facts(ev, r.subscriptions, r.allowed_deliveries, r.long_poll_ms)
+        f = tally.slice_facts(ev, r.subscriptions, r.allowed_deliveries, r.long_poll_ms, r.late_after_ms)
         common = {"task": task, "run": i, "run_id": str(run), "scenario": None, "variant": None, "fraction": None}
         for fact, rows in ((TALLY, f.tallies), (RETRY, f.retries), (LEDGER_ROW, f.ledger)):
             schema = OF_KIND[fact]

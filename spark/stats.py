@@ -348,6 +348,7 @@ COMPLETENESS = {
     "lost": "messages lost (neither acked nor dead-lettered)",
     "never_received": "messages never received",
     "retries_never_redelivered": "retries never redelivered",
+    "late": "messages acked only after the drain timeout (late, not lost)",
     "duplicated": "messages duplicated",
     "cross_topic": "messages delivered to another topic's group",
     "duplicate_deliveries": "duplicate deliveries",

@@ -444,6 +444,13 @@ class Scenario(_Strict):
         """Cycles that end when every message is acked (bursts with spacing 'drained')."""
         return self.produce.pattern == "burst" and self.cycles.spacing == "drained"
 
+    @property
+    def late_after_ms(self) -> float | None:
+        """After how long from its send an ack is late (harness.measure.ledger's ``late``): a drained cycle gives
+        up on its messages drain_timeout_s after its burst; None where cycles do not drain (a window's messages
+        are waited for until the run's drain phase ends, and what is not acked then is lost)."""
+        return self.cycles.drain_timeout_s * 1000 if self.drains else None
+
     def starts_another(self, ran: int, elapsed_s: float) -> bool:
         """Whether a producer that has run ``ran`` cycles in ``elapsed_s`` starts one more: exactly count
         cycles, or every cycle that starts within duration_s, and past it up to at_least cycles by cap_s."""

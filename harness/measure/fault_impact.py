@@ -22,7 +22,7 @@ import pandas as pd
 
 from harness.measure.ledger import OWED_CLASSES
 
-IMPACT_CLASSES = ("lost", "duplicated", "dead_lettered", "acked_first", "acked_after_retry")
+IMPACT_CLASSES = ("lost", "duplicated", "dead_lettered", "late", "acked_first", "acked_after_retry")
 FIGURES = ("longest_wait_ms", "longest_wait_open", "send_gap_ms", "send_gap_open", "delivery_gap_ms",
            "delivery_gap_open")
 

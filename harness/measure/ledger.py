@@ -8,6 +8,8 @@ by the first class that applies:
   duplicated         delivered more often than the consumer's nacks explain: an attempt delivered twice,
                      a delivery after the ack, or an attempt k > 1 with no nack of attempt k - 1 (e.g. the
                      processing outlived the invisible time)
+  late               acked, but only after the scenario's drain timeout from its send (bursts that drain): the
+                     cycle had given up on it, so it is neither on time nor lost (a linger finds more of them)
   acked_first        acked, never retried
   acked_after_retry  acked after one or more retries (``retries`` says how many; a failed nack counts, as the
                      message comes back all the same)
@@ -40,7 +42,7 @@ import pyarrow as pa
 from harness.inputs.scenario import tag_matches
 from harness.measure import frames
 
-OWED_CLASSES = ("dead_lettered", "duplicated", "acked_first", "acked_after_retry", "lost")
+OWED_CLASSES = ("dead_lettered", "duplicated", "late", "acked_first", "acked_after_retry", "lost")
 STRAY_CLASSES = ("cross_topic", "unknown")
 CLASSES = OWED_CLASSES + STRAY_CLASSES
 ANY_GROUP = "*"  # a message's body names this when every subscriber of its topic should get it
@@ -102,11 +104,12 @@ def _owed(sent: pd.DataFrame, subscriptions: Subscriptions) -> pd.DataFrame:
 
 
 def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliveries: Mapping[str, int],
-             keys: np.ndarray | None = None) -> pd.DataFrame:
+             keys: np.ndarray | None = None, late_after_ms: float | None = None) -> pd.DataFrame:
     """The ledger of one scenario's events (any number of runs and variants of it); ``subscriptions`` maps
     each topic to its groups and their consumers' tag filters (harness.inputs.scenario.Scenario.subscriptions),
-    ``allowed_deliveries`` each group to its retryMaxTimes + 1. Returns one row per pair, ``COLUMNS``.
-    ``keys``: message_keys(events), when at hand."""
+    ``allowed_deliveries`` each group to its retryMaxTimes + 1, ``late_after_ms`` (Scenario.late_after_ms) when
+    an ack comes too late for its cycle. Returns one row per pair, ``COLUMNS``. ``keys``: message_keys(events),
+    when at hand."""
     wanted = events["kind"].isin(KINDS).to_numpy()
     columns = [c for c in INPUT_COLUMNS if c in events.columns]
     # (No copy of millions of events when every one is wanted; new columns go to this frame only.)
@@ -165,7 +168,7 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliver
     rows = (owed.merge(per_pair, on=pair, how="left").merge(acked, on=pair, how="left")
             .merge(dead, on=pair, how="left").merge(retries, on=pair, how="left"))
     rows["allowed_deliveries"] = rows["group"].map(dict(allowed_deliveries))
-    rows["class"] = _owed_class(rows)
+    rows["class"] = _owed_class(rows, late_after_ms)
     rows["why"] = _why(rows)
 
     # Seen somewhere nobody was owed: delivered, or found in a DLQ without a delivery the harness saw.
@@ -190,12 +193,15 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliver
     return out
 
 
-def _owed_class(rows: pd.DataFrame) -> pd.Series:
+def _owed_class(rows: pd.DataFrame, late_after_ms: float | None = None) -> pd.Series:
     dup = (rows["repeat"].fillna(0) + rows["after_ack"].fillna(0) + rows["unexplained"].fillna(0)) > 0
     acked = rows["acked_ns"].notna()
     cls = pd.Series("lost", index=rows.index, dtype=object)
     cls[acked & (rows["retries"].fillna(0) == 0)] = "acked_first"
     cls[acked & (rows["retries"].fillna(0) > 0)] = "acked_after_retry"
+    if late_after_ms is not None:
+        waited = (rows["acked_ns"] - rows["sent_ns"]).astype("Float64")
+        cls[(acked & (waited > late_after_ms * 1e6)).fillna(False).to_numpy(dtype=bool)] = "late"
     cls[dup] = "duplicated"
     cls[rows["dead_lettered_ns"].notna()] = "dead_lettered"
     return cls
@@ -206,6 +212,7 @@ def _why(rows: pd.DataFrame) -> pd.Series:
     lost = rows["class"] == "lost"
     why[lost & rows["deliveries"].isna()] = "never delivered"
     why[lost & rows["deliveries"].notna()] = "delivered, never acked"
+    why[rows["class"] == "late"] = "acked after the drain timeout"
     dup = rows["class"] == "duplicated"
     for col, text in (("unexplained", "an attempt came back without a nack"),
                       ("after_ack", "delivered again after its ack"), ("repeat", "an attempt delivered twice")):

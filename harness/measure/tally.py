@@ -83,7 +83,7 @@ def _messages(ev: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
 
 
 def slice_facts(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-                long_poll_ms: float) -> Facts:
+                long_poll_ms: float, late_after_ms: float | None = None) -> Facts:
     """The facts of ``events`` (whole messages of one scenario; any runs and variants of it)."""
     ev = events.copy(deep=False)  # a column added below must not reach the caller's frame
     ev["cycle"] = (ev["cycle"] if "cycle" in ev.columns else pd.Series(0, index=ev.index)).fillna(0)
@@ -94,7 +94,7 @@ def slice_facts(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allow
     messages[pd.DataFrame({c: ev[c] for c in [*BY_RUN, "ledger_id"]}).isna().any(axis=1).to_numpy()] = -1
     retries = retry_rows(ev, messages)
     outcomes = retry_outcomes(ev, allowed_deliveries, long_poll_ms, retries, messages)
-    rows = ledger.classify(ev, subscriptions, allowed_deliveries, keys)
+    rows = ledger.classify(ev, subscriptions, allowed_deliveries, keys, late_after_ms)
     by_cycle = [*BY_RUN, "cycle"]
     kinds = _kinds(ev)
     led = ledger.tallies(rows.assign(cycle=rows["cycle"].fillna(0)), by_cycle).add_prefix("ledger_").reset_index()
@@ -191,12 +191,13 @@ def table(tallies: pd.DataFrame, retries: pd.DataFrame | None, by: Sequence[str]
 
 
 def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-              long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
+              long_poll_ms: float, faults: Sequence[Mapping[str, object]] = (),
+              late_after_ms: float | None = None) -> list[dict]:
     """Per (scenario, variant): counts, the ledger (harness.measure.ledger: ``subscriptions`` topic -> its groups,
     ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
     that stalled (waited for the scenario's ``long_poll_ms`` to run out), the FIFO order checks and, when the
     run injected ``faults`` (harness.run.faults.FaultRecord.as_dict), what each did (harness.measure.fault_impact)."""
-    return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults)
+    return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults, late_after_ms)
 
 
 class SlicesSummary:
@@ -209,8 +210,10 @@ class SlicesSummary:
     RETAINED = ["scenario", "variant", "t_client_ns", *DISTRIBUTIONS]
 
     def __init__(self, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-                 long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> None:
+                 long_poll_ms: float, faults: Sequence[Mapping[str, object]] = (),
+                 late_after_ms: float | None = None) -> None:
         self.subscriptions, self.allowed, self.long_poll_ms = subscriptions, allowed_deliveries, long_poll_ms
+        self.late_after_ms = late_after_ms
         self.faults = list(faults)
         self.tallies: list[pd.DataFrame] = []
         self.retries: list[pd.DataFrame] = []
@@ -218,7 +221,7 @@ class SlicesSummary:
         self.fifo: list[pd.DataFrame] = []
 
     def add(self, events: pd.DataFrame) -> None:
-        facts = slice_facts(events, self.subscriptions, self.allowed, self.long_poll_ms)
+        facts = slice_facts(events, self.subscriptions, self.allowed, self.long_poll_ms, self.late_after_ms)
         self.tallies.append(facts.tallies)
         self.retries.append(facts.retries[self.RETAINED])
         if self.faults:
@@ -248,9 +251,9 @@ class SlicesSummary:
 
 def summarize_slices(slices: Iterable[pd.DataFrame], subscriptions: ledger.Subscriptions,
                      allowed_deliveries: Mapping[str, int], long_poll_ms: float,
-                     faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
+                     faults: Sequence[Mapping[str, object]] = (), late_after_ms: float | None = None) -> list[dict]:
     """``summarize`` of events given in slices (SlicesSummary), taken one at a time."""
-    acc = SlicesSummary(subscriptions, allowed_deliveries, long_poll_ms, faults)
+    acc = SlicesSummary(subscriptions, allowed_deliveries, long_poll_ms, faults, late_after_ms)
     for events in slices:
         acc.add(events)
     return acc.result()

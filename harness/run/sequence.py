@@ -270,7 +270,7 @@ class Run:
         summary, unfit = [], []
         for variant, shard_dir in sorted(shard_dirs.items()):
             acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000,
-                                [f for f in faults if f["variant"] == variant])
+                                [f for f in faults if f["variant"] == variant], sc.late_after_ms)
             # FIFO order is checked over whole message groups: those runs are read again at once. Others are
             # summarised from the shares of messages the merge holds anyway (harness.archive.writer).
             fifo = any(t.message_type == "FIFO" for t in sc.topics)

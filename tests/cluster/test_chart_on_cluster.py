@@ -198,8 +198,8 @@ def test_faults_in_the_pod_the_broker_killed_and_the_name_server_stopped(release
     assert faults["sigstop namesrv 3 s"]["window_s"] >= 3
     [s] = m["summary"]
     assert s["sent"] > 0 and s["ledger"]["owed"] == s["sent"]
-    assert sum(s["ledger"][c] for c in ("acked_first", "acked_after_retry", "duplicated", "dead_lettered",
-                                        "lost")) == s["ledger"]["owed"]
+    assert sum(s["ledger"][c] for c in ("acked_first", "acked_after_retry", "late", "duplicated",
+                                        "dead_lettered", "lost")) == s["ledger"]["owed"]
     assert {f["label"] for f in s["faults"]} == set(faults) and all(f["exposed"] is not None for f in s["faults"])
 
 

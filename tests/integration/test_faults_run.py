@@ -52,15 +52,15 @@ def test_every_message_is_accounted_for_across_the_faults(archive: Path):
     [s] = json.loads((archive / "manifest.json").read_text())["summary"]
     ledger = s["ledger"]
     assert s["sent"] > 0 and ledger["owed"] == s["sent"]
-    classes = ("acked_first", "acked_after_retry", "duplicated", "dead_lettered", "lost")
+    classes = ("acked_first", "acked_after_retry", "late", "duplicated", "dead_lettered", "lost")
     assert sum(ledger[c] for c in classes) == ledger["owed"]
     rows = {f["label"]: f for f in s["faults"]}
     assert set(rows) == {"sigstop broker 3 s", "kill9 namesrv", "restart proxy"}
     for f in rows.values():
         # Steady traffic means something was in flight across each fault, and waited at least its window.
         assert f["exposed"] > 0 and f["longest_wait_ms"] is not None
-        assert sum(f[c] for c in ("acked_first", "acked_after_retry", "duplicated", "dead_lettered",
-                                  "lost")) == f["exposed"]
+        assert sum(f[c] for c in ("acked_first", "acked_after_retry", "late", "duplicated",
+                                  "dead_lettered", "lost")) == f["exposed"]
     assert rows["sigstop broker 3 s"]["delivery_gap_ms"] >= 2_500  # nothing delivered while the broker stood still
 
 

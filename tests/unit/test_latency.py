@@ -81,7 +81,7 @@ def test_summary_counts_ledger_and_quantiles():
     assert s["ledger"] == {"sent": 4, "received": 3, "acked": 3, "never_received": 1, "unknown_received": 0,
                            "duplicate_deliveries": 1, "retries_expected": 3, "retries_never_redelivered": 0,
                            # the message ledger: b and a retried and acked, c's retry came twice, d never came
-                           "owed": 4, "acked_first": 0, "acked_after_retry": 2, "duplicated": 1, "lost": 1,
+                           "owed": 4, "acked_first": 0, "acked_after_retry": 2, "late": 0, "duplicated": 1, "lost": 1,
                            "dead_lettered": 0, "cross_topic": 0, "unknown": 0, "dlq_early": 0, "dlq_late": 0,
                            "tag_changed": 0}
     all_wakeups = [100, 200, 300, 1000]

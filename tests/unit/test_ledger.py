@@ -130,3 +130,29 @@ def test_a_dead_letter_nobody_was_owed_is_not_dropped_and_times_stay_exact():
     exact = [{**_sent("b"), "t_client_ns": t}, {**_ev("received", "b", 1), "t_client_ns": t + 1}]
     led, _ = _ledger(exact)
     assert int(led.iloc[0]["sent_ns"]) == t and int(led.iloc[0]["first_received_ns"]) == t + 1
+
+
+def test_an_ack_after_the_drain_timeout_is_late_not_lost_and_not_on_time():
+    rows = [
+        _sent("on-time"), _ev("received", "on-time", 1, 10), _ev("nacked", "on-time", 1, 11),
+        _ev("received", "on-time", 2, 59_000), _ev("acked", "on-time", 2, 59_001),
+        _sent("late"), _ev("received", "late", 1, 10), _ev("nacked", "late", 1, 11),
+        _ev("received", "late", 2, 61_000), _ev("acked", "late", 2, 61_001),
+        _sent("late-dup"), _ev("received", "late-dup", 1, 10), _ev("acked", "late-dup", 1, 61_000),
+        _ev("received", "late-dup", 1, 62_000),  # delivered twice: a duplicate before anything else
+        _sent("lost"), _ev("received", "lost", 1, 10),
+    ]
+    led = classify(pd.DataFrame(rows), SUBS, {"G": 3}, late_after_ms=60_000)
+    cls = {r.ledger_id: r["class"] for _, r in led.iterrows()}
+    assert cls == {"on-time": "acked_after_retry", "late": "late", "late-dup": "duplicated", "lost": "lost"}
+    assert led.set_index("ledger_id").loc["late", "why"] == "acked after the drain timeout"
+    assert counts(led)["late"] == 1
+    # Without a timeout (cycles that do not drain) nothing is late: the same ack is acked after a retry.
+    assert "late" not in set(classify(pd.DataFrame(rows), SUBS, {"G": 3})["class"])
+
+
+def test_only_scenarios_whose_cycles_drain_have_a_late_threshold():
+    from harness.inputs.scenario import load_scenario
+
+    burst, steady = load_scenario("burst"), load_scenario("steady")
+    assert burst.late_after_ms == burst.cycles.drain_timeout_s * 1000 and steady.late_after_ms is None
