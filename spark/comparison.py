@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.contracts.verdict import COMPARED, IMPROVEMENT, INCONCLUSIVE, REGRESSION, STATISTIC, VerdictRule
+from harness.contracts.verdict import (
+    COMPARED,
+    EQUIVALENT,
+    IMPROVEMENT,
+    INCONCLUSIVE,
+    REGRESSION,
+    STATISTIC,
+    VerdictRule,
+)
 from harness.core.errors import ConfigError
 from harness.inputs.expectations import evaluate, per_nack, probe_counts
 from harness.inputs.scenario import Scenario
@@ -264,11 +272,17 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
         verdict, why = completeness(base, cand)
         blocked[s] = (verdict, why)
         for x in comparisons:
-            if x["scenario"] != s or not x["primary"] or verdict is None:
+            if x["scenario"] != s or not x["primary"]:
                 continue
+            untimed = not c.scenarios[s].retries_expected and x["p_value"] is None
             if verdict == REGRESSION:
                 x["verdict"], x["reason"] = REGRESSION, "loses what the baseline does not: " + "; ".join(why)
-            elif x["verdict"] == IMPROVEMENT:
+            elif untimed:  # nothing to time by design (nothing is nacked): the ledger is the verdict
+                x["verdict"], x["reason"] = ((INCONCLUSIVE, "no retries by design; less complete: " + "; ".join(why))
+                                             if verdict else
+                                             (EQUIVALENT, "no retries by design: judged by the ledger, no class "
+                                                          "worse than the baseline's"))
+            elif verdict and x["verdict"] == IMPROVEMENT:
                 x["verdict"], x["reason"] = INCONCLUSIVE, "faster but less complete: " + "; ".join(why)
     return {
         "baseline": baseline,

@@ -445,6 +445,12 @@ class Scenario(_Strict):
         return self.produce.pattern == "burst" and self.cycles.spacing == "drained"
 
     @property
+    def retries_expected(self) -> bool:
+        """Whether any consumer gives a delivery back (a scenario without, e.g. ack-after-extend, has no retry
+        latency to judge: its verdict is its ledger's)."""
+        return bool(self.nack.attempts) and any(g.nacks for g in self.groups)
+
+    @property
     def late_after_ms(self) -> float | None:
         """After how long from its send an ack is late (harness.measure.ledger's ``late``): a drained cycle gives
         up on its messages drain_timeout_s after its burst; None where cycles do not drain (a window's messages

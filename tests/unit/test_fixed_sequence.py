@@ -15,15 +15,17 @@ LEDGER = {"lost": 0, "never_received": 0, "retries_never_redelivered": 0, "dupli
           "duplicate_deliveries": 0}
 
 
-def _collected(levels: dict[tuple[str, str], list[float]], cycles: dict[str, int] | None = None) -> Collected:
-    """One run of burst; ``levels``: (variant, metric) -> each cycle's values (8 retries at that level)."""
-    rows = [{"scenario": "burst", "variant": v, "run_id": "r1", "cycle": k, "metric": m, "value": x}
+def _collected(levels: dict[tuple[str, str], list[float]], cycles: dict[str, int] | None = None,
+               scenario: str = "burst", ledgers: dict[str, dict] | None = None) -> Collected:
+    """One run of ``scenario``; ``levels``: (variant, metric) -> each cycle's values (8 retries at that level)."""
+    rows = [{"scenario": scenario, "variant": v, "run_id": "r1", "cycle": k, "metric": m, "value": x}
             for (v, m), per_cycle in levels.items() for k, level in enumerate(per_cycle) for x in [level] * 8]
-    variants = sorted({v for v, _ in levels})
-    per_variant = [{"scenario": "burst", "variant": v, "runs": 1, "cycles": (cycles or {}).get(v, 20),
-                    "sent": 320, "errors": 0, "ledger": dict(LEDGER)} for v in variants]
-    return Collected(archives=[], scenarios={"burst": load_scenario("burst")}, per_variant=per_variant,
-                     per_run=[], samples=pd.DataFrame(rows), plot=pd.DataFrame(), per_variant_table=pd.DataFrame())
+    variants = sorted({v for v, _ in levels} | set(ledgers or {}))
+    per_variant = [{"scenario": scenario, "variant": v, "runs": 1, "cycles": (cycles or {}).get(v, 20),
+                    "sent": 320, "errors": 0, "ledger": {**LEDGER, **(ledgers or {}).get(v, {})}} for v in variants]
+    samples = pd.DataFrame(rows, columns=["scenario", "variant", "run_id", "cycle", "metric", "value"])
+    return Collected(archives=[], scenarios={scenario: load_scenario(scenario)}, per_variant=per_variant,
+                     per_run=[], samples=samples, plot=pd.DataFrame(), per_variant_table=pd.DataFrame())
 
 
 def _by_metric(summary: dict) -> dict[str, dict]:
@@ -72,3 +74,18 @@ def test_a_variant_the_cap_stopped_short_of_its_cycles_is_said_so():
     assert sc.cycles.at_least > 5, "burst asks for more cycles than this run had"
     assert f"a ran 5 of the {sc.cycles.at_least} cycles a run asks for" in by["wakeup_ms"]["reason"]
     assert "b ran" not in by["wakeup_ms"]["reason"]
+
+
+@pytest.mark.parametrize(("base_dup", "cand_dup", "verdict"), [
+    (3, 3, EQUIVALENT),      # the same duplicates (#9583 on both): nothing worse
+    (3, 6, INCONCLUSIVE),    # more of what the baseline also has: less complete, not a loss it never had
+    (0, 2, REGRESSION),      # duplicates the baseline never made
+])
+def test_a_scenario_without_retries_is_judged_by_its_ledger(base_dup, cand_dup, verdict):
+    assert not load_scenario("ack-after-extend").retries_expected
+    c = _collected({}, scenario="ack-after-extend", ledgers={"a": {"duplicated": base_dup},
+                                                             "b": {"duplicated": cand_dup}})
+    summary = analyse(c, "a", "b", RULE)
+    primary = next(x for x in summary["comparisons"] if x["primary"])
+    assert primary["verdict"] == verdict and summary["verdict"] == verdict
+    assert verdict == REGRESSION or "no retries by design" in primary["reason"]
