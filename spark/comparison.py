@@ -18,6 +18,7 @@ from harness.contracts.verdict import (
     EQUIVALENT,
     IMPROVEMENT,
     INCONCLUSIVE,
+    NOT_ENOUGH,
     REGRESSION,
     STATISTIC,
     VerdictRule,
@@ -243,6 +244,7 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
     families = {}
     for s in scenarios:
         primary, *secondary = [x for x in comparisons if x["scenario"] == s]  # the primary first, as built above
+        assert primary["primary"], "the primary comparison of each scenario comes first"
         testable = primary["p_value"] is not None and tarone([primary["p_floor"]], rule.alpha)[0]
         _judge([primary], [testable], [primary["p_value"] if testable else None], rule, of=1)
         families[s] = int(testable)
@@ -253,18 +255,21 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
                    rule, of=len(secondary))
             families[s] += sum(tested)
         else:
+            why = "had too few cycles" if primary["verdict"] == NOT_ENOUGH else "was not significant"
             _judge(secondary, [False] * len(secondary), [None] * len(secondary), rule, of=len(secondary),
-                   gated=primary["metric"])
+                   gated=f"{primary['metric']}, the primary comparison, {why}")
         for x in (primary, *secondary):
             if x["paired"] is False:  # nothing cancels what each run did to both of its variants: said
                 x["reason"] += "; sides from different runs, compared pooled"
             elif x["paired"]:
                 x["reason"] += f"; paired by run ({x['runs_baseline']} runs)"
-            short = [f"{v} ran {sides[(s, v)].get('cycles', 0)}" for v in (baseline, candidate)
-                     if sides[(s, v)].get("cycles", 0) < c.scenarios[s].cycles.at_least * sides[(s, v)].get("runs", 1)]
+            cyc = c.scenarios[s].cycles
+            wanted = {v: cyc.at_least * sides[(s, v)].get("runs", 1) for v in (baseline, candidate)}
+            short = [f"{v} ran {sides[(s, v)].get('cycles', 0)} of {wanted[v]}" for v in (baseline, candidate)
+                     if sides[(s, v)].get("cycles", 0) < wanted[v]]
             if short:  # the cap stopped a variant before the cycles its scenario asks for
-                x["reason"] += (f"; {', '.join(short)} of the {c.scenarios[s].cycles.at_least} cycles a run asks for "
-                                f"(cap {c.scenarios[s].cycles.cap_s:g} s)")
+                x["reason"] += (f"; {', '.join(short)} cycles ({cyc.at_least} a run; cap "
+                                f"{cyc.cap_s or 0:g} s)")
     blocked = {}
     for s in scenarios:
         base, cand = ({**sides[(s, v)]["ledger"], "sent": sides[(s, v)]["sent"], "errors": sides[(s, v)]["errors"]}
@@ -274,7 +279,8 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
         for x in comparisons:
             if x["scenario"] != s or not x["primary"]:
                 continue
-            untimed = not c.scenarios[s].retries_expected and x["p_value"] is None
+            untimed = (not c.scenarios[s].retries_expected and x["p_value"] is None
+                       and base["sent"] > 0 and cand["sent"] > 0)
             if verdict == REGRESSION:
                 x["verdict"], x["reason"] = REGRESSION, "loses what the baseline does not: " + "; ".join(why)
             elif untimed:  # nothing to time by design (nothing is nacked): the ledger is the verdict

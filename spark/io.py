@@ -196,9 +196,12 @@ def load_archives(
 
 
 def _comparable(scenario: dict) -> dict:
-    """A scenario as far as pooling is concerned: how long it ran may differ, what it did may not."""
-    return {k: v for k, v in scenario.items()
-            if k not in ("duration_s", "description", "schema_version", "reference", "expect")}
+    """A scenario as far as pooling is concerned: how long it ran may differ (its duration, the cycles it ran
+    to and their cap), what it did may not; a label (gate) is no difference either."""
+    cycles = {k: v for k, v in (scenario.get("cycles") or {}).items() if k not in ("at_least", "cap_s")}
+    return {**{k: v for k, v in scenario.items()
+               if k not in ("duration_s", "description", "schema_version", "reference", "expect", "gate")},
+            "cycles": cycles}
 
 
 def scenario_of(archive: Archive) -> Scenario:

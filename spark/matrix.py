@@ -1,6 +1,6 @@
 """The scenario x variant matrix, as a library: the first variant is the baseline and every other one is
-compared against it by the comparison's own rule (spark.comparison.analyse: cycles as the unit, Holm over one
-candidate's scenarios and metrics); every (scenario, variant) is checked against its scenario's expectations
+compared against it by the comparison's own rule (spark.comparison.analyse: cycles as the unit, one family per
+scenario and candidate); every (scenario, variant) is checked against its scenario's expectations
 and its message ledger. spark/jobs/matrix.py runs it."""
 
 from __future__ import annotations

@@ -8,11 +8,13 @@ better.
 The rule:
 - the statistic of a cycle is the median of its values; a side's level is the median of its cycles' (for a
   share, such as the retries that stalled, 0 or 1 each: the cycle's mean and the mean of its cycles');
-- the test is a two-sided Mann-Whitney U on the per-cycle medians of the two sides, exact also with ties
-  (the permutation distribution of the rank sum given the ties: ``rank_sum_test``), its p-value
-  Holm-adjusted over every comparison of the report;
-- the effect is the ratio of levels, candidate / baseline, with a (1 - alpha) percentile interval from a
-  hierarchical bootstrap that resamples runs, then cycles within them, then retries within cycles;
+- the test is a Mann-Whitney U on the per-cycle medians of the two sides (two-sided; one-sided, candidate
+  higher, for a regression gate), exact also with ties (the permutation distribution of the rank sum given
+  the ties: ``rank_sum_test``), stratified by run when both sides share runs; per scenario the primary
+  comparison at alpha, the secondary ones Holm-adjusted only once it was significant (spark.comparison);
+- the effect is the ratio of levels, candidate / baseline, with a (1 - alpha; one-sided 1 - 2 alpha)
+  percentile interval from a hierarchical bootstrap that resamples runs, then cycles within them, then
+  retries within cycles;
 - improvement: adjusted p < alpha and the whole interval below 1 / (1 + min_effect); regression: adjusted
   p < alpha and the whole interval above 1 + min_effect (a margin symmetric on the log scale); for a share
   the effect is the difference, against -share_margin and +share_margin; equivalent: the interval inside the
@@ -268,12 +270,18 @@ def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[fl
 def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
             runs: tuple[Sequence[str], Sequence[str]] | None = None) -> dict:
     """Everything but the verdict (which needs the family's adjusted p-value: see ``decide``). ``runs``: the run
-    of each side's runs (baseline's, candidate's). When both sides come from the same two or more runs, the
-    comparison is paired by run: the test is stratified by run and the bootstrap draws the same runs for both
+    of each side's runs (baseline's, candidate's). When both sides share two or more runs, the comparison is
+    paired by run over those: the test is stratified by run and the bootstrap draws the same runs for both
     sides. Sides from different runs (a sweep's batches) are compared pooled, and said so (``paired`` False)."""
     mb, mc = cycle_values(base, statistic), cycle_values(cand, statistic)
     base_ids, cand_ids = runs if runs else ([], [])
-    paired = len(base_ids) >= 2 and list(base_ids) == list(cand_ids)
+    # Paired over the runs both sides have (a run where one side has no value of this metric says nothing about
+    # the difference within it); two such runs at least.
+    common = [r for r in base_ids if r in set(cand_ids)]
+    paired = len(common) >= 2
+    if paired:
+        base = [base[list(base_ids).index(r)] for r in common]
+        cand = [cand[list(cand_ids).index(r)] for r in common]
     out: dict = {"unit": "cycle", "statistic": statistic, "n_baseline": int(mb.size), "n_candidate": int(mc.size),
                  "runs_baseline": sum(1 for r in base if any(len(c) for c in r)),
                  "runs_candidate": sum(1 for r in cand if any(len(c) for c in r)),
@@ -282,9 +290,11 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
                  "median_baseline": None, "median_candidate": None, "ratio_of_medians": None,
                  "effect": EFFECT[statistic], "difference": None, "ci": None,
                  "p_value": None, "p_floor": None, "rank_biserial": None,
-                 # None: one run; True: the same runs on both sides, paired; False: sides from different runs
+                 # None: one run (or a side without values); True: paired over the runs both sides have; False:
+                 # sides from different runs
                  "paired": None if runs is None or len({*base_ids, *cand_ids}) < 2 else paired}
     if not mb.size or not mc.size:
+        out["paired"] = None
         return out
     level_b, level_c = level(mb, statistic), level(mc, statistic)
     out.update(median_baseline=level_b, median_candidate=level_c, ratio_of_medians=_ratio(level_c, level_b),
@@ -305,10 +315,10 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
 
 def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRule,
            tested: bool = True, of: int | None = None, gated: str | None = None) -> tuple[str, str]:
-    """The verdict of one comparison given its Holm-adjusted p-value in a family of ``family`` tests
+    """The verdict of one comparison given its p-value (adjusted, for a secondary one) in a family of ``family`` tests
     (``tested`` False: left out of the family by ``tarone``, as its cycles or their ties could not reach the
     level; ``of``: the comparisons its family has, which the cycles needed are counted against; ``gated``:
-    not tested because this primary metric was not significant, so only its interval speaks)."""
+    why it was not tested: its primary comparison was not significant, so only its interval speaks)."""
     nb, nc = result["n_baseline"], result["n_candidate"]
     level_needed = rule.alpha / max(family, 1)
     ci = result["ci"]
@@ -323,7 +333,7 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
         # Equivalence rests on the interval, not on the test: ties that keep p from the level do not stop it.
         return EQUIVALENT, "not significant, interval inside the margin"
     if gated:
-        return INCONCLUSIVE, f"not tested: {gated}, the primary comparison, was not significant; the interval only"
+        return INCONCLUSIVE, f"not tested: {gated}; the interval only"
     floor = result.get("p_floor") or 0
     if not tested or floor >= level_needed:
         return NOT_ENOUGH, (f"{nb}/{nc} cycles whose ties leave the smallest possible p at {floor:.2g}, which "

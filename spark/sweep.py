@@ -1,7 +1,7 @@
 """A release sweep, as a library: per scenario, each release's level with its interval, its p90 and its
 ledger, and where the behaviour changed between adjacent releases. Variants come oldest first; each adjacent
-pair (the older as baseline) is judged with spark.comparison.analyse: the cycle as the unit, Holm over that
-pair's scenarios and metrics. A release that changed is the newer of a pair whose primary verdict is an
+pair (the older as baseline) is judged with spark.comparison.analyse: the cycle as the unit, one family per
+scenario (its primary metric first). A release that changed is the newer of a pair whose primary verdict is an
 improvement or a regression. spark/jobs/sweep.py runs it."""
 
 from __future__ import annotations

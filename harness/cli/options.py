@@ -129,8 +129,10 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     if getattr(args, "faults", None):
         scenario = with_faults(scenario, [parse_fault(f) for f in args.faults])
     if getattr(args, "duration", None) is not None:
-        scenario = parse_scenario({**scenario.model_dump(), "duration_s": args.duration},
-                                  f"{scenario.source} (--duration {args.duration:g})")
+        data = {**scenario.model_dump(), "duration_s": args.duration}
+        if scenario.cycles.at_least:  # a longer run keeps its cycle count: the cap moves with it
+            data["cycles"] = {**data["cycles"], "cap_s": max(scenario.cycles.cap_s or 0.0, args.duration)}
+        scenario = parse_scenario(data, f"{scenario.source} (--duration {args.duration:g})")
     return scenario
 
 

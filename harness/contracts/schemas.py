@@ -65,7 +65,9 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
        "each comparison's effect (ratio, or difference for stall shares, with difference and the interval "
        "of it); the rule's share_margin",
     8: "each comparison's paired: the same runs on both sides, tested stratified by run and bootstrapped with "
-       "the same runs drawn for both (true), sides from different runs (false), one run (null)",
+       "the same runs drawn for both (true), sides from different runs (false), one run (null); a scenario's "
+       "family tested in a fixed sequence (the primary alone, the secondary ones once it was significant); "
+       "rule.one_sided; the ledger's late class",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -92,6 +92,8 @@ class VerdictRule:
     one_sided: bool = False
 
     def __post_init__(self) -> None:
+        if self.one_sided and not 0 < self.alpha < 0.5:
+            raise ConfigError(f"--alpha {self.alpha:g} with --one-sided: below 0.5 (the interval is 1 - 2 alpha)")
         if not 0 < self.alpha < 1:
             raise ConfigError(f"--alpha {self.alpha:g}: a significance level above 0 and below 1 "
                               f"(default {ALPHA:g})")
@@ -138,17 +140,16 @@ class VerdictRule:
         low, high = self.margin(RATIO)
         sided = ("one-sided: is the candidate higher? (a regression gate; improvements are not claimed)"
                  if self.one_sided else "two-sided")
+        bounds = (f"entirely above {high:.3g} (regression)" if self.one_sided else
+                  f"entirely below {low:.3g} (improvement) or above {high:.3g} (regression)")
         return (f"unit: the cycle. Mann-Whitney U ({sided}, exact also with ties) on per-cycle medians (shares "
                 f"for stalls); per scenario the primary comparison at p < {self.alpha:g}, the secondary ones "
-                f"(Holm-adjusted among those whose cycles could reach the level: Tarone) only once the primary was "
-                f"significant; "
-                f"and the {self.level:.0%} "
-                f"hierarchical bootstrap interval (runs, cycles, retries) of the ratio of median cycle medians "
-                f"(candidate/baseline) entirely below {low:.3g} (improvement) or above {high:.3g} (regression); "
-                f"for stall shares the difference of mean shares beyond -{self.share_margin:g} or "
-                f"+{self.share_margin:g}; equivalent when the interval lies inside those bounds, otherwise "
-                "inconclusive; a retry never redelivered counts as an endless wait; not enough data when too few "
-                "cycles (or too many ties) could reach the level")
+                "(Holm-adjusted among those whose cycles could reach the level: Tarone) only once the primary was "
+                f"significant; and the {self.level:.0%} hierarchical bootstrap interval (runs, cycles, retries) of "
+                f"the ratio of median cycle medians (candidate/baseline) {bounds}; for stall shares the difference "
+                f"of mean shares beyond -{self.share_margin:g} or +{self.share_margin:g}; equivalent when the "
+                "interval lies inside those bounds, otherwise inconclusive; a retry never redelivered counts as an "
+                "endless wait; not enough data when too few cycles (or too many ties) could reach the level")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "text": self.describe()}
@@ -157,7 +158,8 @@ class VerdictRule:
 def add_rule_options(parser: argparse.ArgumentParser) -> None:
     """The rule's options, the same on every command that judges (compare, matrix, sweep, calibrate)."""
     parser.add_argument("--alpha", type=float, default=ALPHA,
-                        help=f"family-wise significance level; the interval is at 1 - alpha (default {ALPHA:g})")
+                        help=f"family-wise significance level; the interval is at 1 - alpha, 1 - 2 alpha one-sided "
+                             f"(default {ALPHA:g})")
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT,
                         help=f"relative change of the level that counts (default {MIN_EFFECT:g} = "
                              f"{MIN_EFFECT * 100:.0f}%%)")

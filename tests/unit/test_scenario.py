@@ -280,3 +280,23 @@ def test_cycles_run_to_at_least_a_count_within_a_cap():
 def test_a_cycle_count_without_its_cap_or_on_cycles_that_do_not_drain_is_refused(cycles, duration, why):
     with pytest.raises(ConfigError, match=why):
         parse_scenario(_with(cycles=cycles, duration_s=duration))
+
+
+def test_a_longer_duration_moves_the_cap_of_a_scenario_that_runs_to_a_cycle_count():
+    import argparse
+
+    from harness.cli.options import scenario_of
+
+    sc = scenario_of(argparse.Namespace(scenario="burst", duration=300.0))
+    assert sc.duration_s == 300 and sc.cycles.cap_s == 300 and sc.cycles.at_least == 8
+    assert scenario_of(argparse.Namespace(scenario="burst", duration=30.0)).cycles.cap_s == 240
+
+
+def test_archives_of_a_scenario_pool_across_its_run_length_and_gate_label_but_not_what_it_did():
+    from spark.io import _comparable
+
+    new = load_scenario("burst").model_dump(mode="json")
+    old = {**new, "gate": False, "duration_s": 60,
+           "cycles": {k: v for k, v in new["cycles"].items() if k not in ("at_least", "cap_s")}}
+    assert _comparable(new) == _comparable(old)
+    assert _comparable(new) != _comparable({**old, "cycles": {**old["cycles"], "settle_s": 5}})

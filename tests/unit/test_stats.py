@@ -338,3 +338,13 @@ def test_the_gate_option_makes_the_rule_one_sided_and_says_so():
     assert VerdictRule.from_args(p.parse_args(rule.as_args())) == rule
     assert not VerdictRule.from_args(p.parse_args([])).one_sided and RULE.level == pytest.approx(0.95)
     assert "one-sided" in rule.describe()
+
+
+def test_pairing_is_over_the_runs_both_sides_have():
+    rng = np.random.default_rng(5)
+    base = _runs(rng, lambda r, n: r.normal(100, 5, n), cycles=4, runs=3)
+    cand = _runs(rng, lambda r, n: r.normal(100, 5, n), cycles=4, runs=2)
+    r = compare(base, cand, RULE, runs=(["r1", "r2", "r3"], ["r1", "r3"]))
+    assert r["paired"] is True and r["runs_baseline"] == 2 and r["n_baseline"] == 12  # level over all 12 cycles
+    assert compare(base, [], RULE, runs=(["r1", "r2", "r3"], []))["paired"] is None  # a side without values
+    assert compare(base, cand, RULE, runs=(["r1", "r2", "r3"], ["r4", "r5"]))["paired"] is False
