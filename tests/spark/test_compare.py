@@ -50,7 +50,7 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
     # The unit is the cycle: 8 cycles in each of 2 runs a side, not 65 retries.
     assert (wake["unit"], wake["n_baseline"], wake["n_candidate"], wake["runs_baseline"]) == ("cycle", 16, 16, 2)
     assert wake["verdict"] == "improvement" and wake["p_adjusted"] < 1e-6
-    assert wake["p_adjusted"] == pytest.approx(min(1, 2 * wake["p_value"]))  # Holm over two comparisons
+    assert wake["p_adjusted"] == wake["p_value"]  # the primary alone at alpha, then redelivery (fixed sequence)
     assert summary["verdict"] == "improvement" and summary["family"] == {"burst": 2}
     out = tmp_path / "out"
     on_disk = json.loads((out / "summary.json").read_text())
@@ -168,7 +168,7 @@ def test_too_few_cycles_is_not_enough_data_with_the_number_needed(spark, tmp_pat
                       cycles=3)
     summary = run(_args([a], tmp_path / "o"), spark=spark)
     [wake] = [c for c in summary["comparisons"] if c["metric"] == "wakeup_ms"]
-    assert wake["verdict"] == "not enough data" and "at least 5 per side" in wake["reason"]
+    assert wake["verdict"] == "not enough data" and "at least 4 per side" in wake["reason"]
     assert summary["verdict"] == "not enough data"
 
 
