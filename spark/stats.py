@@ -334,12 +334,13 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
         return EQUIVALENT, "not significant, interval inside the margin"
     if gated:
         return INCONCLUSIVE, f"not tested: {gated}; the interval only"
+    if rule.one_sided and ci is not None and ci[1] < low:
+        # The data go the other way: whatever ties keep the upper tail from, the gate's question is answered.
+        return INCONCLUSIVE, "candidate lower, not tested: a regression gate tests one side only"
     floor = result.get("p_floor") or 0
     if not tested or floor >= level_needed:
         return NOT_ENOUGH, (f"{nb}/{nc} cycles whose ties leave the smallest possible p at {floor:.2g}, which "
                             "cannot reach the level (left out of the family)")
-    if rule.one_sided and ci is not None and ci[1] < low:
-        return INCONCLUSIVE, "candidate lower, not tested: a regression gate tests one side only"
     if not significant:
         return INCONCLUSIVE, "not significant, interval reaches past the margin" if ci else "not significant"
     if ci is None:

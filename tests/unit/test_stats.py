@@ -348,3 +348,15 @@ def test_pairing_is_over_the_runs_both_sides_have():
     assert r["paired"] is True and r["runs_baseline"] == 2 and r["n_baseline"] == 12  # level over all 12 cycles
     assert compare(base, [], RULE, runs=(["r1", "r2", "r3"], []))["paired"] is None  # a side without values
     assert compare(base, cand, RULE, runs=(["r1", "r2", "r3"], ["r4", "r5"]))["paired"] is False
+
+
+def test_a_gate_whose_data_go_the_other_way_is_not_stopped_by_the_ties_of_the_wrong_tail():
+    # v2-whole-poll on the fix: the baseline stalls a third of its one-message cycles, the candidate none. The
+    # upper tail cannot reach 0.05 (its floor is the chance the candidate held every stall: ties), yet the
+    # interval says the candidate is lower: no regression, and not "not enough data".
+    base = [[np.array([1.0 if k % 3 == 0 else 0.0]) for k in range(19)]]
+    cand = [[np.array([0.0]) for _ in range(57)]]
+    r = compare(base, cand, ONE_SIDED, statistic=SHARE)
+    assert r["p_floor"] >= 0.05 and r["ci"][1] < -0.05
+    verdict, reason = decide(r, r["p_value"], 1, ONE_SIDED)
+    assert verdict == INCONCLUSIVE and "one side only" in reason
