@@ -73,8 +73,11 @@ def cluster_site(work: Path, log: Log) -> Site:
         bind_host="0.0.0.0",
         advertise_host=pod_ip,
         worker_port=naming.worker_port,
+        # An API client of their own: a fault's exec into a pod (kubernetes.stream) turns the client it goes
+        # through into a websocket one while it lasts, and the workers' liveness check, every 5 s in another
+        # thread, failed through it (ApiException: Handshake status 200).
         workers=PodWorkers(full, namespace, pod_ip, _pod_env(naming.ENV_POD_NAME), _pod_env(naming.ENV_POD_UID),
-                           api_client=backend.api, log=log),
+                           log=log),
     )
 
 
