@@ -227,15 +227,19 @@ def measured_samples(retries: pd.DataFrame) -> pd.DataFrame:
 
 def outcome_samples(tallies: pd.DataFrame) -> pd.DataFrame:
     """The rest of the values the verdict compares, from the tallies per cycle: for each retry that never
-    came back an endless (+inf) wakeup and redelivery, and for every retry asked for whether it stalled
-    (1.0) or not (0.0)."""
+    came back an endless (+inf) wakeup and redelivery, for every retry asked for whether it stalled (1.0) or
+    not (0.0), and for every owed (message, group) pair whether it was lost (1.0) or not (0.0)."""
     wide = tally.totals(tallies, ["scenario", "variant", "run_id", "cycle"])
     keys = wide[["scenario", "variant", "run_id", "cycle"]]
     never = wide["ledger_retries_never_redelivered"].to_numpy()
     stalls = wide["stalled_count"].to_numpy()
     calm = wide["ledger_retries_expected"].to_numpy() - stalls
+    lost = wide["ledger_lost"].to_numpy()
+    kept = wide["ledger_owed"].to_numpy() - lost
     parts = [keys.loc[keys.index.repeat(never)].assign(metric=m, value=float("inf")) for m in LATENCIES]
-    parts += [keys.loc[keys.index.repeat(n)].assign(metric="stalled", value=v) for n, v in ((stalls, 1.0), (calm, 0.0))]
+    parts += [keys.loc[keys.index.repeat(n)].assign(metric=metric, value=v)
+              for metric, yes, no in (("stalled", stalls, calm), ("lost", lost, kept))
+              for n, v in ((yes, 1.0), (no, 0.0))]
     out = pd.concat(parts, ignore_index=True)
     return out.astype({"cycle": "int64", "value": "float64"})
 

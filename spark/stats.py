@@ -204,7 +204,8 @@ def _ratio(num: float, den: float) -> float | None:
 
 
 def _difference(cand: float, base: float) -> float | None:
-    d = np.float64(cand) - np.float64(base)
+    with np.errstate(invalid="ignore"):  # both endless: no difference, said as None
+        d = np.float64(cand) - np.float64(base)
     return None if np.isnan(d) else float(d)
 
 

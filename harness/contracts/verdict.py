@@ -42,8 +42,9 @@ def gate_exit(args: argparse.Namespace, verdicts: Iterable[str]) -> int:
 
 MEDIAN, SHARE = "median", "share"
 # What a comparison can judge, and how: latencies (ms) by medians; stalls (harness.measure.latency.stalled: 1
-# for a retry that waited for a poll to run out, else 0) by shares.
-STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE}
+# for a retry that waited for a poll to run out, else 0) and losses (harness.measure.ledger: 1 for an owed
+# (message, group) pair whose class is lost, else 0) by shares.
+STATISTIC = {"wakeup_ms": MEDIAN, "redelivery_ms": MEDIAN, "stalled": SHARE, "lost": SHARE}
 # Compared in every scenario; a scenario's own verdict metric (Scenario.verdict_metric) joins them.
 COMPARED = ("wakeup_ms", "redelivery_ms")
 # The aggregate of a statistic, by its name in numpy and in pandas alike.

@@ -294,9 +294,10 @@ class Scenario(_Strict):
                                "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.inputs.expectations)")
     gate: bool = Field(False, description="in the gate set (`matrix --scenario gate`): the fast scenarios that "
                        "together cover every primary behaviour, run on every pull request")
-    verdict_metric: Literal["wakeup_ms", "redelivery_ms", "stalled"] = Field(
+    verdict_metric: Literal["wakeup_ms", "redelivery_ms", "stalled", "lost"] = Field(
         "wakeup_ms", description="what the verdict judges (the primary comparison): the retry wakeup's median "
-        "(default), the redelivery's, or the share of retries that stalled (waited for a poll to run out)")
+        "(default), the redelivery's, the share of retries that stalled (waited for a poll to run out), or the "
+        "share of owed messages lost (for a scenario whose defect is loss, where most retries never come back)")
     protocol: ProtocolName = Field(
         "grpc", description="grpc: through the proxy (its limits: invisible >= 10 s, poll 5..20 s); remoting: pop "
         "straight from the broker, as the Java remoting client in pop mode does (the broker's own limits)")

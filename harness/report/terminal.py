@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.contracts.endpoints import Endpoints
-from harness.contracts.verdict import IMPROVEMENT, INCONCLUSIVE, NOT_ENOUGH, REGRESSION
+from harness.contracts.verdict import IMPROVEMENT, INCONCLUSIVE, NOT_ENOUGH, REGRESSION, SHARE, STATISTIC
 from harness.core.errors import one_line
 from harness.report import formats
 
@@ -248,7 +248,7 @@ def print_bisect(result: object, scenario: str) -> None:
     for i, s in enumerate(result.steps):
         v, ev = s.judged.verdicts, s.judged.evidence
         e = ev.get("older->point") or ev.get("older->newer") or {}
-        fmt = formats.share if e.get("metric") == "stalled" else formats.ms
+        fmt = formats.share if STATISTIC.get(e.get("metric")) == SHARE else formats.ms
         t.add_row(str(i), s.point, s.like, v.get("older->point", "-"), v.get("newer->point", "-"),
                   fmt(e.get("median_candidate")), s.why)
     console.print(t)

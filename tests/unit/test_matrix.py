@@ -94,8 +94,9 @@ def test_gate_is_the_marked_set_covering_every_primary_behaviour():
     names = [sc.name for sc in plan]
     assert names == ["ack-after-extend", "burst", "lapse", "mass-nack", "subscription-mismatch", "v2-whole-poll"]
     assert all(sc.gate for sc in plan)
-    # The V1 stall and lapse by the wakeup, the V2 coin by its stall share; the ledger's loss and duplicate.
-    assert {sc.verdict_metric for sc in plan} == {"wakeup_ms", "stalled"}
+    # The V1 stall and lapse by the wakeup, the V2 coin by its stall share, loss by the share lost; the ledger's
+    # loss and duplicate classes by the rules.
+    assert {sc.verdict_metric for sc in plan} == {"wakeup_ms", "stalled", "lost"}
     assert any("ledger.lost" in " ".join(sc.expect) for sc in plan)
     assert any("ledger.duplicated" in " ".join(sc.expect) for sc in plan)
     with pytest.raises(ConfigError, match="--scenario gate cannot be combined"):
