@@ -24,4 +24,9 @@ def driver(protocol: str, endpoints: Endpoints, offload: Offload = direct, log_f
         raise ValueError(f"no client driver for protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
     module, name = DRIVERS[protocol]
     cls: Callable[..., Driver] = getattr(import_module(module), name)
-    return cls(endpoints, offload=offload, log_file=log_file)
+    inner = cls(endpoints, offload=offload, log_file=log_file)
+    if not endpoints.suffix:
+        return inner
+    from harness.client.renamed import Renamed
+
+    return Renamed(inner, endpoints)

@@ -1,7 +1,8 @@
 """Variants: the broker builds a comparison runs against, read from variants.yaml.
 
 A variant is a RocketMQ version (from Maven Central, or a local directory of jars), Java agents to
-mount with ``-javaagent:``, and broker / proxy config overrides on top of the harness defaults.
+mount with ``-javaagent:``, and broker / proxy config overrides on top of the harness defaults; or an
+external cluster (``endpoints:``), which the harness measures as deployed and never starts or stops.
 """
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from harness.core.errors import ConfigError, one_line
 from harness.core.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
@@ -63,12 +73,40 @@ class JavaAgent(BaseModel):
         return p if p.is_absolute() else REPO_ROOT / p
 
 
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$")
+
+
+def host_port(value: str) -> str:
+    """host:port (a name, an IPv4 address or a bracketed IPv6 one), the port 1..65535."""
+    m = _HOST_PORT.match(value)
+    if not m or not 0 < int(m[3]) < 65536:
+        raise ValueError(f"{one_line(value)!r} is no host:port (e.g. broker-1.example:9876)")
+    return value
+
+
+HostPort = Annotated[str, AfterValidator(host_port)]
+
+
+class ExternalEndpoints(BaseModel):
+    """Where a cluster the harness does not start answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namesrv: HostPort = Field(description="its name server, host:port")
+    proxy: HostPort | None = Field(None, description="its gRPC proxy, host:port (without one: remoting only)")
+    cluster: str | None = Field(None, description="the broker cluster to use, when the name server knows several")
+
+
 class Variant(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: VariantName
-    version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+([.-][A-Za-z0-9.-]+)?$")] = Field(
-        description="RocketMQ version on Maven Central (e.g. 5.3.3)"
+    version: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+([.-][A-Za-z0-9.-]+)?$")] | None = Field(
+        None, description="RocketMQ version on Maven Central (e.g. 5.3.3); an external variant's comes from its "
+        "brokers"
+    )
+    endpoints: ExternalEndpoints | None = Field(
+        None, description="an external cluster, measured as deployed: the harness starts, stops and sets nothing on it"
     )
     description: str = ""
     jars: Path | None = Field(
@@ -79,6 +117,27 @@ class Variant(BaseModel):
     proxy: ProxyOverrides = Field(default_factory=dict, description="rmq-proxy.json overrides")
     jvm_options: list[str] = Field(default_factory=list, description="extra options for the broker JVM")
     _source: str = PrivateAttr("variants")
+
+    @model_validator(mode="after")
+    def _built_or_external(self) -> Variant:
+        if self.endpoints is None:
+            if self.version is None:
+                raise ValueError("version: required (a RocketMQ release, e.g. 5.3.3), or endpoints: for a cluster "
+                                 "the harness does not start")
+            return self
+        built = [k for k in ("version", "jars", "agents", "broker", "proxy", "jvm_options") if getattr(self, k)]
+        if built:
+            raise ValueError(f"endpoints: an external variant runs as deployed; the harness picks versions, mounts "
+                             f"agents and sets broker settings only on brokers it starts (remove {', '.join(built)})")
+        if release_of(self.name):
+            raise ValueError(f"endpoints: the name {self.name} is kept for the releases the harness deploys (history "
+                             "pools them by it); rename the variant")
+        return self
+
+    @property
+    def is_external(self) -> bool:
+        """A cluster the harness does not start (``endpoints:``)."""
+        return self.endpoints is not None
 
     @property
     def source(self) -> str:
@@ -138,7 +197,8 @@ def _describe(err: ValidationError, source: str, prefix: str = "") -> str:
     where = one_line(".".join(x for x in (prefix, loc) if x))  # keys are the user's: they may hold line breaks
     more = len(err.errors()) - 1
     tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
-    return f"{source}: {where + ': ' if where else ''}{first['msg']}{tail}"
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"{source}: {where + ': ' if where else ''}{msg}{tail}"
 
 
 def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Variant]:

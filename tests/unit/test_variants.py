@@ -31,7 +31,7 @@ def test_overrides_and_agents_parse():
     [
         ({"version": "5.3.3", "colour": "red"}, "variants.x.colour"),
         ({"version": "latest"}, "variants.x.version"),
-        ({}, "variants.x.version"),
+        ({}, "variants.x: version: required"),
         ({"version": "5.3.3", "broker": {"listenPort": 1}}, "listenPort set by the harness"),
         ({"version": "5.3.3", "proxy": {"grpcServerPort": 1}}, "grpcServerPort set by the harness"),
         ({"version": "5.3.3", "broker": {"a": [1]}}, "variants.x.broker.a"),

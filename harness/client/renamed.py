@@ -1,0 +1,33 @@
+"""A driver that speaks to a cluster the harness does not own under names unique to the run: every topic and
+group the run creates or uses gets the endpoints' suffix on the wire (Endpoints.physical), and nothing above the
+driver sees it (events, the ledger and reports keep the scenario's names, so an external variant compares with
+a local one name for name)."""
+
+from __future__ import annotations
+
+from harness.client.driver import Driver, PopConsumer, Producer
+from harness.contracts.endpoints import Endpoints
+
+
+class Renamed:
+    """``inner`` with every topic and group renamed by ``endpoints.physical``."""
+
+    def __init__(self, inner: Driver, endpoints: Endpoints) -> None:
+        self.inner, self.endpoints = inner, endpoints
+        self.protocol = inner.protocol
+
+    def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None:
+        self.inner.create_topic(self.endpoints.physical(name), queues, message_type)
+
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
+        self.inner.create_group(self.endpoints.physical(name), retry_max_times, orderly)
+
+    def producer(self, topic: str) -> Producer:
+        return self.inner.producer(self.endpoints.physical(topic))
+
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> PopConsumer:
+        return self.inner.pop_consumer(self.endpoints.physical(group), self.endpoints.physical(topic), long_poll_s,
+                                       tags)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,102 @@
+"""External variants (issue 32), the parts that need no cluster: the variants file's `endpoints:` and what it
+refuses, and the run-unique names a driver uses on a cluster the harness does not own."""
+
+import pytest
+
+from harness.client import registry
+from harness.client.renamed import Renamed
+from harness.contracts.endpoints import Endpoints, run_tag
+from harness.core.errors import ConfigError
+from harness.inputs.variants import parse_variants
+
+
+def test_an_external_variant_names_endpoints_instead_of_a_build():
+    v = parse_variants({"variants": {"staging": {"endpoints": {"namesrv": "ns-1.example:9876",
+                                                              "proxy": "10.0.0.7:8081"}}}})["staging"]
+    assert v.is_external and v.version is None and v.endpoints.proxy == "10.0.0.7:8081"
+    remoting_only = parse_variants({"variants": {"r": {"endpoints": {"namesrv": "[::1]:9876"}}}})["r"]
+    assert remoting_only.endpoints.proxy is None
+    built = parse_variants({"variants": {"b": {"version": "5.3.3"}}})["b"]
+    assert not built.is_external
+
+
+@pytest.mark.parametrize(("body", "name", "why"), [
+    ({"endpoints": {"namesrv": "h:9876"}, "agents": [{"jar": "x.jar"}]}, "ext", "runs as deployed.*remove agents"),
+    ({"endpoints": {"namesrv": "h:9876"}, "version": "5.3.3", "broker": {"a": 1}}, "ext",
+     "remove version, broker"),
+    ({"endpoints": {"namesrv": "nohost"}}, "ext", "endpoints.namesrv: 'nohost' is no host:port"),
+    ({"endpoints": {"namesrv": "h:70000"}}, "ext", "is no host:port"),
+    ({"endpoints": {"namesrv": "h:9876", "grpc": "h:8081"}}, "ext", "endpoints.grpc"),
+    ({}, "ext", "version: required .* or endpoints:"),
+    ({"endpoints": {"namesrv": "h:9876"}}, "rocketmq-5.3.3", "kept for the releases the harness deploys"),
+])
+def test_what_an_external_variant_cannot_be_is_refused_in_one_line(body, name, why):
+    with pytest.raises(ConfigError, match=why) as e:
+        parse_variants({"variants": {name: body}})
+    assert "\n" not in str(e.value) and "Value error" not in str(e.value)
+
+
+def _endpoints(suffix: str = "") -> Endpoints:
+    return Endpoints(variant="ext", version="5.3.3", grpc="h:8081", remoting="", broker="h:10911",
+                     namesrv="h:9876", metrics="", suffix=suffix)
+
+
+def test_a_cluster_not_owned_gets_names_unique_to_the_run_and_variant():
+    tag = run_tag("20261127-050000-burst-abcd", "ext")
+    assert tag == run_tag("20261127-050000-burst-abcd", "ext") and tag.startswith("-rh") and len(tag) == 11
+    assert tag != run_tag("20261127-050000-burst-abcd", "other") != run_tag("another-run", "ext")
+    ep = _endpoints(tag)
+    assert ep.physical("PopBurstTopic") == "PopBurstTopic" + tag
+    # The broker puts %DLQ% / %RETRY% before the group's own name: the suffix goes on the group's name.
+    assert ep.physical("%DLQ%PopBurstGroup") == "%DLQ%PopBurstGroup" + tag
+    assert ep.physical("%RETRY%G") == "%RETRY%G" + tag
+    assert _endpoints().physical("PopBurstTopic") == "PopBurstTopic"
+    assert "suffix" not in _endpoints().as_dict() and ep.as_dict()["suffix"] == tag
+
+
+class _Recording:
+    protocol = "grpc"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def create_topic(self, name, queues, message_type="NORMAL"):
+        self.calls.append(("topic", name, queues, message_type))
+
+    def create_group(self, name, retry_max_times, orderly=False):
+        self.calls.append(("group", name, retry_max_times, orderly))
+
+    def producer(self, topic):
+        self.calls.append(("producer", topic))
+        return "producer"
+
+    def pop_consumer(self, group, topic, long_poll_s, tags="*"):
+        self.calls.append(("consumer", group, topic, long_poll_s, tags))
+        return "consumer"
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+def test_the_driver_renames_on_the_wire_only():
+    inner, ep = _Recording(), _endpoints("-rh0123abcd")
+    d = Renamed(inner, ep)
+    d.create_topic("T", 4, "FIFO")
+    d.create_group("G", 16, orderly=True)
+    assert d.producer("T") == "producer" and d.pop_consumer("%DLQ%G", "T", 20, "TagA") == "consumer"
+    d.close()
+    assert inner.calls == [("topic", "T-rh0123abcd", 4, "FIFO"), ("group", "G-rh0123abcd", 16, True),
+                           ("producer", "T-rh0123abcd"), ("consumer", "%DLQ%G-rh0123abcd", "T-rh0123abcd", 20, "TagA"),
+                           ("close",)]
+    assert d.protocol == "grpc"
+
+
+def test_the_registry_wraps_a_driver_only_for_endpoints_with_a_suffix(monkeypatch):
+    import types
+
+    fake = types.SimpleNamespace(Fake=lambda endpoints, offload, log_file: _Recording())
+    monkeypatch.setattr(registry, "import_module", lambda module: fake)
+    monkeypatch.setitem(registry.DRIVERS, "fake", ("fake", "Fake"))
+    assert isinstance(registry.driver("fake", _endpoints()), _Recording)
+    wrapped = registry.driver("fake", _endpoints("-rh0123abcd"))
+    assert isinstance(wrapped, Renamed) and wrapped.endpoints.suffix == "-rh0123abcd"
