@@ -24,10 +24,14 @@ from dataclasses import dataclass, field
 UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
 GET_BROKER_CONFIG = 26
+GET_BROKER_RUNTIME_INFO = 28
 GET_ROUTEINFO_BY_TOPIC = 105
 GET_BROKER_CLUSTER_INFO = 106
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+DELETE_SUBSCRIPTIONGROUP = 207
+DELETE_TOPIC_IN_BROKER = 215
+DELETE_TOPIC_IN_NAMESRV = 216
 SEND_MESSAGE_V2 = 310
 POP_MESSAGE = 200050
 ACK_MESSAGE = 200051
@@ -296,6 +300,39 @@ def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bo
         invoke(broker, Command(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)),
         f"create group {group}",
     )
+
+
+def runtime_info(broker: str) -> dict[str, str]:
+    """The broker's runtime figures (GET_BROKER_RUNTIME_INFO: a KVTable), e.g. brokerVersionDesc "V5_3_3"."""
+    resp = check(invoke(broker, Command(GET_BROKER_RUNTIME_INFO)), "get broker runtime info")
+    return {str(k): str(v) for k, v in (json.loads(resp.body).get("table") or {}).items()}
+
+
+def version_of(runtime: dict[str, str]) -> str | None:
+    """The release a broker's runtime info names ("V5_3_3" -> "5.3.3"; "V5_3_4_SNAPSHOT" -> "5.3.4-SNAPSHOT")."""
+    desc = runtime.get("brokerVersionDesc", "")
+    if not desc.startswith("V"):
+        return None
+    parts = desc[1:].split("_")
+    numbers = [p for p in parts if p.isdigit()]
+    rest = [p for p in parts if not p.isdigit()]
+    return ".".join(numbers) + ("-" + "-".join(rest) if rest else "") if numbers else None
+
+
+def delete_topic(broker: str, topic: str) -> None:
+    """Remove a topic from one broker (DELETE_TOPIC_IN_BROKER); the name server keeps its route until
+    ``delete_topic_in_namesrv``."""
+    check(invoke(broker, Command(DELETE_TOPIC_IN_BROKER, {"topic": topic})), f"delete topic {topic}")
+
+
+def delete_topic_in_namesrv(namesrv: str, topic: str) -> None:
+    check(invoke(namesrv, Command(DELETE_TOPIC_IN_NAMESRV, {"topic": topic})), f"delete the route of {topic}")
+
+
+def delete_group(broker: str, group: str) -> None:
+    """Remove a subscription group and its offsets from one broker (DELETE_SUBSCRIPTIONGROUP)."""
+    check(invoke(broker, Command(DELETE_SUBSCRIPTIONGROUP, {"groupName": group, "cleanOffset": "true"})),
+          f"delete group {group}")
 
 
 def cluster_info(namesrv: str) -> str:

@@ -100,3 +100,11 @@ def test_the_registry_wraps_a_driver_only_for_endpoints_with_a_suffix(monkeypatc
     assert isinstance(registry.driver("fake", _endpoints()), _Recording)
     wrapped = registry.driver("fake", _endpoints("-rh0123abcd"))
     assert isinstance(wrapped, Renamed) and wrapped.endpoints.suffix == "-rh0123abcd"
+
+
+@pytest.mark.parametrize(("desc", "version"), [("V5_3_3", "5.3.3"), ("V5_4_0", "5.4.0"),
+                                               ("V5_3_4_SNAPSHOT", "5.3.4-SNAPSHOT"), ("", None), ("X", None)])
+def test_a_brokers_version_is_read_from_its_runtime_info(desc, version):
+    from harness.client.remoting import version_of
+
+    assert version_of({"brokerVersionDesc": desc} if desc else {}) == version
