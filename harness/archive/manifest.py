@@ -75,6 +75,7 @@ def build(
     events_check: dict[str, Any] | None = None,
     ignored_settings: Mapping[str, list[str]] | None = None,
     variant_order: dict[str, Any] | None = None,
+    external: Mapping[str, dict[str, Any]] | None = None,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -84,7 +85,7 @@ def build(
         variants=[
             VariantInfo(
                 name=v.name,
-                version=v.version,
+                version=v.version or by_name[v.name].version,  # an external cluster's: what its brokers said
                 jars=str(v.jars) if v.jars else None,
                 agents=[AgentInfo(jar=a.jar, sha256=digests[a.jar], options=a.options) for a in v.agents],
                 broker_config=broker_configs.get(v.name, {}),
@@ -92,6 +93,7 @@ def build(
                 agent_report=agent_reports.get(v.name, {}),
                 clock_offset_ms=list(clock_offsets[v.name]) if v.name in clock_offsets else None,
                 ignored_settings=(ignored_settings or {}).get(v.name, []),
+                external=(external or {}).get(v.name),
             )
             for v in variants
         ],

@@ -32,6 +32,9 @@ class VariantInfo(BaseModel):
     clock_offset_ms: list[float] | None = None
     # Keys of broker_config the broker did not report back (GET_BROKER_CONFIG): it ran without them.
     ignored_settings: list[str] = Field(default_factory=list)
+    # An external cluster (harness.deploy.external): its cluster, brokers, the run's name suffix, what was
+    # removed after the run; None for brokers the harness started.
+    external: dict[str, Any] | None = None
 
 
 class HostInfo(BaseModel):

@@ -42,6 +42,8 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
        "them)",
     5: "variant_order: the order the variants came up in and took their slots, random unless --order given, "
        "with its seed",
+    6: "per variant external: a cluster the harness did not start (its cluster, brokers, version, the run's name "
+       "suffix, what was removed after the run); the version is what its brokers said",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",

@@ -39,7 +39,7 @@ from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
 from harness.run.observability.probe import read_probe
 from harness.run.observability.prometheus import ScrapeTarget
-from harness.run.site import Site, SiteFactory, local_site
+from harness.run.site import Site, SiteFactory, local_site, with_external
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]
@@ -90,7 +90,8 @@ def create_resources(ep: Endpoints, scenario: Scenario, log: Callable[[str], Non
                 groups.append(g.dlq_reader)
     finally:
         d.close()
-    waited = readiness.wait_replicated(ep, topics, groups, log=log)
+    waited = readiness.wait_replicated(ep, [ep.physical(t) for t in topics], [ep.physical(g) for g in groups],
+                                       log=log)
     if waited > 1:
         log(f"{ep.variant}: every slave has the scenario's topics and groups ({waited:.0f} s)")
 
@@ -103,7 +104,9 @@ def scrape_targets(run_id: str, endpoints: Sequence[Endpoints],
         targets += [ScrapeTarget("workers", address, ep.variant, run_id)
                     for address in worker_metrics[ep.variant].values()]
         for node in ep.brokers:
-            targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(node.metrics).netloc, ep.variant, run_id))
+            if node.metrics:  # an external broker may serve none (said when the run started)
+                targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(node.metrics).netloc, ep.variant,
+                                            run_id))
             if node.probe:
                 targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(node.probe).netloc, ep.variant, run_id))
     return targets
@@ -121,6 +124,22 @@ def variant_order(variants: Sequence[Variant], how: str, seed: int | None = None
     return {"names": names, "how": RANDOM, "seed": seed}
 
 
+def _external_of(backend: Backend) -> object | None:
+    """The run's backend for external clusters, when it has one (harness.run.site.with_external)."""
+    return getattr(backend, "external", None)
+
+
+def _refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
+    """What a run cannot do to a cluster it does not own, said before anything starts."""
+    where = f"variant {v.name} ({v.source}) is an external cluster"
+    if scenario.faults:
+        raise ConfigError(f"scenario {scenario.name} injects {scenario.faults[0].label}; {where} whose processes the "
+                          "harness does not own: leave it out or pick a scenario without faults")
+    if probe:
+        raise ConfigError(f"--probe mounts the wakeup-probe agent on every variant; {where}: run without --probe "
+                          "or leave it out")
+
+
 class Run:
     def __init__(
         self,
@@ -133,6 +152,7 @@ class Run:
         site: SiteFactory = local_site,
         run_id: str | None = None,
         order: str = RANDOM,
+        keep_resources: bool = False,
     ) -> None:
         self.scenario = scenario
         # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
@@ -143,10 +163,14 @@ class Run:
                 raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
                                   f"{scenario.name} ({scenario.source}); remove it from the variant or pick "
                                   "another scenario")
-        self.variants = [v.model_copy(update={"broker": {**v.broker, **scenario.broker_overrides()}})
+            if v.is_external:  # a cluster the harness does not own: its live settings are checked instead
+                _refuse_on_external(v, scenario, probe)
+        self.variants = [v if v.is_external else v.model_copy(update={"broker": {**v.broker,
+                                                                                **scenario.broker_overrides()}})
                          for v in variants]
         if probe:
             self.variants = [with_probe(v) for v in self.variants]
+        self.keep_resources = keep_resources
         # The order the variants come up in and take their slots (ports, start times, the CPU the first
         # gets to itself): random unless asked, so that no variant is always first (an A/A calibration found
         # the first-listed copy 10% faster on average); recorded in the manifest.
@@ -164,8 +188,10 @@ class Run:
     def execute(self) -> RunResult:
         started = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
-        staging = ArchiveStaging(self.runs_dir, self.run_id)
         site: Site = self.site_factory(self.work, self.log)
+        # External clusters are inspected before anything is written or started (a refusal leaves nothing).
+        site = with_external(site, self.variants, self.scenario, self.run_id, self.log, self.keep_resources)
+        staging = ArchiveStaging(self.runs_dir, self.run_id)
         backend, prom = site.backend, site.prometheus
         fleet: LocustFleet | None = None
         up = sorted(self.variants, key=lambda v: self.order["names"].index(v.name))
@@ -239,6 +265,7 @@ class Run:
             faults=records,
             events_check={"workers": checked, "problems": missing},
             variant_order=self.order,
+            external={name: ext.report(name) for name in ext.variants} if (ext := _external_of(backend)) else {},
         ))
         shutil.rmtree(self.work, ignore_errors=True)
         archive = outbox.deliver(archive, self.bucket, self.log)

@@ -14,6 +14,8 @@ from harness.contracts.workers import WorkerStarter
 from harness.core.errors import HarnessError
 from harness.core.process import free_port
 from harness.deploy.base import Backend
+from harness.inputs.scenario import Scenario
+from harness.inputs.variants import Variant
 from harness.run.observability.prometheus import Prometheus
 
 Log = Callable[[str], None]
@@ -82,3 +84,18 @@ def cluster_site(work: Path, log: Log) -> Site:
 
 
 SITES: dict[str, SiteFactory] = {"local": local_site, "k8s": cluster_site}
+
+
+def with_external(site: Site, variants: list[Variant], scenario: Scenario, run_id: str, log: Log,
+                  keep: bool = False) -> Site:
+    """The site with its backend beside one for the run's external variants (harness.deploy.external), whose
+    clusters are inspected now: what the run cannot do there is a ConfigError before anything starts. The site
+    as it is when no variant is external."""
+    if not any(v.is_external for v in variants):
+        return site
+    from harness.deploy.external import ExternalBackend, Split
+
+    external = ExternalBackend(variants, scenario.protocol, run_id, log=log, keep=keep)
+    external.preflight(scenario)
+    site.backend = Split(site.backend, external)
+    return site
