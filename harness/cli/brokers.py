@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.core.errors import ConfigError
 from harness.core.paths import state_dir
-from harness.inputs.variants import load_variants, select
+from harness.inputs.variants import Variant, load_variants, select
 from harness.report.terminal import console, log, print_endpoints
 
 
@@ -44,14 +45,23 @@ def _backend(args: argparse.Namespace) -> object:
 def fetch_(args: argparse.Namespace) -> int:
     from harness.deploy.local.jars import distribution_for
 
-    for v in select(load_variants(args.variants), args.variants_wanted or ["unpatched"]):
+    for v in _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"])):
         dist = distribution_for(v.version, v.jars, log=console.print)
         console.print(f"{v.name}: RocketMQ {v.version} jars in {dist.lib}")
     return 0
 
 
+def _built(variants: list[Variant]) -> list[Variant]:
+    """The variants, none of them external (a cluster the harness does not start)."""
+    for v in variants:
+        if v.is_external:
+            raise ConfigError(f"variant {v.name} names endpoints: it is a cluster the harness does not start; use it "
+                              f"with rmq-harness run --variant {v.name}")
+    return variants
+
+
 def up_(args: argparse.Namespace) -> int:
-    variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
+    variants = _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"]))
     backend = _backend(args)
     with console.status("starting brokers ..."):
         eps = backend.up(variants)

@@ -114,6 +114,9 @@ def run_options() -> argparse.ArgumentParser:
     p.add_argument("--order", choices=ORDERS, default=RANDOM,
                    help="the order the variants come up in and take their slots: random (default; recorded in "
                         "the manifest) or as given")
+    p.add_argument("--keep-resources", action="store_true",
+                   help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
+                        "are removed after the run by default")
     p.add_argument("--run-id", type=run_id, default=None, help=argparse.SUPPRESS)
     return p
 

@@ -102,7 +102,7 @@ def run_(args: argparse.Namespace) -> int:
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
                      on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id,
-                     order=args.order).execute()
+                     order=args.order, keep_resources=args.keep_resources).execute()
     print_summary(result.summary)
     print_faults(result.summary)
     if result.probes:
@@ -119,6 +119,10 @@ def k8s_run(args: argparse.Namespace) -> int:
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
     _check_compare(args, names)
+    external = [v.name for v in select(load_variants(args.variants), names) if v.is_external]
+    if external:
+        raise ConfigError(f"variant {external[0]} is an external cluster: `rmq-harness run` measures it from this "
+                          "machine; in the cluster the chart deploys the variants it runs")
     cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
                                                                                    highlight=False))
     run_id = args.run_id or new_run_id(scenario.name)

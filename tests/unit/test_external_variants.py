@@ -108,3 +108,41 @@ def test_a_brokers_version_is_read_from_its_runtime_info(desc, version):
     from harness.client.remoting import version_of
 
     assert version_of({"brokerVersionDesc": desc} if desc else {}) == version
+
+
+def _variants_file(tmp_path):
+    path = tmp_path / "variants.yaml"
+    path.write_text("variants:\n  unpatched: {version: '5.3.3'}\n"
+                    "  outside: {endpoints: {namesrv: '127.0.0.1:1', proxy: '127.0.0.1:2'}}\n")
+    return path
+
+
+@pytest.mark.parametrize(("argv", "why"), [
+    (["brokers", "up", "--variant", "outside"], "names endpoints: it is a cluster the harness does not start"),
+    (["brokers", "fetch", "--variant", "outside"], "names endpoints"),
+    (["run", "--variant", "outside", "--variant", "unpatched", "--probe"], "--probe mounts the wakeup-probe agent"),
+    (["run", "--variant", "outside", "--scenario", "faults"], "injects .*whose processes the harness does not own"),
+    (["k8s", "run", "--variant", "outside"], "external cluster: `rmq-harness run` measures it from this machine"),
+])
+def test_what_no_one_can_do_to_a_cluster_not_owned_is_refused_before_anything_starts(tmp_path, capsys, argv, why):
+    import re
+
+    from harness.cli.main import main
+
+    runs = tmp_path / "runs"
+    assert main(["--variants", str(_variants_file(tmp_path)), *argv, *(["--runs-dir", str(runs)]
+                                                                      if argv[0] == "run" else [])]) == 2
+    err = capsys.readouterr().err
+    assert re.search(why, err) and len(err.strip().splitlines()) == 1
+    assert not runs.exists()
+
+
+def test_a_cluster_that_does_not_answer_is_refused_before_the_archive_starts(tmp_path, capsys):
+    from harness.cli.main import main
+
+    runs = tmp_path / "runs"
+    assert main(["--variants", str(_variants_file(tmp_path)), "run", "--variant", "outside", "--variant",
+                 "unpatched", "--runs-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "variant outside" in err and "name server 127.0.0.1:1 does not answer" in err
+    assert not runs.exists()  # no archive begun, no work directory
