@@ -16,7 +16,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak bench-gate clean \
+.PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak bench-gate bench-external clean \
 	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down \
 	s3-tools s3-up s3-down
 
@@ -95,6 +95,10 @@ bench-faults: setup
 # The gate set on three variants (a planted regression among them) as a pull request runs it (~20 min).
 bench-gate: setup
 	$(BIN)/python -m tests.benchmarks.bench_gate
+
+# A cluster started by `brokers up` measured as an external variant beside the same build and the fix (~8 min).
+bench-external: setup
+	$(BIN)/python -m tests.benchmarks.bench_external
 
 # 30 minutes at the highest sustained mixed rate: memory of every process, every event into the archive.
 bench-soak: setup

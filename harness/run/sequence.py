@@ -106,7 +106,7 @@ def scrape_targets(run_id: str, endpoints: Sequence[Endpoints],
         for node in ep.brokers:
             if node.metrics:  # an external broker may serve none (said when the run started)
                 targets.append(ScrapeTarget("broker", urllib.parse.urlsplit(node.metrics).netloc, ep.variant,
-                                            run_id))
+                                            run_id, suffix=ep.suffix))
             if node.probe:
                 targets.append(ScrapeTarget("probe", urllib.parse.urlsplit(node.probe).netloc, ep.variant, run_id))
     return targets

@@ -8,6 +8,7 @@ export, which keeps every raw series the harness cares about at a fixed step.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import urllib.parse
 import urllib.request
@@ -43,18 +44,44 @@ class ScrapeTarget:
     variant: str
     run: str = ""
     path: str = "/metrics"
+    # An external cluster's exporter (Endpoints.suffix): it serves every tenant's topics and groups. Only series
+    # of none, or of this run's (named with the suffix), are kept, and the suffix is stripped from their labels
+    # so they read as the scenario's names, like a broker the harness started.
+    suffix: str = ""
+
+
+# The labels of a broker series that carry a topic or a group name.
+NAME_LABELS = ("topic", "consumer_group")
+
+
+def _tenant_rules(suffix: str) -> list[dict]:
+    """metric_relabel_configs keeping a shared exporter's series of no topic/group or of ``suffix``'s, then
+    stripping ``suffix`` from their names (a %RETRY% topic has the group's suffix and the topic's)."""
+    mine = re.escape(suffix)
+    rules: list[dict] = [{"source_labels": list(NAME_LABELS), "separator": ";", "action": "keep",
+                          "regex": f"(|.*{mine}.*);(|.*{mine}.*)"}]
+    for label in NAME_LABELS:
+        rules += [{"source_labels": [label], "regex": f"(.*){mine}(.*){mine}(.*)", "target_label": label,
+                   "replacement": "${1}${2}${3}"},
+                  {"source_labels": [label], "regex": f"(.*){mine}(.*)", "target_label": label,
+                   "replacement": "${1}${2}"}]
+    return rules
 
 
 def render_config(targets: Sequence[ScrapeTarget], interval_s: float = 1.0) -> str:
     jobs: dict[str, list[dict]] = {}
+    suffixes: dict[str, str] = {}
     for t in targets:
         labels = {"variant": t.variant, **({"run": t.run} if t.run else {})}
-        jobs.setdefault(t.job, []).append({"targets": [t.address], "labels": labels})
+        job = f"{t.job}-{t.variant}" if t.suffix else t.job  # the rules are per suffix, so per variant
+        suffixes[job] = t.suffix
+        jobs.setdefault(job, []).append({"targets": [t.address], "labels": labels})
     interval = f"{int(interval_s * 1000)}ms"
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [
-            {"job_name": job, "metrics_path": "/metrics", "static_configs": groups, "honor_labels": True}
+            {"job_name": job, "metrics_path": "/metrics", "static_configs": groups, "honor_labels": True,
+             **({"metric_relabel_configs": _tenant_rules(suffixes[job])} if suffixes[job] else {})}
             for job, groups in sorted(jobs.items())
         ],
     }
