@@ -80,6 +80,8 @@ ONE_WORKER = ("spark", "cluster")
 SHARED = {
     "tests/integration/test_run.py": "short-burst",  # both read conftest.short_burst
     "tests/integration/test_agents.py": "short-burst",
+    "tests/integration/test_local_brokers.py": "detached-unpatched",  # both read detached_unpatched
+    "tests/integration/test_external_run.py": "detached-unpatched",
 }
 
 

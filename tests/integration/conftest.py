@@ -36,3 +36,21 @@ def short_burst(tmp_path_factory):
         assert not (cache_dir() / "outbox" / run_id).exists()
         pafs.copy_files(bucket.join(run_id).inner, str(runs / run_id), source_filesystem=bucket.fs)
     return runs / run_id
+
+
+@pytest.fixture(scope="session")
+def detached_unpatched(tmp_path_factory):
+    """Unpatched 5.3.3 started by `rmq-harness brokers up` under a directory of its own: detached, as a user's
+    or an operator's cluster runs, outliving the command that started it. test_local_brokers uses it as the
+    brokers it drives by hand; test_external_run measures it as a cluster the run does not own. Yields the
+    directory, a LocalBackend over it and its endpoints; `brokers down` stops it after both."""
+    from harness.cli.main import main
+    from harness.deploy.local import LocalBackend
+    from harness.run.site import RUN_BROKER_STOP_S
+
+    work = tmp_path_factory.mktemp("detached") / "brokers"
+    assert main(["brokers", "up", "--variant", "unpatched", "--workdir", str(work)]) == 0
+    backend = LocalBackend(work, log=lambda s: None, stop_timeout_s=RUN_BROKER_STOP_S)
+    [ep] = backend.endpoints()
+    yield work, backend, ep
+    backend.down()

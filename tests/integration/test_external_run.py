@@ -10,25 +10,20 @@ import pytest
 
 from harness.cli.main import main
 from harness.client import remoting
-from harness.deploy.local import LocalBackend
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
 
 
 @pytest.fixture(scope="module")
-def outside(tmp_path_factory):
-    """A cluster started by `brokers up` (detached, as an operator's would be), and a variants file naming it."""
-    home = tmp_path_factory.mktemp("outside")
-    work = home / "brokers"
-    assert main(["brokers", "up", "--variant", "unpatched", "--workdir", str(work)]) == 0
-    backend = LocalBackend(work, log=lambda _s: None)
-    [ep] = backend.endpoints()
-    variants = home / "variants.yaml"
+def outside(detached_unpatched, tmp_path_factory):
+    """The session's cluster started by `brokers up` (detached, as an operator's would be), and a variants file
+    naming it beside the same build."""
+    _, backend, ep = detached_unpatched
+    variants = tmp_path_factory.mktemp("outside") / "variants.yaml"
     variants.write_text("variants:\n  unpatched: {version: '5.3.3'}\n"
                         f"  outside: {{endpoints: {{namesrv: '{ep.namesrv}', proxy: '{ep.grpc}'}}}}\n")
     pids = {h.endpoints.variant: h.detail for h in backend.status()}
-    yield variants, ep, backend, pids
-    assert main(["brokers", "down", "--workdir", str(work)]) == 0
+    return variants, ep, backend, pids
 
 
 def test_a_setting_the_cluster_does_not_run_is_refused_before_anything_starts(outside, tmp_path, capsys):

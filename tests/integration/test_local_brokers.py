@@ -26,13 +26,10 @@ def _listeners(pid: int) -> dict[int, str]:
 
 
 @pytest.fixture(scope="module")
-def unpatched(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("brokers")
-    # Stopped as a run stops its brokers: the graceful stop of brokers started by hand has a test of its own.
-    backend = LocalBackend(workdir, log=lambda s: None, stop_timeout_s=RUN_BROKER_STOP_S)
-    [ep] = backend.up([load_variants()["unpatched"]])
-    yield backend, ep
-    backend.down()
+def unpatched(detached_unpatched):
+    """The session's brokers of `brokers up` (integration/conftest.py; test_external_run measures them too)."""
+    _, backend, ep = detached_unpatched
+    return backend, ep
 
 
 def test_up_is_healthy_and_loopback_bound(unpatched):
