@@ -114,6 +114,9 @@ def run_options() -> argparse.ArgumentParser:
     p.add_argument("--order", choices=ORDERS, default=RANDOM,
                    help="the order the variants come up in and take their slots: random (default; recorded in "
                         "the manifest) or as given")
+    p.add_argument("--ui", action="store_true",
+                   help="serve Locust's web UI per variant on 127.0.0.1 while the run goes (addresses printed when "
+                        "the load starts; the run starts and ends by itself as without it)")
     p.add_argument("--keep-resources", action="store_true",
                    help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
                         "are removed after the run by default")

@@ -102,7 +102,8 @@ def run_(args: argparse.Namespace) -> int:
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
                      on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id,
-                     order=args.order, keep_resources=args.keep_resources).execute()
+                     order=args.order, keep_resources=args.keep_resources,
+                     ui=args.ui).execute()
     print_summary(result.summary)
     print_faults(result.summary)
     if result.probes:
@@ -119,6 +120,9 @@ def k8s_run(args: argparse.Namespace) -> int:
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
     _check_compare(args, names)
+    if args.ui:
+        raise ConfigError("--ui serves Locust's web UI on 127.0.0.1 of the machine the run goes on; the chart "
+                          "does not expose it yet: run `k8s run` without --ui")
     external = [v.name for v in select(load_variants(args.variants), names) if v.is_external]
     if external:
         raise ConfigError(f"variant {external[0]} is an external cluster: `rmq-harness run` measures it from this "

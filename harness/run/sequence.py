@@ -153,6 +153,7 @@ class Run:
         run_id: str | None = None,
         order: str = RANDOM,
         keep_resources: bool = False,
+        ui: bool = False,
     ) -> None:
         self.scenario = scenario
         # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
@@ -171,6 +172,7 @@ class Run:
         if probe:
             self.variants = [with_probe(v) for v in self.variants]
         self.keep_resources = keep_resources
+        self.ui = ui
         # The order the variants come up in and take their slots (ports, start times, the CPU the first
         # gets to itself): random unless asked, so that no variant is always first (an A/A calibration found
         # the first-listed copy 10% faster on average); recorded in the manifest.
@@ -205,7 +207,8 @@ class Run:
             for ep in endpoints:
                 create_resources(ep, self.scenario, self.log)
             workers = site.workers or ProcessWorkers(site.bind_host, site.advertise_host, site.worker_port)
-            fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, workers, log=self.log)
+            fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, workers, log=self.log,
+                                ui=self.ui)
             prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()

@@ -96,6 +96,14 @@ def locust_command() -> list[str]:
     return [sys.executable, "-m", "harness.workload.launch", "-f", str(LOCUSTFILE)]
 
 
+def ui_options(port: int | None) -> list[str]:
+    """How a Locust master runs: headless, or (``port``) with its web UI on 127.0.0.1, started at once and
+    quitting when its run time is up, so the run goes exactly as a headless one does."""
+    if port is None:
+        return ["--headless"]
+    return ["--autostart", "--autoquit", "0", "--web-host", "127.0.0.1", "--web-port", str(port)]
+
+
 def worker_command(master_host: str, master_port: int) -> list[str]:
     """Every Locust worker's command line, process or pod (a process adds its log file)."""
     return [*locust_command(), "--worker", "--master-host", master_host, "--master-port", str(master_port)]
@@ -181,8 +189,9 @@ class LocustFleet:
 
     def __init__(self, run_id: str, scenario: Scenario, endpoints: Sequence[Endpoints], work: Path,
                  out: Callable[[str, str], Path], workers: WorkerStarter,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, ui: bool = False) -> None:
         self.run_id = run_id
+        self.ui = ui
         self.scenario = scenario
         self.endpoints = list(endpoints)
         self.work = work
@@ -308,8 +317,9 @@ class LocustFleet:
         master_spec = self._spec(ep, MASTER).write(plan.work / f"spec-{MASTER}.json")
         users = sc.produce.producers + sc.consumer_count
         env = {**os.environ, **WORKER_ENV}
+        ui_port = process.free_port() if self.ui else None
         master = process.spawn(
-            [*locust_command(), "--headless", "--master", "--master-bind-host", self.workers.master_bind,
+            [*locust_command(), *ui_options(ui_port), "--master", "--master-bind-host", self.workers.master_bind,
              "--master-bind-port", str(plan.master_port), "--expect-workers", str(sc.workers), "--users",
              str(users), "--spawn-rate", str(users), "--run-time", f"{int(sc.run_time_s + 1)}s", "--csv",
              str(locust_out / "stats"), "--csv-full-history", "--html", str(locust_out / "report.html"),
@@ -319,4 +329,6 @@ class LocustFleet:
         self.workers.start(ep.variant)
         target = ep.grpc if sc.protocol == "grpc" else f"the broker (remoting, name server {ep.namesrv})"
         self.log(f"{ep.variant}: Locust master {master} and {sc.workers} workers driving {target}")
+        if ui_port:
+            self.log(f"{ep.variant}: Locust's web UI at http://127.0.0.1:{ui_port} (live while the run goes)")
         return LocustGroup(ep.variant, master, plan.names, self.metrics[ep.variant], self._shard_dir(ep.variant), logs)

@@ -36,11 +36,14 @@ def test_a_setting_the_cluster_does_not_run_is_refused_before_anything_starts(ou
     assert not runs.exists()
 
 
-def test_the_cluster_is_measured_beside_a_local_build_and_left_as_found(outside, tmp_path):
+def test_the_cluster_is_measured_beside_a_local_build_and_left_as_found(outside, tmp_path, capsys):
     variants, ep, backend, pids = outside
     runs = tmp_path / "runs"
-    assert main(["--variants", str(variants), "run", "--variant", "outside", "--variant", "unpatched",
+    # With Locust's web UI (--ui): the masters start and quit by themselves, as headless ones do.
+    assert main(["--variants", str(variants), "run", "--variant", "outside", "--variant", "unpatched", "--ui",
                  "--scenario", str(RESOURCES / "short-burst.yaml"), "--order", "given", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{v}: Locust's web UI at http://127.0.0.1:" in out for v in ("outside", "unpatched"))
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     m = json.loads((archive / "manifest.json").read_text())
     info = {v["name"]: v for v in m["variants"]}
