@@ -13,13 +13,13 @@ from pathlib import Path
 from types import FrameType
 
 from harness import __version__
-from harness.cli import brokers, calibrate, compare, matrix, releases, runs
+from harness.cli import brokers, calibrate, compare, matrix, ramp, releases, runs
 from harness.cli.options import Parser, env_defaults
 from harness.core.errors import ConfigError, HarnessError
 from harness.report.terminal import err_console, line
 
 # In the order `rmq-harness --help` lists them.
-COMMANDS = (brokers, runs, calibrate, matrix, releases, compare)
+COMMANDS = (brokers, runs, calibrate, matrix, ramp, releases, compare)
 
 
 def parser() -> argparse.ArgumentParser:

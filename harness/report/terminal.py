@@ -161,6 +161,30 @@ def print_matrix(summary: dict) -> None:
     console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
 
 
+def print_ramp(result: dict) -> None:
+    """Each step's state per variant, then per variant the highest rate held and where it broke."""
+    names = [v["variant"] for v in result["variants"]]
+    t = Table(title=f"ramp of {result['scenario']}: {'; '.join(result['rules'])}")
+    t.add_column("offered /s", justify="right")
+    for n in names:
+        t.add_column(n)
+    for step in result["steps"]:
+        cells = []
+        for n in names:
+            j = step["variants"].get(n)
+            colour = {"holds": "green", "breaks": "red"}.get(j["state"], "yellow") if j else "white"
+            cells.append("-" if j is None else f"[{colour}]{j['state']}[/] ({j['reached_per_s']:g}/s)"
+                         + (f": {'; '.join(j['failing'])}" if j["state"] == "breaks" else ""))
+        t.add_row(f"{step['rate']:g}", *cells)
+    console.print(t)
+    for v in result["variants"]:
+        held = "no rate asked" if v["holds_up_to_per_s"] is None else f"{v['holds_up_to_per_s']:g} messages/s"
+        broke = f"; breaks at {v['breaks_at_per_s']:g}/s ({'; '.join(v['why'])})" if v["breaks_at_per_s"] else ""
+        console.print(f"[bold]{v['variant']}[/]: holds up to {held}{broke}" + (f"; {v['note']}" if v["note"] else ""))
+    for rate, why in result["failed"].items():
+        console.print(f"[red]step at {rate}/s: run failed:[/] {why}")
+
+
 def print_calibration(result: dict) -> None:
     def pct(r: dict) -> str:
         if r["rate"] is None:

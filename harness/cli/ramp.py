@@ -1,0 +1,64 @@
+"""`rmq-harness ramp`: the highest produce-and-nack rate at which each variant's retry rules still hold."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+
+from harness.cli.options import refuse_existing, scenario_of
+from harness.core.errors import ConfigError
+from harness.core.storage import dir_or_uri
+from harness.inputs.variants import load_variants, select
+from harness.report.terminal import console, log, print_ramp, print_summary
+
+
+def rates(value: str) -> list[float]:
+    try:
+        return [float(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: messages per second, comma-separated (e.g. 50,100,200)") from None
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    rp = sub.add_parser("ramp", help="raise a steady scenario's rate step by step, variants side by side, and say "
+                        "per variant the highest rate at which its expect: rules (wakeup, redelivery, nothing "
+                        "lost) still hold")
+    rp.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME", required=True,
+                    help="a variant (repeat; an external cluster too: variants with endpoints:)")
+    rp.add_argument("--scenario", default="mixed-load",
+                    help="a steady scenario with expect: rules (default: mixed-load)")
+    rp.add_argument("--rates", type=rates, default=[50.0, 100.0, 200.0, 400.0, 800.0], metavar="R1,R2,...",
+                    help="offered messages per second in all, one step each (default 50,100,200,400,800)")
+    rp.add_argument("--duration", type=float, default=40.0, metavar="SECONDS",
+                    help="each step's load, seconds (default 40)")
+    rp.add_argument("--runs-dir", type=dir_or_uri, default=Path("runs"),
+                    help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
+    rp.add_argument("--out", type=Path, default=None, help="where ramp.json goes (default: reports/<time>-ramp)")
+    rp.set_defaults(func=ramp_)
+
+
+def ramp_(args: argparse.Namespace) -> int:
+    from harness.campaigns import ramp
+
+    if args.duration <= 0:
+        raise ConfigError(f"--duration {args.duration:g}: seconds of load per step, above 0 (default 40)")
+    variants = select(load_variants(args.variants), args.variants_wanted)
+    scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
+    ramp.check(scenario, args.rates)
+    ramp.at_rate(scenario, args.rates[-1], args.duration)  # the highest step is a valid scenario too
+    out = args.out or Path("reports") / f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-ramp"
+    refuse_existing(out)
+    console.print(f"ramp: {scenario.name} at {', '.join(f'{r:g}' for r in args.rates)} messages/s, "
+                  f"{args.duration:g} s each, on {', '.join(v.name for v in variants)}")
+    outcome = ramp.run_all(scenario, variants, args.rates, args.runs_dir, log, duration_s=args.duration,
+                           on_result=print_summary)
+    result = {"scenario": scenario.name, "rules": list(scenario.expect), "rates": args.rates,
+              "duration_s": args.duration, "wall_s": round(outcome.wall_s, 1), "steps": outcome.steps,
+              "failed": outcome.failed, "variants": ramp.verdicts(outcome, [v.name for v in variants])}
+    out.mkdir(parents=True)
+    (out / "ramp.json").write_text(json.dumps(result, indent=2) + "\n")
+    print_ramp(result)
+    console.print(f"ramp: {out / 'ramp.json'}")
+    return 0
