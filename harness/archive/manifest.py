@@ -76,6 +76,7 @@ def build(
     ignored_settings: Mapping[str, list[str]] | None = None,
     variant_order: dict[str, Any] | None = None,
     external: Mapping[str, dict[str, Any]] | None = None,
+    ui: bool = False,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -109,4 +110,5 @@ def build(
         faults=list(faults),
         events_check=events_check or {},
         variant_order=variant_order,
+        ui=ui,
     )

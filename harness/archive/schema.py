@@ -73,3 +73,5 @@ class Manifest(BaseModel):
     # The order the variants came up in and took their slots: {"names", "how": random | given, "seed"}
     # (harness.run.sequence.variant_order); None in archives before schema version 5.
     variant_order: dict[str, Any] | None = None
+    # Locust's web UI was served (run --ui, schema 6): whoever opened it could stop or respawn users by hand.
+    ui: bool = False

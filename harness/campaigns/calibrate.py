@@ -61,6 +61,9 @@ def plan(base: Variant, shifts_ms: Sequence[int]) -> Plan:
         Variant.model_validate(v.model_dump())  # the name must still be a valid variant name
         return v
 
+    if base.is_external:
+        raise ConfigError(f"variant {base.name} is an external cluster: a calibration plants its delays with an "
+                          "agent on brokers it starts; calibrate a build (version: or jars:) instead")
     for ms in shifts_ms:
         if not 0 < ms <= MAX_SHIFT_MS:
             raise ConfigError(f"--shift-ms {ms}: a planted shift is a whole number of milliseconds from 1 to "

@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
 from harness.inputs.variants import Variant
-from harness.run.sequence import Run
+from harness.run.sequence import Run, refuse_on_external
 
 ALL = "all"
 GATE = "gate"  # the scenarios marked `gate: true`: the set a pull request runs
@@ -65,11 +65,13 @@ def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
     return plan
 
 
-def check(plan: Sequence[Scenario], variants: Sequence[Variant]) -> None:
+def check(plan: Sequence[Scenario], variants: Sequence[Variant], probe: bool = False) -> None:
     if len(variants) < 2:
         raise ConfigError("matrix needs at least two variants (the first is the baseline): --variant A --variant B")
     for sc in plan:
         for v in variants:
+            if v.is_external:  # what no run can do there, said before the first scenario starts
+                refuse_on_external(v, sc, probe)
             clash = sc.conflicts(v.broker)
             if clash:
                 raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "

@@ -2,65 +2,101 @@
 
 A steady scenario (e.g. mixed-load: a produce rate, a share of it nacked) runs at one offered rate after
 another, every variant side by side at each; after each step every variant's summary is checked against the
-scenario's own `expect:` rules (wakeup and redelivery within their limits, nothing lost or duplicated). A
-variant holds at a rate when every rule is met there and at every rate below it; it breaks at the first rate
-where one is not. The ramp stops once no variant holds. A step whose producers did not reach the rate offered
-(the load generator, not the brokers, was the limit) says so and judges nothing.
+scenario's own `expect:` rules and any the user adds (an SLO such as 'redelivery_ms.p99 < 3000'), and a client
+error breaks it too. A variant holds at a rate when every rule is met there and at every rate below it; it
+breaks at the first rate where one is not. The ramp stops once no variant holds. A step whose producers did not
+reach the rate offered judges nothing and says so: either the brokers slowed every send (each producer sends
+one message at a time) or the load generator ran out of CPU; the run's logs tell which.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.inputs.expectations import FAILED, MET, describe, evaluate
+from harness.inputs.expectations import FAILED, NO_DATA, describe, evaluate, parse
 from harness.inputs.scenario import Scenario, parse_scenario
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run
 
-# Below this share of the offered rate the producers, not the brokers, set the pace: the step judges nothing.
+# Below this share of the offered rate the producers did not keep the pace: the step judges nothing.
 REACHED = 0.9
-HOLDS, BREAKS, SHORT = "holds", "breaks", "load generator short"
+# What one producer is asked to send at most; more producers share a higher rate (each sends one message at
+# a time, so its rate is bounded by the send round trip).
+PER_PRODUCER = 100.0
+MAX_PRODUCERS = 64
+# A step shorter than this after the producers' start delay says little about a rate.
+MIN_SENDING_S = 10.0
+HOLDS, BREAKS, NOT_REACHED = "holds", "breaks", "rate not reached"
 
 
-def check(scenario: Scenario, rates: Sequence[float]) -> None:
-    """Before anything starts: a steady scenario with rules to check, and rates that go up."""
+def sending_s(scenario: Scenario) -> float:
+    """How long a steady scenario's producers send: from their start delay to the end of duration_s."""
+    return scenario.duration_s - scenario.produce.delay_s
+
+
+def check(scenario: Scenario, rates: Sequence[float], rules: Sequence[str] = (),
+          duration_s: float | None = None) -> None:
+    """Before anything starts: a steady scenario that runs for a time, rules to check, rates that go up."""
     if scenario.produce.pattern != "steady":
         raise ConfigError(f"scenario {scenario.name} sends {scenario.produce.pattern}s: a ramp raises a steady rate "
                           "(e.g. --scenario mixed-load)")
-    if not scenario.expect:
-        raise ConfigError(f"scenario {scenario.name} has no expect: rules, so no rate can hold or break; add them "
-                          "(e.g. 'wakeup_ms.p50 < 1000', 'ledger.lost == 0')")
-    if len(rates) < 2 or any(r <= 0 for r in rates) or any(b <= a for a, b in zip(rates, rates[1:], strict=False)):
-        raise ConfigError(f"--rates {','.join(f'{r:g}' for r in rates)}: at least two rates in messages per second, "
-                          "each above the one before (e.g. --rates 50,100,200,400)")
+    if scenario.cycles.count:
+        raise ConfigError(f"scenario {scenario.name} runs {scenario.cycles.count} cycles whatever the time: a ramp "
+                          "step runs for --duration; pick a scenario with cycles.count 0")
+    if not scenario.expect and not rules:
+        raise ConfigError(f"scenario {scenario.name} has no expect: rules, so no rate can hold or break; add "
+                          "--rule (e.g. --rule 'redelivery_ms.p99 < 3000')")
+    for r in rules:
+        try:
+            parse(r)
+        except ValueError as e:
+            raise ConfigError(f"--rule {r!r}: {e}") from None
+    shown = ",".join(f"{r:g}" for r in rates)
+    if (len(rates) < 2 or not all(math.isfinite(r) and r > 0 for r in rates)
+            or any(b <= a for a, b in zip(rates, rates[1:], strict=False))):
+        raise ConfigError(f"--rates {shown}: at least two rates in messages per second, each above the one "
+                          "before (e.g. --rates 50,100,200,400)")
+    for r in rates:  # every step a valid scenario before the first starts
+        sc = at_rate(scenario, r, duration_s)
+        if sending_s(sc) < MIN_SENDING_S:
+            raise ConfigError(f"--duration {sc.duration_s:g}: the producers start {sc.produce.delay_s:g} s in, which "
+                              f"leaves under {MIN_SENDING_S:g} s of load per step; give at least "
+                              f"{sc.produce.delay_s + MIN_SENDING_S:g}")
 
 
 def at_rate(scenario: Scenario, rate: float, duration_s: float | None = None) -> Scenario:
-    """``scenario`` offering ``rate`` messages per second in all (its producers share it), named for the rate so
-    that steps are never pooled as one scenario."""
+    """``scenario`` offering ``rate`` messages per second in all, over enough producers (PER_PRODUCER each), named
+    for the rate so that steps are never pooled as one scenario."""
     data = scenario.model_dump()
-    data["produce"] = {**data["produce"], "rate": rate / scenario.produce.producers}
+    producers = max(scenario.produce.producers, min(MAX_PRODUCERS, math.ceil(rate / PER_PRODUCER)))
+    data["produce"] = {**data["produce"], "rate": rate / producers, "producers": producers}
     data["name"] = f"{scenario.name}-at-{rate:g}".replace(".", "p")[:100]
     if duration_s is not None:
         data["duration_s"] = duration_s
     return parse_scenario(data, f"{scenario.source} (ramp at {rate:g}/s)")
 
 
-def judge(scenario: Scenario, row: dict, offered: float) -> dict:
-    """One variant at one step: holds, breaks (with the rules not met) or the load generator fell short."""
-    reached = row.get("sent", 0) / scenario.duration_s
-    checked = evaluate(scenario.expect, row)
-    failing = [describe(c) for c in checked["checks"] if c["status"] != MET]
-    if reached < REACHED * offered:
-        state = SHORT
+def judge(scenario: Scenario, row: dict, offered: float, rules: Sequence[str] = ()) -> dict:
+    """One variant at one step: holds, breaks (the rules not met, client errors) or the rate was not reached.
+    A rule with no data (e.g. no retry found a waiting poll) neither holds nor breaks: it is listed."""
+    reached = row.get("sent", 0) / sending_s(scenario)
+    checked = evaluate([*scenario.expect, *rules], row)
+    failing = [describe(c) for c in checked["checks"] if c["status"] == FAILED]
+    if row.get("errors"):
+        failing.append(f"client errors ({row['errors']})")
+    if failing:
+        state = BREAKS
+    elif reached < REACHED * offered:
+        state = NOT_REACHED
     else:
-        state = HOLDS if not failing else BREAKS
+        state = HOLDS
     return {"state": state, "offered_per_s": offered, "reached_per_s": round(reached, 2), "failing": failing,
-            "failed_rules": sum(c["status"] == FAILED for c in checked["checks"])}
+            "no_data": [c["rule"] for c in checked["checks"] if c["status"] == NO_DATA]}
 
 
 @dataclass
@@ -85,8 +121,8 @@ def verdicts(outcome: Outcome, variants: Sequence[str]) -> list[dict]:
             if j["state"] == BREAKS:
                 broke, why = step["rate"], j["failing"]
             else:
-                note = (f"at {step['rate']:g}/s the producers reached {j['reached_per_s']:g}/s: add workers to go "
-                        "higher")
+                note = (f"at {step['rate']:g}/s the producers reached {j['reached_per_s']:g}/s: the brokers slowed "
+                        "the sends or the load generator is the limit (see the run's logs)")
             break
         else:
             if outcome.steps and held == outcome.steps[-1]["rate"]:
@@ -96,25 +132,29 @@ def verdicts(outcome: Outcome, variants: Sequence[str]) -> list[dict]:
 
 
 def run_all(scenario: Scenario, variants: Sequence[Variant], rates: Sequence[float], runs_dir: Path | str,
-            log: Callable[[str], None], duration_s: float | None = None, make_run: Callable[..., Run] = Run,
+            log: Callable[[str], None], duration_s: float | None = None, rules: Sequence[str] = (),
+            make_run: Callable[..., Run] = Run,
             on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
-    """Every rate in turn until no variant holds; a step whose run fails ends the ramp (said why)."""
-    check(scenario, rates)
+    """Every rate in turn until no variant holds. A step whose run fails ends the ramp, said why; bad input
+    (refused before that step started anything, e.g. an external cluster that does not answer) is raised."""
+    check(scenario, rates, rules, duration_s)
     out = Outcome()
     t0 = time.monotonic()
     holding = {v.name for v in variants}
     for i, rate in enumerate(rates):
         sc = at_rate(scenario, rate, duration_s)
-        log(f"ramp step {i + 1}/{len(rates)}: {rate:g} messages/s on {', '.join(v.name for v in variants)} "
-            f"(elapsed {(time.monotonic() - t0) / 60:.1f} min)")
+        log(f"ramp step {i + 1}/{len(rates)}: {rate:g} messages/s ({sc.produce.producers} producers) on "
+            f"{', '.join(v.name for v in variants)} (elapsed {(time.monotonic() - t0) / 60:.1f} min)")
         try:
             result = make_run(list(variants), sc, runs_dir, log=log).execute()
+        except ConfigError:
+            raise
         except HarnessError as e:
             out.failed[f"{rate:g}"] = str(e).splitlines()[0][:300]
             log(f"ramp step at {rate:g}/s: run failed: {out.failed[f'{rate:g}']}")
             break
         on_result(result.summary)
-        judged = {r["variant"]: judge(sc, r, rate) for r in result.summary}
+        judged = {r["variant"]: judge(sc, r, rate, rules) for r in result.summary}
         out.steps.append({"rate": rate, "scenario": sc.name, "archive": str(result.archive), "variants": judged})
         holding &= {v for v, j in judged.items() if j["state"] == HOLDS}
         if not holding:

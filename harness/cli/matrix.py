@@ -50,7 +50,7 @@ def matrix_(args: argparse.Namespace) -> int:
         plan, not_applicable = planned.scenarios, planned.not_applicable
         for name, why in not_applicable.items():
             console.print(f"[yellow]not run: {name}[/]: {why}")
-        matrix.check(plan, variants)
+        matrix.check(plan, variants, args.probe)
         total = sum(matrix.estimate_s(sc) for sc in plan)
         console.print(f"matrix: {len(plan)} scenario(s) x {len(variants)} variant(s), about {total / 60:.0f} min: "
                       f"{', '.join(sc.name for sc in plan)}")

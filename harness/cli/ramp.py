@@ -32,7 +32,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--rates", type=rates, default=[50.0, 100.0, 200.0, 400.0, 800.0], metavar="R1,R2,...",
                     help="offered messages per second in all, one step each (default 50,100,200,400,800)")
     rp.add_argument("--duration", type=float, default=40.0, metavar="SECONDS",
-                    help="each step's load, seconds (default 40)")
+                    help="each step's duration_s, seconds (default 40; the producers start delay_s into it)")
+    rp.add_argument("--rule", action="append", dest="rules", default=[], metavar="RULE",
+                    help="a rule every step must also meet, beside the scenario's expect: (repeatable; e.g. "
+                         "'redelivery_ms.p99 < 3000': your SLO)")
     rp.add_argument("--runs-dir", type=dir_or_uri, default=Path("runs"),
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
     rp.add_argument("--out", type=Path, default=None, help="where ramp.json goes (default: reports/<time>-ramp)")
@@ -46,19 +49,18 @@ def ramp_(args: argparse.Namespace) -> int:
         raise ConfigError(f"--duration {args.duration:g}: seconds of load per step, above 0 (default 40)")
     variants = select(load_variants(args.variants), args.variants_wanted)
     scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
-    ramp.check(scenario, args.rates)
-    ramp.at_rate(scenario, args.rates[-1], args.duration)  # the highest step is a valid scenario too
+    ramp.check(scenario, args.rates, args.rules, args.duration)
     out = args.out or Path("reports") / f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-ramp"
     refuse_existing(out)
     console.print(f"ramp: {scenario.name} at {', '.join(f'{r:g}' for r in args.rates)} messages/s, "
                   f"{args.duration:g} s each, on {', '.join(v.name for v in variants)}")
     outcome = ramp.run_all(scenario, variants, args.rates, args.runs_dir, log, duration_s=args.duration,
-                           on_result=print_summary)
-    result = {"scenario": scenario.name, "rules": list(scenario.expect), "rates": args.rates,
+                           rules=args.rules, on_result=print_summary)
+    result = {"scenario": scenario.name, "rules": [*scenario.expect, *args.rules], "rates": args.rates,
               "duration_s": args.duration, "wall_s": round(outcome.wall_s, 1), "steps": outcome.steps,
               "failed": outcome.failed, "variants": ramp.verdicts(outcome, [v.name for v in variants])}
     out.mkdir(parents=True)
     (out / "ramp.json").write_text(json.dumps(result, indent=2) + "\n")
     print_ramp(result)
     console.print(f"ramp: {out / 'ramp.json'}")
-    return 0
+    return 1 if outcome.failed else 0

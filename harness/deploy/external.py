@@ -67,6 +67,7 @@ class Cluster:
     metrics: str  # the first master's exporter URL, or ""
     metrics_why: str = ""  # why there is none
     removed: list[str] = field(default_factory=list)
+    master_metrics: tuple[str, ...] = ()  # every master's exporter URL (or ""), in masters' order
 
 
 def _truthy(value: str | None) -> bool:
@@ -117,42 +118,53 @@ def inspect(v: Variant, scenario: Scenario) -> Cluster:
     slaves = [(n, a) for n, ids in sorted(brokers.items()) for i, a in sorted(ids.items()) if i > 0]
     if not masters:
         raise ConfigError(f"{where}: cluster {name} has no master registered with {ep.namesrv}")
-    first = masters[0][1]
-    try:
-        settings = remoting.broker_settings(first)
-        version = remoting.version_of(remoting.runtime_info(first))
-    except (remoting.RemotingError, OSError) as e:
-        raise ConfigError(f"{where}: broker {masters[0][0]} {first} refuses admin requests ({one_line(str(e))})") \
-            from None
-    if _truthy(settings.get("aclEnable")) or _truthy(settings.get("authenticationEnabled")):
-        raise ConfigError(f"{where}: broker {masters[0][0]} {first} runs with ACL; the harness has no credentials "
-                          "for it")
-    for key, wanted in scenario.broker_overrides().items():
-        live = settings.get(key)
-        if live is None and wanted:
-            raise ConfigError(f"{where}: broker {masters[0][0]} {first} (RocketMQ {version}) does not know {key}, "
-                              f"which scenario {scenario.name} needs true")
-        if live is not None and _truthy(live) != wanted:
-            raise ConfigError(f"{where}: broker {masters[0][0]} {first} runs {key}={live}; scenario {scenario.name} "
-                              f"needs {str(wanted).lower()}, and the harness does not change a cluster it does not "
-                              "own: pick another scenario or a cluster that runs it so")
+    live: list[dict[str, str]] = []
+    version = None
+    for broker, address in masters:  # every master: a second one may run other settings than the first
+        try:
+            settings = remoting.broker_settings(address)
+            version = version or remoting.version_of(remoting.runtime_info(address))
+        except (remoting.RemotingError, OSError) as e:
+            raise ConfigError(f"{where}: broker {broker} {address} refuses admin requests ({one_line(str(e))})") \
+                from None
+        _check_settings(where, broker, address, settings, version, scenario)
+        live.append(settings)
     topo = scenario.topology
     if len(masters) != topo.masters or bool(slaves) != topo.slave:
         shape = f"{len(masters)} master(s)" + (f" and {len(slaves)} slave(s)" if slaves else "")
         wants = f"{topo.masters} master(s)" + (" with a slave" if topo.slave else " without a slave")
         raise ConfigError(f"{where}: cluster {name} has {shape}; scenario {scenario.name} runs on {wants} "
                           "(topology): both sides of a comparison must run the same shape")
-    metrics, why = _exporter(settings, first)
+    exporters = [_exporter(settings, address) for settings, (_, address) in zip(live, masters, strict=True)]
+    metrics, why = exporters[0]
     if not metrics and scenario.observer_effect:
         raise ConfigError(f"scenario {scenario.name} measures the observer effect of broker scrapes; {where} serves "
                           f"none ({why})")
-    return Cluster(name, masters, slaves, version, settings, metrics, why)
+    return Cluster(name, masters, slaves, version, live[0], metrics, why,
+                   master_metrics=tuple(m for m, _ in exporters))
+
+
+def _check_settings(where: str, broker: str, address: str, settings: dict[str, str], version: str | None,
+                    scenario: Scenario) -> None:
+    """One master's live settings against what the run needs: no ACL, the scenario's settings as it needs them."""
+    if _truthy(settings.get("aclEnable")) or _truthy(settings.get("authenticationEnabled")):
+        raise ConfigError(f"{where}: broker {broker} {address} runs with ACL; the harness has no credentials for it")
+    for key, wanted in scenario.broker_overrides().items():
+        live = settings.get(key)
+        if live is None and wanted:
+            raise ConfigError(f"{where}: broker {broker} {address} (RocketMQ {version}) does not know {key}, which "
+                              f"scenario {scenario.name} needs true")
+        if live is not None and _truthy(live) != wanted:
+            raise ConfigError(f"{where}: broker {broker} {address} runs {key}={live}; scenario {scenario.name} needs "
+                              f"{str(wanted).lower()}, and the harness does not change a cluster it does not own: pick "
+                              "another scenario or a cluster that runs it so")
 
 
 def endpoints_of(v: Variant, c: Cluster, run_id: str) -> Endpoints:
     ep = v.endpoints
     assert ep is not None
-    nodes = tuple(BrokerNode(n if i else "broker", a, c.metrics if i == 0 else "") for i, (n, a) in
+    scraped = c.master_metrics or (c.metrics,)
+    nodes = tuple(BrokerNode(n if i else "broker", a, scraped[i] if i < len(scraped) else "") for i, (n, a) in
                   enumerate(c.masters)) + tuple(BrokerNode("slave", a, "", master=False) for _, a in c.slaves)
     return Endpoints(variant=v.name, version=c.version or "unknown", grpc=ep.proxy or "", remoting="",
                      broker=c.masters[0][1], namesrv=ep.namesrv, metrics=c.metrics,
@@ -204,7 +216,8 @@ class ExternalBackend:
         return []
 
     def _remove(self, ep: Endpoints) -> list[str]:
-        removed = []
+        removed: list[str] = []
+        routes: set[str] = set()
         for broker in ep.masters:
             try:
                 topics = sorted(t for t in remoting.topics(broker) if t.endswith(ep.suffix))
@@ -216,7 +229,11 @@ class ExternalBackend:
                 self._try(lambda b=broker, g=group: remoting.delete_group(b, g), ep, removed, f"group {group}")
             for topic in topics:
                 self._try(lambda b=broker, t=topic: remoting.delete_topic(b, t), ep, removed, f"topic {topic}")
-                self._try(lambda t=topic: remoting.delete_topic_in_namesrv(ep.namesrv, t), ep, [], "")
+            routes.update(topics)
+        # The routes last, once every master has dropped the topic: a master still holding it would register
+        # the route again with its next heartbeat.
+        for topic in sorted(routes):
+            self._try(lambda t=topic: remoting.delete_topic_in_namesrv(ep.namesrv, t), ep, [], "")
         return removed
 
     def _try(self, fn: Callable[[], None], ep: Endpoints, done: list[str], what: str) -> None:
@@ -274,9 +291,10 @@ class Split:
     def down(self, names: Sequence[str] | None = None) -> list[str]:
         mine = None if names is None else [n for n in names if n not in self.external.variants]
         theirs = None if names is None else [n for n in names if n in self.external.variants]
-        stopped = self.owned.down(mine) if mine != [] else []
-        self.external.down(theirs)
-        return stopped
+        try:
+            return self.owned.down(mine) if mine != [] else []
+        finally:  # the run's names leave the external cluster even when a local broker would not stop
+            self.external.down(theirs)
 
     def collect(self, dest: Path) -> None:
         self.owned.collect(dest)

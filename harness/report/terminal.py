@@ -174,7 +174,8 @@ def print_ramp(result: dict) -> None:
             j = step["variants"].get(n)
             colour = {"holds": "green", "breaks": "red"}.get(j["state"], "yellow") if j else "white"
             cells.append("-" if j is None else f"[{colour}]{j['state']}[/] ({j['reached_per_s']:g}/s)"
-                         + (f": {'; '.join(j['failing'])}" if j["state"] == "breaks" else ""))
+                         + (f": {'; '.join(j['failing'])}" if j["state"] == "breaks" else "")
+                         + (f"; no data: {', '.join(j['no_data'])}" if j.get("no_data") else ""))
         t.add_row(f"{step['rate']:g}", *cells)
     console.print(t)
     for v in result["variants"]:

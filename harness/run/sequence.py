@@ -17,6 +17,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -38,6 +39,9 @@ from harness.run import outbox
 from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
 from harness.run.observability.probe import read_probe
+
+if TYPE_CHECKING:  # for the annotation only: the run does not choose its backends (harness.run.site does)
+    from harness.deploy.external import ExternalBackend
 from harness.run.observability.prometheus import ScrapeTarget
 from harness.run.site import Site, SiteFactory, local_site, with_external
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
@@ -124,12 +128,12 @@ def variant_order(variants: Sequence[Variant], how: str, seed: int | None = None
     return {"names": names, "how": RANDOM, "seed": seed}
 
 
-def _external_of(backend: Backend) -> object | None:
+def _external_of(backend: Backend) -> ExternalBackend | None:
     """The run's backend for external clusters, when it has one (harness.run.site.with_external)."""
     return getattr(backend, "external", None)
 
 
-def _refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
+def refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
     """What a run cannot do to a cluster it does not own, said before anything starts."""
     where = f"variant {v.name} ({v.source}) is an external cluster"
     if scenario.faults:
@@ -165,7 +169,7 @@ class Run:
                                   f"{scenario.name} ({scenario.source}); remove it from the variant or pick "
                                   "another scenario")
             if v.is_external:  # a cluster the harness does not own: its live settings are checked instead
-                _refuse_on_external(v, scenario, probe)
+                refuse_on_external(v, scenario, probe)
         self.variants = [v if v.is_external else v.model_copy(update={"broker": {**v.broker,
                                                                                 **scenario.broker_overrides()}})
                          for v in variants]
@@ -269,6 +273,7 @@ class Run:
             events_check={"workers": checked, "problems": missing},
             variant_order=self.order,
             external={name: ext.report(name) for name in ext.variants} if (ext := _external_of(backend)) else {},
+            ui=self.ui,
         ))
         shutil.rmtree(self.work, ignore_errors=True)
         archive = outbox.deliver(archive, self.bucket, self.log)

@@ -90,10 +90,17 @@ def attach_master(runner: object, book: CycleBook) -> None:
     def on_sends_over(environment: object, msg: object, **_kw: object) -> None:
         announce(book.sends_over(msg.data["last"]))
 
+    def finish() -> None:
+        runner.quit()
+        # With its web UI (run --ui) a master's main greenlet is the UI's: it ends when the UI stops.
+        web_ui = getattr(runner.environment, "web_ui", None)
+        if web_ui is not None:
+            web_ui.stop()
+
     def on_done(environment: object, msg: object, **_kw: object) -> None:
         if book.done():
             # Not from inside the handler: quit() kills the greenlet that runs it.
-            gevent.spawn_later(0.5, runner.quit)
+            gevent.spawn_later(0.5, finish)
 
     runner.register_message(SENT, on_sent)
     runner.register_message(FINAL, on_final)

@@ -98,7 +98,8 @@ def locust_command() -> list[str]:
 
 def ui_options(port: int | None) -> list[str]:
     """How a Locust master runs: headless, or (``port``) with its web UI on 127.0.0.1, started at once and
-    quitting when its run time is up, so the run goes exactly as a headless one does."""
+    quitting when its run ends (harness.workload.cycles stops the UI with the runner). Whoever opens the UI can
+    stop or respawn users: the manifest records that it was served (``ui``)."""
     if port is None:
         return ["--headless"]
     return ["--autostart", "--autoquit", "0", "--web-host", "127.0.0.1", "--web-port", str(port)]

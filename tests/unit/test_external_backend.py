@@ -111,3 +111,27 @@ def test_down_removes_only_the_runs_own_names_and_nothing_when_kept(cluster):
     kept.preflight(load_scenario("burst"))
     kept.down()
     assert cluster["deleted"] == [] and kept.report("staging")["kept"]
+
+
+TWO_MASTERS = '{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.5:10911"}},' \
+              '"broker-b":{"brokerAddrs":{0:"10.0.0.7:10911"}}},"clusterAddrTable":{"C1":["broker-a","broker-b"]}}'
+
+
+def test_every_master_is_checked_and_scraped_and_the_routes_go_after_every_master_dropped_the_topic(cluster,
+                                                                                                monkeypatch):
+    cluster["info"] = TWO_MASTERS
+    per_broker = {"10.0.0.5:10911": dict(SETTINGS), "10.0.0.7:10911": {**SETTINGS, "metricsPromExporterPort": "5558"}}
+    monkeypatch.setattr(remoting, "broker_settings", lambda b: dict(per_broker[b]))
+    backend = external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None)
+    backend.preflight(load_scenario("two-masters"))
+    [ep] = backend.endpoints()
+    assert [n.metrics for n in ep.nodes] == ["http://10.0.0.5:5557/metrics", "http://10.0.0.7:5558/metrics"]
+    tag = ep.suffix
+    cluster["topics"] = {f"T{tag}"}
+    backend.down()
+    assert [x[0] for x in cluster["deleted"]] == ["topic", "topic", "route"]  # both masters first, the route once
+    # The second master running another setting than the scenario needs is refused, naming it.
+    per_broker["10.0.0.7:10911"]["enableRetryTopicV2"] = "true"
+    with pytest.raises(ConfigError, match="broker broker-b 10.0.0.7:10911 runs enableRetryTopicV2=true"):
+        external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None).preflight(
+            load_scenario("two-masters"))

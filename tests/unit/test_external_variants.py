@@ -123,6 +123,9 @@ def _variants_file(tmp_path):
     (["run", "--variant", "outside", "--variant", "unpatched", "--probe"], "--probe mounts the wakeup-probe agent"),
     (["run", "--variant", "outside", "--scenario", "faults"], "injects .*whose processes the harness does not own"),
     (["k8s", "run", "--variant", "outside"], "external cluster: `rmq-harness run` measures it from this machine"),
+    (["matrix", "--variant", "unpatched", "--variant", "outside", "--scenario", "burst", "--scenario", "faults"],
+     "injects .*whose processes the harness does not own"),
+    (["calibrate", "--variant", "outside"], "a calibration plants its delays with an agent"),
 ])
 def test_what_no_one_can_do_to_a_cluster_not_owned_is_refused_before_anything_starts(tmp_path, capsys, argv, why):
     import re
@@ -131,7 +134,8 @@ def test_what_no_one_can_do_to_a_cluster_not_owned_is_refused_before_anything_st
 
     runs = tmp_path / "runs"
     assert main(["--variants", str(_variants_file(tmp_path)), *argv, *(["--runs-dir", str(runs)]
-                                                                      if argv[0] == "run" else [])]) == 2
+                                                                      if argv[0] in ("run", "matrix", "calibrate")
+                                                                      else [])]) == 2
     err = capsys.readouterr().err
     assert re.search(why, err) and len(err.strip().splitlines()) == 1
     assert not runs.exists()

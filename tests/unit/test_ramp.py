@@ -15,8 +15,11 @@ from harness.inputs.variants import load_variants
 MIXED = load_scenario("mixed-load")  # 50/s, 80 s, rules: wakeup p50 < 1000, nothing lost / duplicated ...
 
 
-def _row(variant: str, sent: float, wakeup_p50: float, lost: int = 0) -> dict:
-    return {"variant": variant, "sent": sent, "wakeup_ms": {"n": 10, "p50": wakeup_p50},
+def _row(variant: str, sent: float, wakeup_p50: float | None, lost: int = 0, errors: int = 0,
+         redelivery_p99: float = 1500) -> dict:
+    return {"variant": variant, "sent": sent, "errors": errors,
+            "wakeup_ms": {"n": 0 if wakeup_p50 is None else 10, "p50": wakeup_p50},
+            "redelivery_ms": {"n": 10, "p99": redelivery_p99},
             "ledger": {"retries_never_redelivered": 0, "lost": lost, "duplicated": 0, "cross_topic": 0}}
 
 
@@ -37,8 +40,8 @@ def _fake(behaviour):
         def execute(self):
             sc = self.scenario
             rate = sc.produce.rate * sc.produce.producers
-            asked.append((sc.name, rate, sc.duration_s))
-            return Result(Path(sc.name), behaviour(rate, sc.duration_s))
+            asked.append((sc.name, rate, sc.duration_s, sc.produce.producers))
+            return Result(Path(sc.name), behaviour(rate, ramp.sending_s(sc)))
 
     return FakeRun, asked
 
@@ -53,6 +56,7 @@ def test_each_variant_holds_up_to_the_rate_before_its_first_broken_rule_and_the_
                        duration_s=30, make_run=FakeRun)
     assert [a[1] for a in asked] == [50, 100, 200, 400]  # 800 never runs: nobody held at 400
     assert asked[0][0] == "mixed-load-at-50" and all(a[2] == 30 for a in asked)
+    assert [a[3] for a in asked] == [1, 1, 2, 4]  # at most 100 messages/s a producer
     v = {x["variant"]: x for x in ramp.verdicts(out, ["unpatched", "patched"])}
     assert (v["unpatched"]["holds_up_to_per_s"], v["unpatched"]["breaks_at_per_s"]) == (100, 200)
     assert v["unpatched"]["why"] == ["wakeup_ms.p50 < 1000 (failed: 1500)"]
@@ -65,8 +69,32 @@ def test_a_step_the_producers_could_not_reach_judges_nothing_and_says_so():
                                                                                          20)])
     out = ramp.run_all(MIXED, load_variants_pair(), [50, 100, 200], "runs", lambda s: None, make_run=FakeRun)
     [v, _] = ramp.verdicts(out, ["unpatched", "patched"])
-    assert out.steps[-1]["variants"]["unpatched"]["state"] == ramp.SHORT
+    assert out.steps[-1]["variants"]["unpatched"]["state"] == ramp.NOT_REACHED
     assert v["holds_up_to_per_s"] == 100 and v["breaks_at_per_s"] is None and "reached 120/s" in v["note"]
+
+
+def test_client_errors_and_the_users_own_rules_break_a_step_and_a_rule_without_data_does_not():
+    def brokers(rate, d):
+        return [_row("unpatched", rate * d, None, errors=0 if rate < 100 else 2),
+                _row("patched", rate * d, None, redelivery_p99=1500 if rate < 100 else 4000)]
+
+    FakeRun, _ = _fake(brokers)
+    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100], "runs", lambda s: None, make_run=FakeRun,
+                       rules=["redelivery_ms.p99 < 3000"])
+    first = out.steps[0]["variants"]["unpatched"]
+    assert first["state"] == ramp.HOLDS and first["no_data"] == ["wakeup_ms.p50 < 1000"]  # no retry found a poll
+    v = {x["variant"]: x for x in ramp.verdicts(out, ["unpatched", "patched"])}
+    assert v["unpatched"]["why"] == ["client errors (2)"] and v["unpatched"]["breaks_at_per_s"] == 100
+    assert v["patched"]["why"] == ["redelivery_ms.p99 < 3000 (failed: 4000)"]
+
+
+def test_a_refusal_of_the_first_step_is_raised_not_taken_for_a_failed_run():
+    class Refused:
+        def __init__(self, *a, **k):
+            raise ConfigError("variant outside: name server 127.0.0.1:1 does not answer")
+
+    with pytest.raises(ConfigError, match="does not answer"):
+        ramp.run_all(MIXED, load_variants_pair(), [50, 100], "runs", lambda s: None, make_run=Refused)
 
 
 def test_holding_at_every_rate_asked_says_to_ramp_higher():
@@ -93,10 +121,18 @@ def test_a_failed_run_ends_the_ramp_with_its_reason():
     ("mixed-load", [100, 50], "each above the one before"),
     ("mixed-load", [50], "at least two rates"),
     ("mixed-load", [0, 50], "each above the one before"),
+    ("mixed-load", [50, float("nan"), 100], "each above the one before"),
 ])
 def test_what_cannot_ramp_is_refused(scenario, rates, why):
     with pytest.raises(ConfigError, match=why):
         ramp.check(load_scenario(scenario), rates)
+
+
+def test_a_step_too_short_for_its_start_delay_and_a_bad_rule_are_refused():
+    with pytest.raises(ConfigError, match="leaves under 10 s of load per step; give at least 13"):
+        ramp.check(MIXED, [50, 100], duration_s=12)
+    with pytest.raises(ConfigError, match="--rule 'p99 < 3'"):
+        ramp.check(MIXED, [50, 100], rules=["p99 < 3"])
 
 
 def test_rates_that_are_not_numbers_are_an_option_error(tmp_path, capsys):
