@@ -35,6 +35,15 @@ def _rows_without_spark(monkeypatch):
     monkeypatch.setattr("spark.outputs.write_rows", write_rows)
 
 
+@pytest.fixture
+def ctrl_c():
+    """SIGINT as an interactive Python has it (KeyboardInterrupt): a background job (`make test &`, nohup)
+    starts with SIGINT ignored, and an ignored SIGINT is inherited, so the test sets what it is about."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _collected(tmp_path: Path) -> Collected:
     return Collected(archives=[], scenarios={}, per_variant=[], per_run=[], samples=pd.DataFrame(),
                      plot=pd.DataFrame(), per_variant_table=pd.DataFrame({"variant": ["v"]}))
@@ -110,7 +119,7 @@ def test_interruptible_turns_a_signal_swallowed_by_spark_into_keyboard_interrupt
         raise RuntimeError("no signal")  # errors without a signal stay what they are
 
 
-def test_an_interrupt_a_finalizer_dropped_is_delivered_again(monkeypatch, capfd):
+def test_an_interrupt_a_finalizer_dropped_is_delivered_again(monkeypatch, capfd, ctrl_c):
     import weakref
 
     from spark import session
@@ -134,7 +143,7 @@ def test_an_interrupt_a_finalizer_dropped_is_delivered_again(monkeypatch, capfd)
     assert "Exception ignored" not in capfd.readouterr().err
 
 
-def test_a_command_that_ends_after_a_dropped_interrupt_still_says_interrupted(monkeypatch):
+def test_a_command_that_ends_after_a_dropped_interrupt_still_says_interrupted(monkeypatch, ctrl_c):
     from spark import session
 
     monkeypatch.setattr(session, "REDELIVER_S", 60)
