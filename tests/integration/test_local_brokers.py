@@ -182,9 +182,12 @@ def test_second_up_of_a_running_variant_is_refused(unpatched):
         backend.up([load_variants()["unpatched"]])
 
 
-def test_down_leaves_nothing(tmp_path: Path):
-    backend = LocalBackend(tmp_path, log=lambda s: None)
-    [ep] = backend.up([load_variants()["unpatched"]])
+def test_down_leaves_nothing(unpatched):
+    # The session's brokers, started by `brokers up` and stopped here as a user's `brokers down` stops them
+    # (gracefully, not a run's quick stop): the last of this module's tests, after test_external_run's (the two
+    # modules run in that order on one worker; the fixture's own teardown then finds nothing left to stop).
+    shared, _ = unpatched
+    backend = LocalBackend(shared.workdir, log=lambda s: None)
     [lv] = backend._states()
     assert backend.down() == ["unpatched"]
     assert process.find_owned(backend.token_prefix) == []
