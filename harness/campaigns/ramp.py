@@ -26,8 +26,8 @@ from harness.run.sequence import Run
 # Below this share of the offered rate the producers did not keep the pace: the step judges nothing.
 REACHED = 0.9
 # What one producer is asked to send at most; more producers share a higher rate (each sends one message at
-# a time, so its rate is bounded by the send round trip).
-PER_PRODUCER = 100.0
+# a time, so its rate is bounded by the send round trip: one gRPC producer reached 85/s of 100 offered here).
+PER_PRODUCER = 50.0
 MAX_PRODUCERS = 64
 # A step shorter than this after the producers' start delay says little about a rate.
 MIN_SENDING_S = 10.0

@@ -56,7 +56,7 @@ def test_each_variant_holds_up_to_the_rate_before_its_first_broken_rule_and_the_
                        duration_s=30, make_run=FakeRun)
     assert [a[1] for a in asked] == [50, 100, 200, 400]  # 800 never runs: nobody held at 400
     assert asked[0][0] == "mixed-load-at-50" and all(a[2] == 30 for a in asked)
-    assert [a[3] for a in asked] == [1, 1, 2, 4]  # at most 100 messages/s a producer
+    assert [a[3] for a in asked] == [1, 2, 4, 8]  # at most 50 messages/s a producer
     v = {x["variant"]: x for x in ramp.verdicts(out, ["unpatched", "patched"])}
     assert (v["unpatched"]["holds_up_to_per_s"], v["unpatched"]["breaks_at_per_s"]) == (100, 200)
     assert v["unpatched"]["why"] == ["wakeup_ms.p50 < 1000 (failed: 1500)"]
