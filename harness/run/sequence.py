@@ -39,12 +39,12 @@ from harness.run import outbox
 from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
 from harness.run.observability.probe import read_probe
-
-if TYPE_CHECKING:  # for the annotation only: the run does not choose its backends (harness.run.site does)
-    from harness.deploy.external import ExternalBackend
 from harness.run.observability.prometheus import ScrapeTarget
 from harness.run.site import Site, SiteFactory, local_site, with_external
 from harness.workload.fleet import GRACE_S, LocustFleet, ProcessWorkers, Progress
+
+if TYPE_CHECKING:  # for the annotation only: the run does not choose its backends (harness.run.site does)
+    from harness.deploy.external import ExternalBackend
 
 __all__ = ["GRACE_S", "Progress", "Run", "RunResult", "new_run_id"]
 SCRAPE_INTERVAL_S = 1.0
