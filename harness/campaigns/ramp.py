@@ -5,8 +5,10 @@ another, every variant side by side at each; after each step every variant's sum
 scenario's own `expect:` rules and any the user adds (an SLO such as 'redelivery_ms.p99 < 3000'), and a client
 error breaks it too. A variant holds at a rate when every rule is met there and at every rate below it; it
 breaks at the first rate where one is not. The ramp stops once no variant holds. A step whose producers did not
-reach the rate offered judges nothing and says so: either the brokers slowed every send (each producer sends
-one message at a time) or the load generator ran out of CPU; the run's logs tell which.
+reach the rate offered judges nothing and says so. Each step also says whose CPU ran out (harness.run.cpu: the
+load generator's busiest Locust process, the machine, or none): a rate not reached with CPU to spare is the
+brokers slowing every send (each producer sends one message at a time); a break with the load generator out of
+CPU is not the brokers' limit.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def judge(scenario: Scenario, row: dict, offered: float, rules: Sequence[str] = 
 
 @dataclass
 class Outcome:
-    steps: list[dict] = field(default_factory=list)  # {rate, scenario, archive, variants: {name: judge()}}
+    steps: list[dict] = field(default_factory=list)  # {rate, scenario, archive, cpu, variants: {name: judge()}}
     failed: dict[str, str] = field(default_factory=dict)  # rate -> why its run failed
     wall_s: float = 0.0
 
@@ -118,16 +120,26 @@ def verdicts(outcome: Outcome, variants: Sequence[str]) -> list[dict]:
             if j["state"] == HOLDS:
                 held = step["rate"]
                 continue
+            cpu = step.get("cpu", {}).get("ran_out", {})
             if j["state"] == BREAKS:
                 broke, why = step["rate"], j["failing"]
+                note = f"at {step['rate']:g}/s: {cpu.get('line', 'CPU not measured')}" + (
+                    "; so the break need not be the brokers' limit" if cpu.get("load_generator") or cpu.get("machine")
+                    else "")
             else:
-                note = (f"at {step['rate']:g}/s the producers reached {j['reached_per_s']:g}/s: the brokers slowed "
-                        "the sends or the load generator is the limit (see the run's logs)")
+                note = f"at {step['rate']:g}/s the producers reached {j['reached_per_s']:g}/s: " + (
+                    "the load generator is the limit" if cpu.get("load_generator") else
+                    "the machine is the limit (brokers and load generator share it)" if cpu.get("machine") else
+                    "the brokers slowed the sends" if cpu else "the brokers or the load generator is the limit"
+                ) + f" ({cpu.get('line', 'CPU not measured')})"
+            out.append({"variant": v, "holds_up_to_per_s": held, "breaks_at_per_s": broke, "why": why,
+                        "note": note, "cpu_ran_out": {k: cpu.get(k) for k in ("load_generator", "machine")}})
             break
         else:
             if outcome.steps and held == outcome.steps[-1]["rate"]:
                 note = "held at every rate asked: ramp higher to find where it breaks"
-        out.append({"variant": v, "holds_up_to_per_s": held, "breaks_at_per_s": broke, "why": why, "note": note})
+            out.append({"variant": v, "holds_up_to_per_s": held, "breaks_at_per_s": broke, "why": why,
+                        "note": note, "cpu_ran_out": {}})
     return out
 
 
@@ -155,7 +167,8 @@ def run_all(scenario: Scenario, variants: Sequence[Variant], rates: Sequence[flo
             break
         on_result(result.summary)
         judged = {r["variant"]: judge(sc, r, rate, rules) for r in result.summary}
-        out.steps.append({"rate": rate, "scenario": sc.name, "archive": str(result.archive), "variants": judged})
+        out.steps.append({"rate": rate, "scenario": sc.name, "archive": str(result.archive), "cpu": result.cpu,
+                          "variants": judged})
         holding &= {v for v, j in judged.items() if j["state"] == HOLDS}
         if not holding:
             log(f"no variant holds at {rate:g}/s: the ramp ends")

@@ -161,6 +161,17 @@ def print_matrix(summary: dict) -> None:
     console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
 
 
+def _cpu_cell(cpu: dict) -> str:
+    """The machine's busy share and the busiest Locust process's cores; red where it ran out."""
+    if not cpu.get("sampled_s"):
+        return "not measured"
+    out = cpu.get("ran_out", {})
+    machine = f"machine {cpu['machine']['peak_busy']:.0%}"
+    locust = f"Locust {(cpu.get('busiest_locust_process') or {}).get('peak_cores', 0.0):.2f} core"
+    return (f"[red]{machine}[/]" if out.get("machine") else machine) + ", " + (
+        f"[red]{locust}[/]" if out.get("load_generator") else locust)
+
+
 def print_ramp(result: dict) -> None:
     """Each step's state per variant, then per variant the highest rate held and where it broke."""
     names = [v["variant"] for v in result["variants"]]
@@ -168,6 +179,7 @@ def print_ramp(result: dict) -> None:
     t.add_column("offered /s", justify="right")
     for n in names:
         t.add_column(n)
+    t.add_column("CPU at peak (harness.run.cpu)")
     for step in result["steps"]:
         cells = []
         for n in names:
@@ -176,7 +188,7 @@ def print_ramp(result: dict) -> None:
             cells.append("-" if j is None else f"[{colour}]{j['state']}[/] ({j['reached_per_s']:g}/s)"
                          + (f": {'; '.join(j['failing'])}" if j["state"] == "breaks" else "")
                          + (f"; no data: {', '.join(j['no_data'])}" if j.get("no_data") else ""))
-        t.add_row(f"{step['rate']:g}", *cells)
+        t.add_row(f"{step['rate']:g}", *cells, _cpu_cell(step.get("cpu", {})))
     console.print(t)
     for v in result["variants"]:
         held = "no rate asked" if v["holds_up_to_per_s"] is None else f"{v['holds_up_to_per_s']:g} messages/s"

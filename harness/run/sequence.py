@@ -8,6 +8,7 @@ Variants run side by side in the same time window, so machine noise hits them al
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import secrets
 import shutil
@@ -36,6 +37,7 @@ from harness.inputs.variants import GIVEN, ORDERS, RANDOM, Variant, with_probe
 from harness.measure.shares import read_shares
 from harness.measure.tally import SlicesSummary
 from harness.run import outbox
+from harness.run.cpu import CpuSampler
 from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
 from harness.run.observability.probe import read_probe
@@ -69,6 +71,7 @@ class RunResult:
     archive: Path | str  # a local directory, or its URI once uploaded (harness.archive.store)
     summary: list[dict]
     probes: dict[str, list[dict]] = field(default_factory=dict)  # variant -> probe counter samples
+    cpu: dict = field(default_factory=dict)  # what the run's processes on this machine took (harness.run.cpu)
 
 
 def new_run_id(scenario: str) -> str:
@@ -200,6 +203,7 @@ class Run:
         staging = ArchiveStaging(self.runs_dir, self.run_id)
         backend, prom = site.backend, site.prometheus
         fleet: LocustFleet | None = None
+        sampler = CpuSampler([v.name for v in self.variants])
         up = sorted(self.variants, key=lambda v: self.order["names"].index(v.name))
         faults = Injector(backend, [v.name for v in up], self.scenario.faults, self.log)
         try:
@@ -216,9 +220,13 @@ class Run:
             prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()
+            sampler.start()
             fleet.start()
             faults.start()
             fleet.wait(self.on_tick)
+            cpu = sampler.stop()
+            (staging.dir("resources") / "cpu.json").write_text(json.dumps(cpu, indent=2) + "\n")
+            self.log(f"CPU while the load ran: {cpu['ran_out']['line']}")
             faults.finish(timeout_s=FAULT_FINISH_S)
             probes = self._collect_probes(endpoints, staging)
             configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
@@ -230,6 +238,7 @@ class Run:
                                                               panel_queries(self.run_id), *window)
             prom.stop()
         except BaseException as e:
+            sampler.stop()
             if fleet is not None:
                 fleet.stop()
             prom.stop()
@@ -287,7 +296,7 @@ class Run:
         if unfit:
             raise HarnessError(f"{unfit[0]} ({len(unfit)} times; the archive is {archive}, "
                                "but its wakeups cannot be trusted)")
-        return RunResult(archive, summary, probes)
+        return RunResult(archive, summary, probes, cpu)
 
     def _stop_servers(self, backend: Backend, staging: ArchiveStaging) -> None:
         for what, step in (("stopping the brokers", backend.down),

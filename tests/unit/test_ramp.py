@@ -11,6 +11,7 @@ from harness.cli.main import main
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import load_variants
+from harness.run.cpu import ran_out
 
 MIXED = load_scenario("mixed-load")  # 50/s, 80 s, rules: wakeup p50 < 1000, nothing lost / duplicated ...
 
@@ -27,10 +28,21 @@ def _row(variant: str, sent: float, wakeup_p50: float | None, lost: int = 0, err
 class Result:
     archive: Path
     summary: list[dict]
+    cpu: dict
 
 
-def _fake(behaviour):
-    """A Run whose summary rows come from ``behaviour(rate, duration) -> rows``; the runs it was asked for."""
+def _cpu(machine: float, locust: float) -> dict:
+    """A run's CPU as harness.run.cpu gives it: the machine's peak busy share, the busiest Locust process's cores."""
+    out = {"cores": 2, "sampled_s": 30.0, "machine": {"mean_busy": machine, "peak_busy": machine},
+           "kinds": {"servers": {"mean_cores": 1.0, "peak_cores": 1.2}, "load generator": {"mean_cores": locust,
+                                                                                           "peak_cores": locust}},
+           "busiest_locust_process": {"process": "unpatched worker 123", "mean_cores": locust, "peak_cores": locust}}
+    return {**out, "ran_out": ran_out(out)}
+
+
+def _fake(behaviour, cpu=lambda rate: _cpu(0.5, 0.3)):
+    """A Run whose summary rows come from ``behaviour(rate, duration) -> rows`` (and its CPU from ``cpu(rate)``);
+    the runs it was asked for."""
     asked = []
 
     class FakeRun:
@@ -41,7 +53,7 @@ def _fake(behaviour):
             sc = self.scenario
             rate = sc.produce.rate * sc.produce.producers
             asked.append((sc.name, rate, sc.duration_s, sc.produce.producers))
-            return Result(Path(sc.name), behaviour(rate, ramp.sending_s(sc)))
+            return Result(Path(sc.name), behaviour(rate, ramp.sending_s(sc)), cpu(rate))
 
     return FakeRun, asked
 
@@ -71,6 +83,32 @@ def test_a_step_the_producers_could_not_reach_judges_nothing_and_says_so():
     [v, _] = ramp.verdicts(out, ["unpatched", "patched"])
     assert out.steps[-1]["variants"]["unpatched"]["state"] == ramp.NOT_REACHED
     assert v["holds_up_to_per_s"] == 100 and v["breaks_at_per_s"] is None and "reached 120/s" in v["note"]
+
+
+def test_each_break_and_each_rate_not_reached_says_whose_cpu_ran_out():
+    # unpatched breaks at 100/s with CPU to spare; at 200/s patched's producers fall short while the busiest
+    # Locust process is at one core: the load generator is the limit, not the brokers.
+    def brokers(rate, d):
+        return [_row("unpatched", rate * d, 300 if rate < 100 else 1500),
+                _row("patched", min(rate, 150) * d, 20)]
+
+    FakeRun, _ = _fake(brokers, cpu=lambda rate: _cpu(0.6, 0.4) if rate < 200 else _cpu(0.7, 0.97))
+    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100, 200], "runs", lambda s: None, make_run=FakeRun)
+    v = {x["variant"]: x for x in ramp.verdicts(out, ["unpatched", "patched"])}
+    assert v["unpatched"]["breaks_at_per_s"] == 100 and "no CPU ran out" in v["unpatched"]["note"]
+    assert v["unpatched"]["cpu_ran_out"] == {"load_generator": False, "machine": False}
+    assert v["patched"]["breaks_at_per_s"] is None and "the load generator is the limit" in v["patched"]["note"]
+    assert v["patched"]["cpu_ran_out"] == {"load_generator": True, "machine": False}
+    assert out.steps[-1]["cpu"]["ran_out"]["load_generator"] is True
+
+
+def test_a_break_on_a_machine_out_of_cpu_is_not_put_down_to_the_brokers_alone():
+    FakeRun, _ = _fake(lambda rate, d: [_row("unpatched", rate * d, 300 if rate < 100 else 1500)],
+                       cpu=lambda rate: _cpu(0.96, 0.5))
+    out = ramp.run_all(MIXED, load_variants_pair()[:1], [50, 100], "runs", lambda s: None, make_run=FakeRun)
+    [v] = ramp.verdicts(out, ["unpatched"])
+    assert v["cpu_ran_out"]["machine"] is True and "need not be the brokers' limit" in v["note"]
+    assert "servers took the most" in v["note"]
 
 
 def test_client_errors_and_the_users_own_rules_break_a_step_and_a_rule_without_data_does_not():
