@@ -21,7 +21,9 @@ import psutil
 SAMPLE_S = 1.0
 # Means over this many seconds; the busiest of them is the peak (a short burst of CPU is not a limit).
 PEAK_WINDOW_S = 10.0
-# At this share of what it can use (one core for a Locust process, all cores for the machine) it ran out.
+# At this share of what it can use (one core for a Locust process, all cores for the machine), on average over
+# the load, it ran out. The mean, not the peak: the first seconds of load (JIT compilation, users spawning) are
+# busier than the rest, and a limit that binds only then is not where a rate breaks.
 RAN_OUT = 0.9
 SERVERS, LOAD, PROMETHEUS, OTHER = "servers", "load generator", "prometheus", "other"
 _LAUNCH = "harness.workload.launch"
@@ -89,23 +91,34 @@ class CpuSampler:
         self._labels: dict[tuple[int, float], tuple[str, str | None, str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._started = False
 
-    def start(self) -> None:
+    def start(self, skip_s: float = 0.0) -> None:
+        """Sample from ``skip_s`` seconds on (e.g. once the producers start: what Locust's start-up takes is not
+        the load's), in a thread, until ``stop()``."""
+        self._thread = threading.Thread(target=self._loop, args=(skip_s,), name="cpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _baseline(self) -> None:
+        """Only CPU used from now on counts."""
         self._last_wall = time.monotonic()
         self._last_machine = self._machine_busy_s()
-        self._read()  # the baseline: only CPU used from now on counts
-        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
-        self._thread.start()
+        self._seen = self._read()
+        self._started = True
 
     def stop(self) -> dict:
         """Stop sampling (again, or before a start: nothing happens) and return ``result()``."""
         if self._thread is not None and not self._stop.is_set():
             self._stop.set()
             self._thread.join(timeout=5 * self.interval_s)
-            self.sample()
+            if self._started:
+                self.sample()
         return self.result()
 
-    def _loop(self) -> None:
+    def _loop(self, skip_s: float) -> None:
+        if self._stop.wait(skip_s):
+            return
+        self._baseline()
         while not self._stop.wait(self.interval_s):
             self.sample()
 
@@ -126,9 +139,10 @@ class CpuSampler:
                 with p.oneshot():
                     key = (p.pid, p.create_time())
                     t = p.cpu_times()
-                    if key not in self._labels:
+                    # A child caught between fork and exec still shows its parent's command line: what is
+                    # not known yet is asked again.
+                    if self._labels.get(key, (OTHER,))[0] == OTHER:
                         self._labels[key] = classify(p.cmdline(), p.cwd(), self.variants)
-                        self._seen.setdefault(key, 0.0)
                 now[key] = t.user + t.system
             except psutil.Error:  # exited meanwhile: its last interval is lost, a second at most
                 continue
@@ -191,21 +205,22 @@ def ran_out(cpu: dict) -> dict[str, object]:
     if not cpu.get("sampled_s"):
         return {"load_generator": None, "machine": None, "line": "CPU not measured"}
     busiest = cpu.get("busiest_locust_process") or {}
-    load = busiest.get("peak_cores", 0.0) >= RAN_OUT
-    machine = cpu["machine"]["peak_busy"] >= RAN_OUT
+    load = busiest.get("mean_cores", 0.0) >= RAN_OUT
+    machine = cpu["machine"]["mean_busy"] >= RAN_OUT
     kinds = cpu.get("kinds", {})
     by_use = sorted(kinds.items(), key=lambda kv: -kv[1]["mean_cores"])
     shares = ", ".join(f"{k} {v['mean_cores']:.2f}" for k, v in by_use)
     parts = []
     if load:
-        parts.append(f"the load generator ran out of CPU (Locust {busiest['process']} at {busiest['peak_cores']:.2f} "
+        parts.append(f"the load generator ran out of CPU (Locust {busiest['process']} at {busiest['mean_cores']:.2f} "
                      "of its one core)")
     if machine:
         top = max(kinds.items(), key=lambda kv: kv[1]["mean_cores"])[0] if kinds else "?"
-        parts.append(f"the machine ran out of CPU ({cpu['machine']['peak_busy']:.0%} of {cpu['cores']} cores busy at "
-                     f"peak; {top} took the most)")
+        parts.append(f"the machine ran out of CPU ({cpu['machine']['mean_busy']:.0%} of {cpu['cores']} cores busy; "
+                     f"{top} took the most)")
     if not parts:
-        parts.append(f"no CPU ran out (machine {cpu['machine']['peak_busy']:.0%} busy at peak, the busiest Locust "
-                     f"process {busiest.get('peak_cores', 0.0):.2f} of a core)")
+        parts.append(f"no CPU ran out (machine {cpu['machine']['mean_busy']:.0%} busy, the busiest Locust process "
+                     f"{busiest.get('mean_cores', 0.0):.2f} of a core)")
     return {"load_generator": load, "machine": machine,
-            "line": "; ".join(parts) + f"; mean cores: {shares or 'none sampled'}"}
+            "line": "; ".join(parts) + f"; mean cores: {shares or 'none sampled'} (peak machine "
+                    f"{cpu['machine']['peak_busy']:.0%} over {PEAK_WINDOW_S:g} s)"}

@@ -220,7 +220,7 @@ class Run:
             prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()
-            sampler.start()
+            sampler.start(skip_s=self.scenario.produce.delay_s)  # the load, not Locust starting
             fleet.start()
             faults.start()
             fleet.wait(self.on_tick)
