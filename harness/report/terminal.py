@@ -162,12 +162,13 @@ def print_matrix(summary: dict) -> None:
 
 
 def _cpu_cell(cpu: dict) -> str:
-    """The machine's busy share and the busiest Locust process's cores; red where it ran out."""
+    """The machine's busy share and the busiest Locust process's cores, means over the load (what is judged);
+    red where it ran out."""
     if not cpu.get("sampled_s"):
         return "not measured"
     out = cpu.get("ran_out", {})
-    machine = f"machine {cpu['machine']['peak_busy']:.0%}"
-    locust = f"Locust {(cpu.get('busiest_locust_process') or {}).get('peak_cores', 0.0):.2f} core"
+    machine = f"machine {cpu['machine']['mean_busy']:.0%}"
+    locust = f"Locust {(cpu.get('busiest_locust_process') or {}).get('mean_cores', 0.0):.2f} core"
     return (f"[red]{machine}[/]" if out.get("machine") else machine) + ", " + (
         f"[red]{locust}[/]" if out.get("load_generator") else locust)
 
@@ -179,7 +180,7 @@ def print_ramp(result: dict) -> None:
     t.add_column("offered /s", justify="right")
     for n in names:
         t.add_column(n)
-    t.add_column("CPU at peak (harness.run.cpu)")
+    t.add_column("CPU, mean over the load")
     for step in result["steps"]:
         cells = []
         for n in names:

@@ -2,7 +2,7 @@
 
 A rate the producers did not reach, or latencies that grew with the load, are the brokers' doing only if the
 load generator and the machine had CPU to spare. So while Locust runs, every second, the CPU time of each
-process this one started (brokers, name servers, proxies, Locust masters and workers, Prometheus) is read
+process this one started (brokers, name servers, proxies, Locust masters and workers, Prometheus), and its own, is read
 (psutil), grouped by kind and variant, and kept as running sums: memory stays flat however long the run.
 A Locust process runs its users on one Python thread, so it has run out at one core, whatever the machine has.
 """
@@ -25,7 +25,7 @@ PEAK_WINDOW_S = 10.0
 # the load, it ran out. The mean, not the peak: the first seconds of load (JIT compilation, users spawning) are
 # busier than the rest, and a limit that binds only then is not where a rate breaks.
 RAN_OUT = 0.9
-SERVERS, LOAD, PROMETHEUS, OTHER = "servers", "load generator", "prometheus", "other"
+SERVERS, LOAD, PROMETHEUS, HARNESS, OTHER = "servers", "load generator", "prometheus", "harness", "other"
 _LAUNCH = "harness.workload.launch"
 # A RocketMQ server JVM runs org.apache.rocketmq.<module>.<Role>Startup (NamesrvStartup, BrokerStartup,
 # ProxyStartup) whoever started it; its role is the class's name without "Startup".
@@ -75,7 +75,7 @@ class _Use:
 
 @dataclass
 class CpuSampler:
-    """Samples the CPU of this process's descendants between ``start()`` and ``stop()``; ``result()`` then."""
+    """Samples the CPU of this process and its descendants between ``start()`` and ``stop()``; ``result()`` then."""
 
     variants: Sequence[str]
     root: int = field(default_factory=os.getpid)
@@ -130,7 +130,8 @@ class CpuSampler:
     def _read(self) -> dict[tuple[int, float], float]:
         """CPU seconds of every live descendant now; new ones labelled (and counted from zero)."""
         try:
-            procs = psutil.Process(self.root).children(recursive=True)
+            me = psutil.Process(self.root)
+            procs = [me, *me.children(recursive=True)]
         except psutil.Error:
             return {}
         now: dict[tuple[int, float], float] = {}
@@ -141,7 +142,9 @@ class CpuSampler:
                     t = p.cpu_times()
                     # A child caught between fork and exec still shows its parent's command line: what is
                     # not known yet is asked again.
-                    if self._labels.get(key, (OTHER,))[0] == OTHER:
+                    if p.pid == self.root:  # the run itself: progress, faults, merging events
+                        self._labels[key] = (HARNESS, None, "harness")
+                    elif self._labels.get(key, (OTHER,))[0] == OTHER:
                         self._labels[key] = classify(p.cmdline(), p.cwd(), self.variants)
                 now[key] = t.user + t.system
             except psutil.Error:  # exited meanwhile: its last interval is lost, a second at most

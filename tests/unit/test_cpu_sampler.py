@@ -48,7 +48,7 @@ def test_a_spinning_child_is_measured_near_one_core_and_a_sleeping_one_near_none
     # other tests may share the cores meanwhile): clearly more than the sleeper, never above one core.
     load = out["variants"]["patched"][cpu.LOAD]
     assert 0.25 < load["mean_cores"] <= 1.05
-    assert out["kinds"][cpu.OTHER]["mean_cores"] < 0.1
+    assert out["kinds"][cpu.OTHER]["mean_cores"] < 0.1 and cpu.HARNESS in out["kinds"]  # the sleeper; this process
     assert out["busiest_locust_process"]["process"].startswith("patched worker ")
     assert 0 < out["machine"]["mean_busy"] <= 1.0
     assert s.stop() == out or s.stop()["sampled_s"] == out["sampled_s"]  # stopping again changes nothing
