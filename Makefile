@@ -190,6 +190,7 @@ collect: python
 	$(HARNESS) k8s collect $(K8S_FLAGS)
 
 grafana:
+	@kubectl -n $(NAMESPACE) get svc $(FULLNAME)-grafana >/dev/null 2>&1 || { echo "error: no Grafana in release $(RELEASE): it is AGPL-3.0 and off by default; deploy with a values file (VALUES=...) that sets grafana.enabled: true if you want it, or import dashboards/*.json into your own" >&2; exit 2; }
 	@echo "Grafana: http://127.0.0.1:3000  user admin  password $$(kubectl -n $(NAMESPACE) get secret $(FULLNAME)-grafana -o jsonpath='{.data.admin-password}' | base64 -d)"
 	kubectl -n $(NAMESPACE) port-forward --address 127.0.0.1 svc/$(FULLNAME)-grafana 3000:3000
 

@@ -380,8 +380,10 @@ def test_promtool_accepts_the_prometheus_config(profile: Path, tmp_path: Path, r
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_grafana_provisions_every_dashboard_from_the_release_prometheus(rendered):
-    objs = rendered["01-default-values.yaml"]
+def test_grafana_is_off_unless_asked_for_and_then_provisions_every_dashboard_from_the_release_prometheus(rendered):
+    # Grafana is AGPL-3.0: the defaults do not run it (permissive licences only); a profile that asks does.
+    assert not [o for o in rendered["01-default-values.yaml"] if "grafana" in o["metadata"]["name"]]
+    objs = rendered["02-multi-variant-values.yaml"]
     dashboards = one(objs, "ConfigMap", "-dashboards")["data"]
     files = sorted((REPO_ROOT / "dashboards").glob("*.json"))
     assert files and sorted(dashboards) == [f.name for f in files]
@@ -419,7 +421,7 @@ def test_no_secret_in_plain_values_and_the_grafana_password_is_generated(rendere
 
         walk(yaml.safe_load(path.read_text()))
         assert not [k for k in keys if words.search(k)], path
-    objs = rendered["01-default-values.yaml"]
+    objs = rendered["02-multi-variant-values.yaml"]
     secret = one(objs, "Secret", "-grafana")
     password = base64.b64decode(secret["data"]["admin-password"]).decode()
     assert len(password) >= 24
@@ -429,7 +431,7 @@ def test_no_secret_in_plain_values_and_the_grafana_password_is_generated(rendere
     env = env_of(grafana)
     assert "GF_SECURITY_ADMIN_PASSWORD" not in env
     assert env["GF_SECURITY_ADMIN_PASSWORD__FILE"].startswith("/etc/grafana/secret/")
-    again = one(render(), "Secret", "-grafana")
+    again = one(render(sets=("grafana.enabled=true",)), "Secret", "-grafana")
     assert again["data"]["admin-password"] != secret["data"]["admin-password"], "a fixed password, not generated"
 
 
