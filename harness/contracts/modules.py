@@ -25,22 +25,26 @@ class ModuleJar:
         return asdict(self)
 
 
-def _pairs(modules: Iterable[ModuleJar | Mapping[str, Any]]) -> list[tuple[str, str]]:
-    return [(m.artifact, m.version) if isinstance(m, ModuleJar) else (str(m["artifact"]), str(m["version"]))
-            for m in modules]
+def _pairs(modules: Iterable[ModuleJar | Mapping[str, Any] | tuple[str, str]]) -> list[tuple[str, str]]:
+    return [m if isinstance(m, tuple) else (m.artifact, m.version) if isinstance(m, ModuleJar)
+            else (str(m["artifact"]), str(m["version"])) for m in modules]
 
 
-def borrowed(release: str, modules: Iterable[ModuleJar | Mapping[str, Any]]) -> dict[str, str]:
+def borrowed(release: str, modules: Iterable[ModuleJar | Mapping[str, Any] | tuple[str, str]]) -> dict[str, str]:
     """The modules not of ``release`` (artifact -> the version taken), by artifact; empty: not a hybrid."""
     return {a: v for a, v in sorted(_pairs(modules)) if v != release}
 
 
 def hybrid_note(release: str | None, modules: Iterable[ModuleJar | Mapping[str, Any]] | None) -> str | None:
-    """``hybrid: proxy, tools from 5.3.3`` for a variant that ran modules of another release; None otherwise
-    (also for archives that did not record their modules, before manifest schema 7)."""
-    if not release or not modules:
+    """``hybrid: proxy, tools from 5.3.3`` for a variant that ran modules of another release than its broker's;
+    None otherwise (also for archives that did not record their modules, before manifest schema 7). The broker
+    jar's version is the release (a local build's, whatever its variant's ``version`` says); ``release`` counts
+    only where no broker jar is recorded."""
+    pairs = _pairs(modules or ())
+    release = next((v for a, v in pairs if a == "rocketmq-broker"), release)
+    if not release or not pairs:
         return None
-    taken = borrowed(release, modules)
+    taken = borrowed(release, pairs)
     if not taken:
         return None
     by_version: dict[str, list[str]] = {}

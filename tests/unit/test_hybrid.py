@@ -120,7 +120,7 @@ def test_a_hybrid_note_groups_modules_by_release_and_old_records_are_not_hybrids
     assert hybrid_note("5.3.4", recorded) == "hybrid: acl from 5.3.2; common, proxy from 5.3.3"
     assert borrowed("5.3.4", [ModuleJar("rocketmq-proxy", "5.3.3")]) == {"rocketmq-proxy": "5.3.3"}
     assert hybrid_note("5.3.4", []) is None  # an archive before manifest 7 recorded no modules
-    assert hybrid_note(None, recorded) is None  # an external cluster's version unknown
+    assert hybrid_note(None, recorded) == hybrid_note("5.3.4", recorded)  # the broker jar names the release
 
 
 # --- linkage: class files written by hand (JVMS 4), so no JVM is needed ------------------------------------
@@ -129,7 +129,7 @@ def test_a_hybrid_note_groups_modules_by_release_and_old_records_are_not_hybrids
 def _class(name: str, superclass: str | None = "java/lang/Object", methods: tuple[tuple[str, str], ...] = (),
            calls: tuple[tuple[str, str, str], ...] = (), names: tuple[str, ...] = ()) -> bytes:
     """A class file declaring ``methods`` (abstract, no code) whose constant pool refers to ``calls``
-    (class, method, descriptor) and ``names`` (classes)."""
+    (class, method or field, descriptor) and ``names`` (classes)."""
     pool: list[bytes] = []
     index: dict[tuple, int] = {}
 
@@ -152,7 +152,8 @@ def _class(name: str, superclass: str | None = "java/lang/Object", methods: tupl
         cls(n)
     for owner, m, desc in calls:
         nat = add(("n", m, desc), b"\x0c" + struct.pack(">HH", utf8(m), utf8(desc)))
-        add(("m", owner, m, desc), b"\x0a" + struct.pack(">HH", cls(owner), nat))
+        tag = b"\x0a" if desc.startswith("(") else b"\x09"  # Methodref, or Fieldref
+        add(("m", owner, m, desc), tag + struct.pack(">HH", cls(owner), nat))
     declared = [(utf8(m), utf8(d)) for m, d in methods]
     body = b"".join(struct.pack(">HHHH", 0x0401, n, d, 0) for n, d in declared)
     return (b"\xca\xfe\xba\xbe" + struct.pack(">HHH", 0, 52, len(pool) + 1) + b"".join(pool)
@@ -183,11 +184,13 @@ def test_references_into_a_jar_of_another_release_are_looked_up_through_the_supe
         (cfg, "hashCode", "()I"),  # Object's
         ("org/apache/rocketmq/common/Worker", "interrupt", "()V"),  # a JDK superclass: cannot tell, so found
         (cfg, "getPopPollingMapExpireTimeSeconds", "()I"),  # nowhere: the 5.3.4 broker on 5.3.3's common
+        (cfg, "CLIENT_ID_KEY", "Lio/netty/util/AttributeKey;"),  # a field, nowhere either
     ), broker_names=("org/apache/rocketmq/common/topic/Gone", "org/apache/rocketmq/broker/Missing")))
     members = [b for b in found if b.member]
     assert [(b.target, b.member) for b in members] == [
+        ("org.apache.rocketmq.common.BrokerConfig", "CLIENT_ID_KEY:Lio/netty/util/AttributeKey;"),
         ("org.apache.rocketmq.common.BrokerConfig", "getPopPollingMapExpireTimeSeconds()I")]
-    assert str(members[0]) == ("rocketmq-broker-5.3.4.jar (org.apache.rocketmq.broker.Broker) needs "
+    assert str(members[1]) == ("rocketmq-broker-5.3.4.jar (org.apache.rocketmq.broker.Broker) needs "
                                "org.apache.rocketmq.common.BrokerConfig.getPopPollingMapExpireTimeSeconds()I, not "
                                "in rocketmq-common-5.3.3.jar")
     # A missing class counts only in a package the other release's jars hold (common/topic is not one; the
@@ -293,3 +296,23 @@ def test_the_analysis_rows_and_the_variant_facts_carry_each_archives_hybrid_note
     assert [r["hybrid"] for r in rows] == ["hybrid: proxy from 5.5.0", None]
     facts = variant_facts(SimpleNamespace(archives=[archive]), ["rocketmq-5.5.1", "rocketmq-5.3.3"])
     assert [f["hybrid"] for f in facts] == ["hybrid: proxy from 5.5.0", None]
+
+
+def test_without_the_listings_a_release_is_fetched_as_published_and_the_line_says_why():
+    lines: list[str] = []
+
+    def down(url: str) -> bytes:
+        raise OSError("connection refused")
+
+    assert jars._plan("5.5.1", down, lines.append) is None  # Maven then names any module that is missing
+    assert len(lines) == 1 and lines[0].startswith("cannot list RocketMQ releases: https://")
+    assert lines[0].endswith("fetching RocketMQ 5.5.1 as published, without modules of earlier releases")
+    assert jars._plan("5.5.1-SNAPSHOT", down, lines.append) is None and len(lines) == 1  # not a release: as written
+
+
+def test_a_local_build_is_measured_against_its_own_broker_jar_not_the_version_its_variant_names():
+    build = [{"artifact": "rocketmq-broker", "version": "5.3.4-SNAPSHOT"},
+             {"artifact": "rocketmq-proxy", "version": "5.3.4-SNAPSHOT"}]
+    assert hybrid_note("5.3.3", build) is None  # one build, whatever the variant's version: not a hybrid
+    assert hybrid_note("5.3.3", [*build[:1], {"artifact": "rocketmq-proxy", "version": "5.3.3"}]) == (
+        "hybrid: proxy from 5.3.3")

@@ -313,12 +313,18 @@ def _maven(mvn: str, version: str, work: Path, pom: str, goal: list[str]) -> Non
         raise HarnessError(f"Maven could not fetch RocketMQ {version}: {last[0] if last else 'unknown error'}")
 
 
-def _plan(version: str, fetch: Callable[[str], bytes]) -> Assembly | None:
+def _plan(version: str, fetch: Callable[[str], bytes], log: Callable[[str], None]) -> Assembly | None:
     """The release's assembly when it may need modules of another release (None: every module is published for
-    it, or the version is not a plain release and Maven is asked for it as written)."""
+    it, the version is not a plain release, or the listings cannot be read: Maven is then asked for the release's
+    own modules, as written, and says which is missing)."""
     if not _RELEASE.match(version):
         return None
-    plan = assembly(version, listings(fetch))
+    try:
+        listed_versions = listings(fetch)
+    except HarnessError as e:  # e.g. Maven reaches a mirror that this lookup cannot: fetch as published
+        log(f"{e}; fetching RocketMQ {version} as published, without modules of earlier releases")
+        return None
+    plan = assembly(version, listed_versions)
     why = plan.why_not()
     if why:
         raise ConfigError(f"RocketMQ {version} cannot be assembled: {why}; pick another version or point the "
@@ -369,7 +375,7 @@ def ensure_version(version: str, log: Callable[[str], None] = print,
         mvn = shutil.which("mvn")
         if not mvn:
             raise HarnessError("mvn not found on PATH: install Maven (apt-get install maven) or run make setup")
-        plan = _plan(version, fetch)
+        plan = _plan(version, fetch, log)
         log(f"fetching RocketMQ {version} from Maven Central ..." + (
             f" (modules not published for {version} from the newest earlier release of its line: "
             f"{', '.join(f'{a} {v}' for a, v in plan.fills.items())}, those its tree needs)" if plan else ""))

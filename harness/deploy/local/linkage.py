@@ -111,7 +111,7 @@ class Break:
     source: str  # the jar holding the reference
     referrer: str  # the class holding it
     target: str  # the class referred to, dotted
-    member: str  # "name(descriptor)" or "" when the class itself is missing
+    member: str  # "name(args)result" of a method, "name:type" of a field, "" when the class itself is missing
     target_jar: str = ""  # the jar that lacks it (holds the class, or the package of a missing class)
 
     @property
@@ -172,5 +172,6 @@ def breaks(jars: Iterable[tuple[Path, str]]) -> list[Break]:
             if target is None or version_of_jar[target.jar] == mine:
                 continue
             if not _found(classes, owner, (name, desc)):
-                out.append(Break(info.jar, info.name, owner.replace("/", "."), f"{name}{desc}", target.jar))
+                member = f"{name}{desc}" if desc.startswith("(") else f"{name}:{desc}"  # a method, or a field
+                out.append(Break(info.jar, info.name, owner.replace("/", "."), member, target.jar))
     return out
