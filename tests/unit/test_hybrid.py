@@ -316,3 +316,27 @@ def test_a_local_build_is_measured_against_its_own_broker_jar_not_the_version_it
     assert hybrid_note("5.3.3", build) is None  # one build, whatever the variant's version: not a hybrid
     assert hybrid_note("5.3.3", [*build[:1], {"artifact": "rocketmq-proxy", "version": "5.3.3"}]) == (
         "hybrid: proxy from 5.3.3")
+
+
+def test_a_hybrid_that_did_not_link_is_refused_again_without_maven_until_its_plan_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("RMQ_HARNESS_CACHE", str(tmp_path))
+    listed = {"rocketmq-broker": ("5.3.3", "5.3.4"), "rocketmq-proxy": ("5.3.3",), "rocketmq-namesrv": ("5.3.4",),
+              "rocketmq-tools": ("5.3.3",)}
+
+    def fetch(url: str) -> bytes:
+        body = "".join(f"<version>{v}</version>" for v in listed.get(url.rsplit("/", 2)[-2], ()))
+        return f"<metadata><versioning><versions>{body}</versions></versioning></metadata>".encode()
+
+    plan = jars.assembly("5.3.4", jars.listings(fetch))
+    root = jars.version_dir("5.3.4")
+    root.mkdir(parents=True)
+    (root / "refused.json").write_text(json.dumps({"versions": plan.versions, "why": "RocketMQ 5.3.4 cannot be "
+                                                   "assembled from Maven Central: its modules do not link: x"}))
+    monkeypatch.setattr(jars.shutil, "which", lambda name: "/usr/bin/mvn")
+    monkeypatch.setattr(jars, "_fetch", lambda *a: pytest.fail("fetched again"))
+    with pytest.raises(ConfigError, match="its modules do not link: x"):
+        jars.ensure_version("5.3.4", log=lambda s: None, fetch=fetch)
+    listed["rocketmq-proxy"] = ("5.3.3", "5.3.4")  # published since: another plan, so Maven is asked again
+    with pytest.raises(BaseException, match="fetched again"):
+        jars.ensure_version("5.3.4", log=lambda s: None, fetch=fetch)
