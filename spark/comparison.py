@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from harness.contracts.modules import hybrid_note
 from harness.contracts.verdict import (
     COMPARED,
     EQUIVALENT,
@@ -150,6 +151,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
     nested = [nest(r) for r in rows]
     add_probes(archives, nested)
+    add_hybrids(archives, nested)
     add_fifo(fifo_rows, nested)
     for r in nested:
         mine = [f for f in impacts if (f["scenario"], f["variant"]) == (r["scenario"], r["variant"])]
@@ -185,6 +187,20 @@ def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
         if got and all(g is not None for g in got):
             total = {k: sum(g[k] for g in got) for k in got[0]}
             r["probe"] = {**total, **per_nack(total, r.get("nacks") or 0)}
+
+
+def add_hybrids(archives: Sequence[Archive], rows: list[dict]) -> None:
+    """Each row's ``hybrid``: which modules of a hybrid release came from which release, as its archives'
+    manifests recorded them (harness.contracts.modules.hybrid_note; several archives that differ: each note)."""
+    notes: dict[tuple[str, str], list[str]] = {}
+    for a in archives:
+        name = scenario_of(a).name
+        for info in a.manifest.get("variants", []):
+            note = hybrid_note(info.get("version"), info.get("modules"))
+            if note and note not in notes.setdefault((name, info["name"]), []):
+                notes[(name, info["name"])].append(note)
+    for r in rows:
+        r["hybrid"] = " / ".join(notes.get((r["scenario"], r["variant"]), [])) or None
 
 
 def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from harness.contracts.modules import hybrid_note
 from harness.contracts.verdict import VerdictRule
 from harness.inputs.expectations import describe
 from spark.comparison import Collected, analyse, expectations
@@ -50,7 +51,8 @@ def variant_facts(c: Collected, variants: Sequence[str]) -> list[dict]:
         out.append({"name": name, "version": info.get("version"), "jars": info.get("jars"),
                     "agents": [a.get("jar", "?").rsplit("/", 1)[-1] for a in info.get("agents", [])],
                     "pop_implementation": f"RocksDB ({POP_KV}=true)" if kv else "file-based (default)",
-                    "ignored_settings": info.get("ignored_settings", [])})
+                    "ignored_settings": info.get("ignored_settings", []),
+                    "hybrid": hybrid_note(info.get("version"), info.get("modules"))})
     return out
 
 

@@ -18,7 +18,7 @@ LEDGER_COLUMNS = ("lost", "duplicated", "cross_topic", "retries_never_redelivere
 
 
 def release_rows(c: Collected, scenario: str, variants: Sequence[str], rule: VerdictRule,
-                 versions: dict[str, str | None]) -> list[dict]:
+                 versions: dict[str, str | None], hybrids: dict[str, str | None] | None = None) -> list[dict]:
     """One row per release that ran ``scenario``: its level of the scenario's verdict metric (median of cycle
     medians, or mean share) with the hierarchical interval, the retries' p90, the ledger, the probe."""
     sc = c.scenarios[scenario]
@@ -39,7 +39,8 @@ def release_rows(c: Collected, scenario: str, variants: Sequence[str], rule: Ver
         dist = r.get(metric) if isinstance(r.get(metric), dict) else {}
         e = checks[v]
         rows.append({
-            "variant": v, "version": versions.get(v), "metric": metric, "statistic": statistic,
+            "variant": v, "version": versions.get(v), "hybrid": (hybrids or {}).get(v), "metric": metric,
+            "statistic": statistic,
             "cycles": len(cycles), "runs": sum(1 for run in runs if run), "level": side,
             "ci": list(ci) if ci else None, "p90": dist.get("p90"), "n": dist.get("n"),
             "stalled_share": (r.get("stalled") or {}).get("share"),
@@ -96,7 +97,7 @@ def analyse_sweep(c: Collected, variants: Sequence[str], rule: VerdictRule, skip
     versions = {f["name"]: f["version"] for f in facts}
     per_scenario = {}
     for name in sorted(c.scenarios):
-        rows = release_rows(c, name, variants, rule, versions)
+        rows = release_rows(c, name, variants, rule, versions, {f["name"]: f["hybrid"] for f in facts})
         if not rows:
             continue
         mine = [s for s in steps if s["scenario"] == name]

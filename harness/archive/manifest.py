@@ -18,6 +18,7 @@ from harness import __version__
 from harness.archive.schema import AgentInfo, HostInfo, Manifest, VariantInfo
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EVENT_SCHEMA_VERSION
+from harness.contracts.modules import ModuleJar
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
@@ -77,6 +78,7 @@ def build(
     variant_order: dict[str, Any] | None = None,
     external: Mapping[str, dict[str, Any]] | None = None,
     ui: bool = False,
+    modules: Mapping[str, Sequence[ModuleJar]] | None = None,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
     return Manifest(
@@ -95,6 +97,7 @@ def build(
                 clock_offset_ms=list(clock_offsets[v.name]) if v.name in clock_offsets else None,
                 ignored_settings=(ignored_settings or {}).get(v.name, []),
                 external=(external or {}).get(v.name),
+                modules=[m.as_dict() for m in (modules or {}).get(v.name, ())],
             )
             for v in variants
         ],

@@ -35,6 +35,10 @@ class VariantInfo(BaseModel):
     # An external cluster (harness.deploy.external): its cluster, brokers, the run's name suffix, what was
     # removed after the run; None for brokers the harness started.
     external: dict[str, Any] | None = None
+    # Each RocketMQ server module jar the variant ran (harness.contracts.modules.ModuleJar: artifact, version,
+    # sha256), from schema 7; a module of another version than ``version`` makes the variant a hybrid.
+    # Empty: not recorded (an external cluster, a backend that does not know its jars, an older archive).
+    modules: list[dict[str, str]] = Field(default_factory=list)
 
 
 class HostInfo(BaseModel):

@@ -1,46 +1,37 @@
 """RocketMQ 5.x releases as Maven Central lists them, and which of them the harness can run.
 
-A release is listed when any of the server artifacts lists it (5.3.4's broker jar is there, its proxy is
-not); it is assemblable when every artifact the harness fetches (harness.deploy.local.jars.ARTIFACTS) is
-published and Maven resolves their tree. ``sweep`` and ``bisect`` run releases as plain variants named
-``rocketmq-<version>``: no agents, no overrides, so what they measure is the release as shipped.
+A release is listed when any of the server modules lists it (5.1.2's common jar is there, its broker is not);
+it is assemblable when its broker is published and every other artifact the harness fetches
+(harness.deploy.local.jars.ARTIFACTS) is published for it or for an earlier release of its line (a hybrid:
+harness.deploy.local.jars.assembly), Maven resolves the tree and a hybrid's modules link. ``sweep`` and
+``bisect`` run releases as plain variants named ``rocketmq-<version>``: no agents, no overrides, so what they
+measure is the release as shipped (a hybrid says so in every report).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import urllib.error
-import urllib.request
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.deploy.local.jars import ARTIFACTS, ensure_version
+from harness.deploy.local.jars import (
+    Assembly,
+    Distribution,
+    Version,
+    assembly,
+    ensure_version,
+    is_release,
+    listings,
+    parse,
+)
 from harness.inputs.variants import Variant, release_name, release_of
 
-# What Maven itself resolves from (no mirror is configured on these machines); RMQ_HARNESS_MAVEN_REPO points
-# both the listing and nothing else elsewhere (Maven's own settings.xml decides where mvn fetches from).
-CENTRAL = "https://repo.maven.apache.org/maven2"
-GROUP_PATH = "org/apache/rocketmq"
-# Artifacts whose listings together say which releases exist.
-LISTED_BY = ("rocketmq-broker", "rocketmq-common", "rocketmq-client", *ARTIFACTS)
 # The oldest release the harness runs (measured, November 2026): 5.0.0's proxy sends the Python gRPC client
 # no settings, so no consumer of it ever receives (and its jars bundle no logging config); 5.1.0 on run.
 FIRST_SUPPORTED = (5, 1, 0)
 WHY_FIRST = "5.0.0's proxy never sends the gRPC client its settings, so no consumer receives"
-_RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
-
-Version = tuple[int, int, int]
-
-
-def parse(text: str) -> Version:
-    m = _RELEASE.match(text.strip())
-    if not m:
-        raise ConfigError(f"{text!r} is not a release version; write MAJOR.MINOR.PATCH, e.g. 5.3.3")
-    return int(m[1]), int(m[2]), int(m[3])
 
 
 def text(v: Version) -> str:
@@ -53,51 +44,26 @@ def release_variant(version: str) -> Variant:
                    description=f"Apache RocketMQ {version} as released (Maven Central)")
 
 
-def repository() -> str:
-    return os.environ.get("RMQ_HARNESS_MAVEN_REPO", CENTRAL).rstrip("/")
-
-
-def _listed(artifact: str, fetch: Callable[[str], bytes]) -> set[str]:
-    url = f"{repository()}/{GROUP_PATH}/{artifact}/maven-metadata.xml"
-    try:
-        root = ET.fromstring(fetch(url))
-    except (urllib.error.URLError, OSError) as e:
-        raise HarnessError(f"cannot list RocketMQ releases: {url}: {e}; check the network or set "
-                           "RMQ_HARNESS_MAVEN_REPO to a Maven repository") from None
-    except ET.ParseError as e:
-        raise HarnessError(f"cannot list RocketMQ releases: {url} is not Maven metadata ({e})") from None
-    return {v.text.strip() for v in root.iter("version") if v.text}
-
-
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 (an https URL we build)
-        return resp.read()
-
-
 @dataclass(frozen=True)
 class Catalogue:
-    """Every listed release (X.Y.Z only) and, per release, the artifacts the harness needs that are missing."""
+    """Every listed release (X.Y.Z only) and, per release, which version of each module it would run with."""
 
-    missing: dict[str, tuple[str, ...]]  # version -> unpublished artifacts of ARTIFACTS (empty: all there)
+    assemblies: dict[str, Assembly]  # version -> its assembly (harness.deploy.local.jars.assembly)
 
     @property
     def versions(self) -> list[str]:
-        return sorted(self.missing, key=parse)
+        return sorted(self.assemblies, key=parse)
 
     def why_not(self, version: str) -> str | None:
-        """Why a listed release cannot be assembled from its listings alone (None: it may be)."""
-        gone = self.missing.get(version)
-        if gone is None:
-            return "not a release on Maven Central"
-        if gone:
-            return f"{', '.join(gone)} {version} not published on Maven Central"
-        return None
+        """Why a listed release cannot be assembled from the listings alone (None: it may be)."""
+        plan = self.assemblies.get(version)
+        return "not a release on Maven Central" if plan is None else plan.why_not()
 
 
-def catalogue(fetch: Callable[[str], bytes] = _get) -> Catalogue:
-    listed = {a: _listed(a, fetch) for a in LISTED_BY}
-    releases = {v for vs in listed.values() for v in vs if _RELEASE.match(v) and parse(v)[0] == 5}
-    return Catalogue({v: tuple(a for a in ARTIFACTS if v not in listed[a]) for v in releases})
+def catalogue(fetch: Callable[[str], bytes] | None = None) -> Catalogue:
+    listed = listings(fetch) if fetch else listings()
+    releases = {v for vs in listed.values() for v in vs if is_release(v) and parse(v)[0] == 5}
+    return Catalogue({v: assembly(v, listed) for v in releases})
 
 
 def in_range(spec: str, cat: Catalogue) -> list[str]:
@@ -158,24 +124,29 @@ def refuse_unsupported(versions: Iterable[str]) -> None:
 class Assembled:
     ready: list[str]
     skipped: dict[str, str]  # version -> why
+    hybrids: dict[str, str] = field(default_factory=dict)  # ready version -> harness.contracts.modules.hybrid_note
 
 
 def assemble(versions: Sequence[str], cat: Catalogue, log: Callable[[str], None] = print,
-             ensure: Callable[[str], object] | None = None) -> Assembled:
-    """Fetch each release's jars (cached); the ones Maven Central cannot assemble are skipped with the reason."""
+             ensure: Callable[[str], Distribution | None] | None = None) -> Assembled:
+    """Fetch each release's jars (cached); the ones Maven Central cannot assemble are skipped with the reason,
+    the hybrids named with what they took from where."""
     ensure = ensure or (lambda v: ensure_version(v, log))
     out = Assembled([], {})
     for v in versions:
         why = cat.why_not(v)
         if parse(v) < FIRST_SUPPORTED:
             why = f"older than the first release the harness runs ({text(FIRST_SUPPORTED)}; {WHY_FIRST})"
+        dist = None
         if why is None:
             try:
-                ensure(v)
+                dist = ensure(v)
             except HarnessError as e:
                 why = str(e).removeprefix(f"RocketMQ {v} ")
         if why is None:
             out.ready.append(v)
+            if dist is not None and dist.hybrid:
+                out.hybrids[v] = dist.hybrid
         else:
             out.skipped[v] = why
             log(f"skipping RocketMQ {v}: {why}")

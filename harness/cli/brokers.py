@@ -47,7 +47,8 @@ def fetch_(args: argparse.Namespace) -> int:
 
     for v in _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"])):
         dist = distribution_for(v.version, v.jars, log=console.print)
-        console.print(f"{v.name}: RocketMQ {v.version} jars in {dist.lib}")
+        console.print(f"{v.name}: RocketMQ {v.version} jars in {dist.lib}"
+                      + (f" ({dist.hybrid})" if dist.hybrid else ""))
     return 0
 
 

@@ -13,7 +13,16 @@ from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import release_name
-from harness.report.terminal import console, log, print_bisect, print_history, print_summary, print_sweep, warn
+from harness.report.terminal import (
+    console,
+    log,
+    print_bisect,
+    print_history,
+    print_hybrids,
+    print_summary,
+    print_sweep,
+    warn,
+)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -93,6 +102,7 @@ def sweep(args: argparse.Namespace) -> int:
         variants = [releases.release_variant(v) for v in ready]
         console.print(f"sweep: {len(ready)} release(s) in batches of up to {batch}, {len(plan)} scenario(s): "
                       f"{', '.join(ready)}" + (f"; skipped {', '.join(skipped)}" if skipped else ""))
+        print_hybrids(got.hybrids)
         done = sweeping.run_all(plan, variants, batch, args.runs_dir or Path("runs") / f"sweep-{_stamp()}",
                                 args.probe, log, on_result=print_summary)
         if not done.archives:
@@ -151,6 +161,7 @@ def bisect(args: argparse.Namespace) -> int:
         inner = [v for v in releases.in_range(f"{lo}..{hi}", cat) if v not in (lo, hi)]
         got = releases.assemble(inner, cat, log=log)
         between, skipped = [releases.release_variant(v) for v in got.ready], got.skipped
+        print_hybrids(got.hybrids)
     else:
         between = []
     points = bisecting.order(good, bad, between)

@@ -44,6 +44,9 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
        "with its seed",
     6: "per variant external: a cluster the harness did not start (its cluster, brokers, version, the run's name "
        "suffix, what was removed after the run); the version is what its brokers said",
+    7: "per variant modules: each RocketMQ server module jar it ran (artifact, version, sha256), so a hybrid "
+       "release (modules of an earlier release where its own are not published) is on record; each summary row's "
+       "hybrid (harness.contracts.modules.hybrid_note)",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",
@@ -70,6 +73,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
        "the same runs drawn for both (true), sides from different runs (false), one run (null); a scenario's "
        "family tested in a fixed sequence (the primary alone, the secondary ones once it was significant); "
        "rule.one_sided; the ledger's late class",
+    9: "per variant hybrid: which server modules a hybrid release took from which earlier release (null: all "
+       "its own, or not recorded), also in the matrix's and the sweep's variant facts and the sweep's rows",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

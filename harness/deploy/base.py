@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.modules import ModuleJar
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import Variant
 
@@ -87,6 +88,11 @@ class Backend(Protocol):
 
     def process(self, name: str, target: str) -> ServerProcess:
         """The process of variant ``name`` that a fault on ``target`` (harness.inputs.scenario.FAULT_TARGETS) hits."""
+        ...
+
+    def modules(self, name: str) -> list[ModuleJar]:
+        """The RocketMQ server module jars variant ``name`` runs (empty when the backend cannot know them), for
+        the manifest: a hybrid release is on record with what came from where (harness.contracts.modules)."""
         ...
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.client import remoting
 from harness.contracts.endpoints import BrokerNode, Endpoints, run_tag
+from harness.contracts.modules import ModuleJar
 from harness.core.errors import ConfigError, one_line
 from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
@@ -266,6 +267,9 @@ class ExternalBackend:
     def agent_report(self, name: str) -> dict[str, list[str]]:
         return {}
 
+    def modules(self, name: str) -> list[ModuleJar]:
+        return []  # a cluster the harness did not start: its jars are not known here
+
     def process(self, name: str, target: str) -> ServerProcess:
         raise ConfigError(f"variant {name} is an external cluster: the harness owns none of its processes")
 
@@ -305,6 +309,9 @@ class Split:
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
         return self._of(name).agent_report(name)
+
+    def modules(self, name: str) -> list[ModuleJar]:
+        return self._of(name).modules(name)
 
     def process(self, name: str, target: str) -> ServerProcess:
         return self._of(name).process(name, target)

@@ -4,7 +4,7 @@ sweep, a bisection, a calibration, the history), over the dicts the run and the 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -71,13 +71,28 @@ def print_summary(summary: Sequence[dict]) -> None:
     for s in summary:
         w, p, r, ledger = s["wakeup_ms"], s["pickup_ms"], s["redelivery_ms"], s["ledger"]
         nr = s.get("nack_retry_ms") or {}
-        t.add_row(s["scenario"], s["variant"], str(s["cycles"]), str(s["sent"]), str(s["retry_deliveries"]),
+        t.add_row(s["scenario"], variant_label(s["variant"], s.get("hybrid")), str(s["cycles"]), str(s["sent"]),
+                  str(s["retry_deliveries"]),
                   str(w["n"]), formats.ms(w["p50"]), formats.ms(w["p90"]), formats.ms(w["max"]), str(p["n"]),
                   formats.ms(p["p50"]),
                   formats.ms(r["p50"]), formats.ms(nr.get("p50")), _stalled(s.get("stalled")),
                   f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
                   str(ledger["lost"]), str(ledger["duplicated"]), str(ledger["cross_topic"]), str(s["errors"]))
     console.print(t)
+    print_hybrids({s["variant"]: s.get("hybrid") for s in summary})
+
+
+def variant_label(name: str, hybrid: str | None) -> str:
+    """A variant's name in a table, marked when it is a hybrid release (print_hybrids says of what)."""
+    return f"{name} (hybrid)" if hybrid else name
+
+
+def print_hybrids(notes: Mapping[str, str | None]) -> None:
+    """One line per hybrid release under a table: which of its modules came from which release."""
+    for name, note in notes.items():
+        if note:
+            console.print(f"[yellow]{name} is a {note}[/] (its own are not on Maven Central; the manifest lists "
+                          "every module jar with its sha256)")
 
 
 def _open_ms(ms: float | None, still_open: bool | None, how: str) -> str:
@@ -261,11 +276,12 @@ def print_sweep(summary: dict) -> None:
             s = steps.get(r["variant"])
             ci = r["ci"]
             woken = r["probe_retry_other_per_nack"]
-            t.add_row(r["version"] or r["variant"], str(r["cycles"]), fmt(r["level"]),
+            t.add_row(variant_label(r["version"] or r["variant"], r.get("hybrid")), str(r["cycles"]), fmt(r["level"]),
                       f"{fmt(ci[0])}-{fmt(ci[1])}" if ci else "-", formats.ms(r["p90"]), str(r["lost"]),
                       str(r["duplicated"]), str(r["cross_topic"]), str(r["retries_never_redelivered"]),
                       "-" if woken is None else f"{woken:.2f}", s["verdict"] if s else "-")
         console.print(t)
+        print_hybrids({r["version"] or r["variant"]: r.get("hybrid") for r in sc["releases"]})
         for r in sc["releases"]:
             if r.get("probe_note"):
                 console.print(f"[yellow]{name} on {r['version']}: no wakeup counts[/]: {r['probe_note']}")

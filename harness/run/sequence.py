@@ -29,6 +29,7 @@ from harness.client.driver import CLIENT_UNFIT
 from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
+from harness.contracts.modules import hybrid_note
 from harness.core.errors import ConfigError, HarnessError
 from harness.deploy import readiness
 from harness.deploy.base import Backend
@@ -231,6 +232,7 @@ class Run:
             probes = self._collect_probes(endpoints, staging)
             configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
             agents = {ep.variant: backend.agent_report(ep.variant) for ep in endpoints}
+            modules = {ep.variant: backend.modules(ep.variant) for ep in endpoints}
             time.sleep(1.5 * SCRAPE_INTERVAL_S)  # one more scrape, so the last counter values are in
             window = (window_start, time.time())
             exported = prom.export(staging.dir("prometheus"), *window, run=self.run_id)
@@ -268,6 +270,9 @@ class Run:
                     log.close()
             checked, missing = event_check(fleet.shard_dirs)
             summary, unfit = self._summarize(staging, fleet.shard_dirs, records)
+            versions = {v.name: v.version for v in self.variants}
+            for row in summary:  # a hybrid release says so in every table of its runs
+                row["hybrid"] = hybrid_note(versions.get(row["variant"]), modules.get(row["variant"]))
         finally:
             stopping.join()
         archive = staging.commit(manifest.build(
@@ -281,6 +286,7 @@ class Run:
             faults=records,
             events_check={"workers": checked, "problems": missing},
             variant_order=self.order,
+            modules=modules,
             external={name: ext.report(name) for name in ext.variants} if (ext := _external_of(backend)) else {},
             ui=self.ui,
         ))

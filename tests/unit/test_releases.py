@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import urllib.error
+from email.message import Message
+
 import pytest
 
 from harness.campaigns import releases
@@ -17,7 +20,7 @@ def metadata(*versions: str) -> bytes:
 
 LISTINGS = {
     "rocketmq-broker": ("5.0.0", "5.1.0", "5.3.3", "5.3.4", "5.4.0", "5.5.1"),
-    "rocketmq-common": ("5.0.0-ALPHA", "5.0.0", "5.1.0", "5.3.3", "5.4.0", "4.9.7"),
+    "rocketmq-common": ("5.0.0-ALPHA", "5.0.0", "5.1.0", "5.1.2", "5.3.3", "5.4.0", "4.9.7"),
     "rocketmq-client": ("5.0.0", "5.1.0", "5.3.3", "5.4.0"),
     "rocketmq-proxy": ("5.0.0", "5.1.0", "5.3.3", "5.4.0"),
     "rocketmq-namesrv": ("5.0.0", "5.3.3", "5.3.4", "5.4.0"),
@@ -27,6 +30,8 @@ LISTINGS = {
 
 def fake_fetch(url: str) -> bytes:
     artifact = url.rsplit("/", 2)[-2]
+    if artifact not in LISTINGS:  # a module never published: the repository has no metadata for it
+        raise urllib.error.HTTPError(url, 404, "Not Found", Message(), None)
     return metadata(*LISTINGS[artifact])
 
 
@@ -35,17 +40,25 @@ def cat() -> releases.Catalogue:
     return releases.catalogue(fetch=fake_fetch)
 
 
-def test_a_release_is_listed_by_any_artifact_and_assemblable_only_when_every_fetched_one_is_published(cat):
-    # 5.x releases only, pre-releases and 4.x left out; 5.5.1 is listed by the broker jar alone.
-    assert cat.versions == ["5.0.0", "5.1.0", "5.3.3", "5.3.4", "5.4.0", "5.5.1"]
+def test_a_release_is_listed_by_any_module_and_assemblable_when_its_broker_and_its_line_have_the_rest(cat):
+    # 5.x releases only, pre-releases and 4.x left out; 5.5.1 is listed by the broker jar alone, 5.1.2 by common.
+    assert cat.versions == ["5.0.0", "5.1.0", "5.1.2", "5.3.3", "5.3.4", "5.4.0", "5.5.1"]
     assert cat.why_not("5.3.3") is None
-    assert cat.why_not("5.1.0") == "rocketmq-namesrv 5.1.0 not published on Maven Central"
-    assert cat.why_not("5.3.4") == "rocketmq-proxy, rocketmq-tools 5.3.4 not published on Maven Central"
+    # 5.3.4: its broker and name server; proxy, tools, common, client from 5.3.3, the newest earlier of its line.
+    assert cat.why_not("5.3.4") is None
+    assert cat.assemblies["5.3.4"].fills == {"rocketmq-client": "5.3.3", "rocketmq-common": "5.3.3",
+                                             "rocketmq-proxy": "5.3.3", "rocketmq-tools": "5.3.3"}
+    # Never from another line: 5.5.1 has no 5.5.x before it here (5.4.0's proxy would be a minor release away).
+    assert cat.why_not("5.5.1") == ("rocketmq-proxy, rocketmq-namesrv, rocketmq-tools 5.5.1 not published on Maven "
+                                    "Central, nor in an earlier 5.5.x release")
+    assert cat.why_not("5.1.0") == ("rocketmq-namesrv 5.1.0 not published on Maven Central, nor in an earlier 5.1.x "
+                                    "release")
+    assert cat.why_not("5.1.2") == "rocketmq-broker 5.1.2 not published on Maven Central"
     assert cat.why_not("5.9.9") == "not a release on Maven Central"
 
 
 def test_ranges_include_both_ends_and_either_may_be_left_out(cat):
-    assert releases.in_range("5.1.0..5.4.0", cat) == ["5.1.0", "5.3.3", "5.3.4", "5.4.0"]
+    assert releases.in_range("5.1.0..5.4.0", cat) == ["5.1.0", "5.1.2", "5.3.3", "5.3.4", "5.4.0"]
     assert releases.in_range("5.3.4..", cat) == ["5.3.4", "5.4.0", "5.5.1"]
     assert releases.in_range("..5.1.0", cat) == ["5.0.0", "5.1.0"]  # an open end: the sweep skips 5.0.0 itself
     assert releases.in_range("5.2.0..5.3.0", cat) == []
@@ -78,7 +91,8 @@ def test_assembling_skips_with_the_reason_what_maven_cannot_build_or_the_listing
     assert got.ready == ["5.3.3"]
     assert fetched == ["5.3.3", "5.4.0"]  # 5.1.0 is refused from its listing, 5.0.0 as too old: without Maven
     assert got.skipped["5.0.0"].startswith("older than the first release the harness runs (5.1.0; ")
-    assert got.skipped["5.1.0"] == "rocketmq-namesrv 5.1.0 not published on Maven Central"
+    assert got.skipped["5.1.0"] == ("rocketmq-namesrv 5.1.0 not published on Maven Central, nor in an earlier "
+                                    "5.1.x release")
     assert got.skipped["5.4.0"].startswith("cannot be assembled from Maven Central: x:y:jar:5.4.0")
     assert lines == [f"skipping RocketMQ {v}: {got.skipped[v]}" for v in ("5.0.0", "5.1.0", "5.4.0")]
 
@@ -190,3 +204,17 @@ def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_i
     assert lines == ["warning: rocketmq-5.1.0 (RocketMQ 5.1.0) does not know enableNotifyBeforePopCalculateLag, "
                      "enableRetryTopicV2 from its broker.conf and runs without (the manifest keeps them as "
                      "ignored_settings)"]
+
+
+def test_assembling_names_the_hybrids_by_the_jars_they_ended_up_with(cat, tmp_path):
+    from harness.contracts.modules import ModuleJar
+    from harness.deploy.local.jars import Distribution
+
+    def ensure(v: str) -> Distribution:
+        own = (ModuleJar("rocketmq-broker", v), ModuleJar("rocketmq-proxy", v))
+        hybrid = (ModuleJar("rocketmq-broker", v), ModuleJar("rocketmq-proxy", "5.3.3"))
+        return Distribution(v, tmp_path, {}, hybrid if v == "5.3.4" else own)
+
+    got = releases.assemble(["5.3.3", "5.3.4"], cat, log=lambda s: None, ensure=ensure)
+    assert got.ready == ["5.3.3", "5.3.4"]
+    assert got.hybrids == {"5.3.4": "hybrid: proxy from 5.3.3"}

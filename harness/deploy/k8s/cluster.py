@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.modules import ModuleJar
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy import readiness
@@ -166,6 +167,9 @@ class K8sBackend:
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
         return self._agents.get(name, {})
+
+    def modules(self, name: str) -> list[ModuleJar]:
+        return []  # the chart's images hold the jars; which modules they are is not read back from them yet
 
     def broker_config(self, name: str) -> dict[str, str]:
         return parse_properties(self._configs.get(name, ""))

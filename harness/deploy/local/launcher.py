@@ -24,6 +24,7 @@ import psutil
 
 from harness.client import remoting
 from harness.contracts.endpoints import BrokerNode, Endpoints
+from harness.contracts.modules import ModuleJar
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
@@ -168,6 +169,7 @@ class LocalBackend:
         # found from the process table even if their state file was lost.
         self.token_prefix = hashlib.sha1(str(self.workdir).encode()).hexdigest()[:12] + "/"
         self._agents: dict[str, dict[str, list[str]]] = {}
+        self._modules: dict[str, list[ModuleJar]] = {}
         self._served: dict[tuple[str, str], float] = {}  # (variant, process) -> when it first served
         self._slots = SlotLocks()
 
@@ -187,6 +189,9 @@ class LocalBackend:
                         "build it (make setup) or fix agents[].jar"
                     )
         dists = {v.name: distribution_for(v.version, v.jars, self.log) for v in variants}
+        for v in variants:  # a hybrid whose unlinked code a variant's setting would run: refused before any start
+            dists[v.name].refuse_guarded(v.name, v.broker)
+        self._modules.update({name: list(d.modules) for name, d in dists.items()})
         taken = [lv.ports.slot for lv in self._running()]
         slots = allocate(len(variants), taken_slots=taken, take=self._slots.take)
         started: list[LocalVariant] = []
@@ -236,6 +241,9 @@ class LocalBackend:
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
         return self._agents.get(name, {})
+
+    def modules(self, name: str) -> list[ModuleJar]:
+        return self._modules.get(name, [])
 
     def process(self, name: str, target: str) -> LocalProcess:
         root = self.workdir / name
@@ -321,7 +329,8 @@ class LocalBackend:
                 break  # it creates its system topics on the cluster at start: after the brokers (_wait_ready)
             self._spawn(lv, role)
         pids = ", ".join(f"{role} {pid}" for role, pid in lv.pids.items())
-        self.log(f"{v.name}: started RocketMQ {v.version} ({pids})")
+        self.log(f"{v.name}: started RocketMQ {v.version}" + (f" ({dist.hybrid})" if dist.hybrid else "")
+                 + f" ({pids})")
         return lv
 
     def _spawn(self, lv: LocalVariant, role: str) -> int:
