@@ -74,7 +74,7 @@ def cluster_site(work: Path, log: Log) -> Site:
     return Site(
         backend=backend,
         prometheus=DiscoveredPrometheus(_pod_env(naming.ENV_PROMETHEUS), "0.0.0.0", naming.SD_PORT,
-                                        work / "prometheus"),
+                                        work / "prometheus", log=log),
         bind_host="0.0.0.0",
         advertise_host=pod_ip,
         worker_port=naming.worker_port,
