@@ -115,8 +115,9 @@ def run_options() -> argparse.ArgumentParser:
                    help="the order the variants come up in and take their slots: random (default; recorded in "
                         "the manifest) or as given")
     p.add_argument("--ui", action="store_true",
-                   help="serve Locust's web UI per variant on 127.0.0.1 while the run goes (addresses printed when "
-                        "the load starts; the run starts and ends by itself as without it)")
+                   help="serve Locust's web UI per variant while the run goes: on 127.0.0.1 here, through the "
+                        "release's load-test Service with `k8s run` (addresses printed when the load starts; the "
+                        "run starts and ends by itself as without it)")
     p.add_argument("--keep-resources", action="store_true",
                    help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
                         "are removed after the run by default")

@@ -114,15 +114,16 @@ def run_(args: argparse.Namespace) -> int:
 
 def k8s_run(args: argparse.Namespace) -> int:
     """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
+    from harness.deploy.k8s.naming import UI_PORTS
     from harness.deploy.k8s.remote import Cluster
     from harness.run.sequence import GRACE_S, new_run_id
 
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
     _check_compare(args, names)
-    if args.ui:
-        raise ConfigError("--ui serves Locust's web UI on 127.0.0.1 of the machine the run goes on; the chart "
-                          "does not expose it yet: run `k8s run` without --ui")
+    if args.ui and len(names) > UI_PORTS:
+        raise ConfigError(f"--ui with {len(names)} variants: the chart's load-test Service forwards Locust's UI for "
+                          f"{UI_PORTS}; run at most {UI_PORTS} variants with --ui, or drop it")
     external = [v.name for v in select(load_variants(args.variants), names) if v.is_external]
     if external:
         raise ConfigError(f"variant {external[0]} is an external cluster: `rmq-harness run` measures it from this "
@@ -131,7 +132,7 @@ def k8s_run(args: argparse.Namespace) -> int:
                                                                                    highlight=False))
     run_id = args.run_id or new_run_id(scenario.name)
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
-    job = cluster.start(run_id, scenario, names, args.probe, args.order)
+    job = cluster.start(run_id, scenario, names, args.probe, args.order, args.ui)
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
     cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))

@@ -217,7 +217,7 @@ class Run:
                 create_resources(ep, self.scenario, self.log)
             workers = site.workers or ProcessWorkers(site.bind_host, site.advertise_host, site.worker_port)
             fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, workers, log=self.log,
-                                ui=self.ui)
+                                ui=site.ui if self.ui else None)
             prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()

@@ -17,6 +17,7 @@ from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run.observability.prometheus import Prometheus
+from harness.workload.fleet import LOCAL_UI, UiAt
 
 Log = Callable[[str], None]
 # A run's brokers and their stores are thrown away after it; their logs are complete by then.
@@ -32,6 +33,8 @@ class Site:
     worker_port: Callable[[int], int]  # the n-th worker of the run (0-based) -> its metrics port
     # What starts the workers; None: processes beside each master, with the three settings above.
     workers: WorkerStarter | None = None
+    # Where the masters serve Locust's web UI with `run --ui`.
+    ui: UiAt = LOCAL_UI
 
 
 SiteFactory = Callable[[Path, Log], Site]
@@ -71,7 +74,7 @@ def cluster_site(work: Path, log: Log) -> Site:
     return Site(
         backend=backend,
         prometheus=DiscoveredPrometheus(_pod_env(naming.ENV_PROMETHEUS), "0.0.0.0", naming.SD_PORT,
-                                        work / "prometheus"),
+                                        work / "prometheus", log=log),
         bind_host="0.0.0.0",
         advertise_host=pod_ip,
         worker_port=naming.worker_port,
@@ -80,6 +83,11 @@ def cluster_site(work: Path, log: Log) -> Site:
         # thread, failed through it (ApiException: Handshake status 200).
         workers=PodWorkers(full, namespace, pod_ip, _pod_env(naming.ENV_POD_NAME), _pod_env(naming.ENV_POD_UID),
                            log=log),
+        # On the pod's address (the cluster's network), at the ports the load-test Service forwards.
+        ui=UiAt("0.0.0.0", naming.ui_port,
+                lambda port: f"port {port} of Service {naming.loadtest_service(full)}: `kubectl -n {namespace} "
+                             f"port-forward svc/{naming.loadtest_service(full)} {port}:{port}`, then "
+                             f"http://127.0.0.1:{port}"),
     )
 
 

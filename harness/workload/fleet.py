@@ -96,13 +96,27 @@ def locust_command() -> list[str]:
     return [sys.executable, "-m", "harness.workload.launch", "-f", str(LOCUSTFILE)]
 
 
-def ui_options(port: int | None) -> list[str]:
+@dataclass(frozen=True)
+class UiAt:
+    """Where each variant's Locust master serves its web UI (``run --ui``): the address it binds, the n-th
+    variant's port (in the run's order), and how a user reaches that port (a line for the run's log)."""
+
+    host: str
+    port: Callable[[int], int]
+    reach: Callable[[int], str]
+
+
+# On this machine: loopback, free ports, the address as it is.
+LOCAL_UI = UiAt("127.0.0.1", lambda _n: process.free_port(), lambda port: f"http://127.0.0.1:{port}")
+
+
+def ui_options(port: int | None, host: str = "127.0.0.1") -> list[str]:
     """How a Locust master runs: headless, or (``port``) with its web UI on 127.0.0.1, started at once and
     quitting when its run ends (harness.workload.cycles stops the UI with the runner). Whoever opens the UI can
     stop or respawn users: the manifest records that it was served (``ui``)."""
     if port is None:
         return ["--headless"]
-    return ["--autostart", "--autoquit", "0", "--web-host", "127.0.0.1", "--web-port", str(port)]
+    return ["--autostart", "--autoquit", "0", "--web-host", host, "--web-port", str(port)]
 
 
 def worker_command(master_host: str, master_port: int) -> list[str]:
@@ -190,7 +204,7 @@ class LocustFleet:
 
     def __init__(self, run_id: str, scenario: Scenario, endpoints: Sequence[Endpoints], work: Path,
                  out: Callable[[str, str], Path], workers: WorkerStarter,
-                 log: Callable[[str], None] = print, ui: bool = False) -> None:
+                 log: Callable[[str], None] = print, ui: UiAt | None = None) -> None:
         self.run_id = run_id
         self.ui = ui
         self.scenario = scenario
@@ -318,9 +332,10 @@ class LocustFleet:
         master_spec = self._spec(ep, MASTER).write(plan.work / f"spec-{MASTER}.json")
         users = sc.produce.producers + sc.consumer_count
         env = {**os.environ, **WORKER_ENV}
-        ui_port = process.free_port() if self.ui else None
+        ui_port = self.ui.port(self.endpoints.index(ep)) if self.ui else None
+        ui = ui_options(ui_port, self.ui.host) if self.ui else ui_options(None)
         master = process.spawn(
-            [*locust_command(), *ui_options(ui_port), "--master", "--master-bind-host", self.workers.master_bind,
+            [*locust_command(), *ui, "--master", "--master-bind-host", self.workers.master_bind,
              "--master-bind-port", str(plan.master_port), "--expect-workers", str(sc.workers), "--users",
              str(users), "--spawn-rate", str(users), "--run-time", f"{int(sc.run_time_s + 1)}s", "--csv",
              str(locust_out / "stats"), "--csv-full-history", "--html", str(locust_out / "report.html"),
@@ -330,6 +345,6 @@ class LocustFleet:
         self.workers.start(ep.variant)
         target = ep.grpc if sc.protocol == "grpc" else f"the broker (remoting, name server {ep.namesrv})"
         self.log(f"{ep.variant}: Locust master {master} and {sc.workers} workers driving {target}")
-        if ui_port:
-            self.log(f"{ep.variant}: Locust's web UI at http://127.0.0.1:{ui_port} (live while the run goes)")
+        if self.ui and ui_port:
+            self.log(f"{ep.variant}: Locust's web UI at {self.ui.reach(ui_port)} (live while the run goes)")
         return LocustGroup(ep.variant, master, plan.names, self.metrics[ep.variant], self._shard_dir(ep.variant), logs)

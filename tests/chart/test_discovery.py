@@ -45,9 +45,15 @@ def test_chart_prometheus_scrapes_what_the_run_publishes(rendered, tmp_path: Pat
          f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"),  # noqa: SIM115
     )
-    discovered = DiscoveredPrometheus(f"http://127.0.0.1:{prom_port}", "127.0.0.1", sd_port, tmp_path)
+    said: list[str] = []
+    discovered = DiscoveredPrometheus(f"http://127.0.0.1:{prom_port}", "127.0.0.1", sd_port, tmp_path, log=said.append)
     try:
-        discovered.start([ScrapeTarget("workers", f"127.0.0.1:{exporter_port}", "patched", "run-1")], timeout_s=60)
+        # An external cluster's exporter (a suffix): serving every tenant, it is left out here, and said so.
+        discovered.start([ScrapeTarget("workers", f"127.0.0.1:{exporter_port}", "patched", "run-1"),
+                          ScrapeTarget("broker", "10.0.0.9:5557", "staging", "run-1", suffix="-rh0a1b2c3d")],
+                         timeout_s=60)
+        assert [g["targets"] for g in discovered._server.groups] == [[f"127.0.0.1:{exporter_port}"]]
+        assert len(said) == 1 and said[0].startswith("staging: its brokers' exporter (10.0.0.9:5557)")
         expr = 'rmq_harness_messages_sent_total{job="workers",run="run-1",variant="patched"}'
         deadline = time.monotonic() + 30
         result: list[dict] = []

@@ -362,6 +362,9 @@ def test_prometheus_discovers_the_running_load_test(rendered):
         svc = one(objs, "Service", f"-{naming.LOADTEST}")
         assert url == f"http://{svc['metadata']['name']}.{NAMESPACE}.svc:{naming.SD_PORT}/targets", profile
         assert svc["spec"]["ports"][0]["port"] == naming.SD_PORT and svc["spec"]["publishNotReadyAddresses"]
+        # Locust's UI of each variant of a `k8s run --ui`, at the ports the run's masters bind.
+        ui = [p["port"] for p in svc["spec"]["ports"] if p["name"].startswith("locust-ui-")]
+        assert ui == [naming.ui_port(n) for n in range(naming.UI_PORTS)], profile
         pod = one(objs, "CronJob", f"-{naming.LOADTEST}")["spec"]["jobTemplate"]["spec"]["template"]
         pod_labels = pod["metadata"]["labels"]
         assert all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items())

@@ -26,6 +26,10 @@ PORTS = {"namesrv": 9876, "broker": 10911, "remoting": 8080, "grpc": 8081, "metr
 # The load-test pod: its http_sd endpoint and the first Locust worker's metrics port.
 SD_PORT = 9099
 WORKER_PORT_BASE = 9100
+# Locust's web UI per variant (`k8s run --ui`): 8089 is Locust's own default; the load-test Service forwards
+# UI_PORTS of them (templates/loadtest-service.yaml).
+UI_PORT_BASE = 8089
+UI_PORTS = 4
 BROKER_CONTAINER = "broker"
 # The chart runs RocketMQ with user.home=/data (an emptyDir); its logback configs write under it.
 SERVER_LOGS = "/data/logs/rocketmqlogs"
@@ -69,9 +73,22 @@ def endpoints(full: str, namespace: str, variant: str, version: str, probe: bool
     )
 
 
+def ui_port(n: int) -> int:
+    """Where the run's n-th variant (0-based, in the run's order) serves Locust's web UI in the load-test pod with
+    `k8s run --ui`: the chart's load-test Service forwards these ports (UI_PORTS of them)."""
+    if not 0 <= n < UI_PORTS:
+        raise ValueError(f"the chart forwards Locust's UI for {UI_PORTS} variants, not the {n + 1}th")
+    return UI_PORT_BASE + n
+
+
 def worker_port(n: int) -> int:
     """The metrics port of the run's n-th Locust worker (0-based) when it runs inside the load-test pod."""
     return WORKER_PORT_BASE + n
+
+
+def loadtest_service(full: str) -> str:
+    """The Service in front of the running load test (Prometheus's discovery, Locust's UI)."""
+    return f"{full}-{LOADTEST}"
 
 
 def worker_template(full: str) -> str:

@@ -63,12 +63,13 @@ def compare_manifest(cronjob: dict, namespace: str, name: str, args: list[str]) 
             "spec": spec}
 
 
-def run_args(run_id: str, scenario_file: str, variants: Sequence[str], probe: bool, order: str = "random") -> list[str]:
+def run_args(run_id: str, scenario_file: str, variants: Sequence[str], probe: bool, order: str = "random",
+             ui: bool = False) -> list[str]:
     args = ["--variants", naming.VARIANTS_FILE, "run", "--backend", "k8s", "--run-id", run_id,
             "--scenario", scenario_file, "--runs-dir", naming.RUNS_MOUNT, "--order", order]
     for v in variants:
         args += ["--variant", v]
-    return args + (["--probe"] if probe else [])
+    return args + (["--probe"] if probe else []) + (["--ui"] if ui else [])
 
 
 def job_manifest(release: Release, run_id: str, scenario_configmap: str, args: list[str]) -> dict:
@@ -136,7 +137,7 @@ class Cluster:
         return [j.metadata.name for j in jobs if j.status.active]
 
     def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], probe: bool,
-              order: str = "random") -> str:
+              order: str = "random", ui: bool = False) -> str:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
@@ -152,7 +153,7 @@ class Cluster:
             "metadata": {"name": scenario_cm, "labels": {naming.INSTANCE: self.release.name, naming.RUN_ID: run_id}},
             "data": {file: yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)},
         })
-        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe, order)
+        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe, order, ui)
         try:
             job = self.batch.create_namespaced_job(ns, job_manifest(self.release, run_id, scenario_cm, args))
         except ApiException as e:

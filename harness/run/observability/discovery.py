@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.error import URLError
@@ -55,13 +55,23 @@ class DiscoveredPrometheus(Prometheus):
     """Serves the run's targets on ``sd_host:sd_port`` for an external Prometheus at ``url`` and waits
     until that Prometheus scrapes them; queries and exports work as for a Prometheus of our own."""
 
-    def __init__(self, url: str, sd_host: str, sd_port: int, workdir: Path) -> None:
+    def __init__(self, url: str, sd_host: str, sd_port: int, workdir: Path,
+                 log: Callable[[str], None] = print) -> None:
         super().__init__(workdir, 0)
         self.url = url.rstrip("/")
         self.sd_address = (sd_host, sd_port)
         self._server: _SDServer | None = None
+        self.log = log
 
     def start(self, targets: Sequence[ScrapeTarget], interval_s: float = 1.0, timeout_s: float = 90.0) -> None:
+        # An external cluster's exporter serves every tenant's topics and groups; the run's own Prometheus keeps
+        # only this run's series (metric_relabel_configs per job), but service discovery cannot give the
+        # release's Prometheus such rules per target, so it is not scraped from the cluster, and that is said.
+        for t in {t.variant: t for t in targets if t.suffix}.values():
+            self.log(f"{t.variant}: its brokers' exporter ({t.address}) serves every tenant's series, and the "
+                     "release's Prometheus cannot keep only this run's: not scraped from the cluster (a run from "
+                     "a machine, `rmq-harness run`, scrapes it)")
+        targets = [t for t in targets if not t.suffix]
         self._server = _SDServer(self.sd_address, _Handler)
         self._server.groups = sd_groups(targets)
         threading.Thread(target=self._server.serve_forever, name="http-sd", daemon=True).start()
