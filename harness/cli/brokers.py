@@ -85,6 +85,8 @@ def status_(args: argparse.Namespace) -> int:
 
 
 def down_(args: argparse.Namespace) -> int:
+    if args.variants_wanted:  # a typo must not read as "nothing was running": the variant may well be
+        select(load_variants(args.variants), args.variants_wanted)
     stopped = _backend(args).down(args.variants_wanted)
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
     return 0

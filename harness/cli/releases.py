@@ -140,6 +140,9 @@ def bisect(args: argparse.Namespace) -> int:
     if out.exists():
         raise ConfigError(f"{out} already exists; results are never overwritten (choose another --out)")
     good, bad = releases.endpoint(args.good), releases.endpoint(args.bad)
+    if (good.version, good.jars and good.jars.resolve()) == (bad.version, bad.jars and bad.jars.resolve()):
+        raise ConfigError(f"--good {args.good} and --bad {args.bad} are the same build: there is nothing between "
+                          "them to search; give two builds that behave differently (e.g. --good 5.1.0 --bad 5.3.3)")
     scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
     skipped: dict[str, str] = {}
     if args.between is not None:
