@@ -34,7 +34,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         # Nothing said for no default (None, an empty list) or a flag's off (False); 0 is a default worth saying.
         shown = default is not None and default is not False and default not in (argparse.SUPPRESS, [], "")
         if shown and "default" not in text and action.option_strings:
-            text += " (default: %(default)s)"
+            said, env, tail = text.rpartition(" [env ")  # the default before the variable that overrides it
+            text = f"{said} (default: %(default)s){env}{tail}" if env else f"{text} (default: %(default)s)"
         return text
 
 
