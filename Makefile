@@ -139,6 +139,12 @@ IMAGE_TAG ?= dev
 CHART := charts/rocketmq-pop-harness
 FULLNAME = $(if $(findstring rocketmq-pop-harness,$(RELEASE)),$(RELEASE),$(RELEASE)-rocketmq-pop-harness)
 K8S_FLAGS = --release $(RELEASE) --namespace $(NAMESPACE)
+# The cluster `make cluster-up` starts keeps its kubeconfig in its state directory (cluster-down removes both).
+# The targets that talk to a cluster use it when KUBECONFIG is unset, so `make cluster-up cluster-images deploy
+# loadtest` works as one line; a KUBECONFIG of your own (kind's, another cluster's) wins. Looked for when each
+# recipe runs, not when make starts: in that one line the file appears only once cluster-up has run.
+CLUSTER_KUBECONFIG ?= $(or $(RMQ_HARNESS_STATE),$(or $(XDG_STATE_HOME),$(HOME)/.local/state)/rmq-harness)/cluster/kubeconfig/super-admin.conf
+KUBE = $(if $(KUBECONFIG),,$(shell test -f "$(CLUSTER_KUBECONFIG)" && echo 'export KUBECONFIG=$(CLUSTER_KUBECONFIG);'))
 # A plain `go install` leaves helm's version empty and its default Kubernetes at 1.20; say both.
 HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=32 \
@@ -178,21 +184,21 @@ kind-up: $(KIND) jars
 # Not helm --wait: kind's storage class binds the runs volume only when the first run mounts it.
 # VALUES=file adds a values file (the Docker-less cluster: charts/rocketmq-pop-harness/ci/04-docker-less-values.yaml).
 deploy: $(HELM) python
-	$(HELM) upgrade --install $(RELEASE) $(CHART) --namespace $(NAMESPACE) --create-namespace \
+	$(KUBE) $(HELM) upgrade --install $(RELEASE) $(CHART) --namespace $(NAMESPACE) --create-namespace \
 	  $(if $(VALUES),-f $(VALUES)) --set harnessImage.tag=$(IMAGE_TAG)
-	$(HARNESS) k8s status $(K8S_FLAGS) --wait 900
+	$(KUBE) $(HARNESS) k8s status $(K8S_FLAGS) --wait 900
 
 # A run as a Job in the cluster; its archive is copied into runs/ when it ends.
 loadtest: python
-	$(HARNESS) k8s run $(K8S_FLAGS) $(VARIANT_FLAGS) --scenario $(SCENARIO)
+	$(KUBE) $(HARNESS) k8s run $(K8S_FLAGS) $(VARIANT_FLAGS) --scenario $(SCENARIO)
 
 collect: python
-	$(HARNESS) k8s collect $(K8S_FLAGS)
+	$(KUBE) $(HARNESS) k8s collect $(K8S_FLAGS)
 
 grafana:
-	@kubectl -n $(NAMESPACE) get svc $(FULLNAME)-grafana >/dev/null 2>&1 || { echo "error: no Grafana in release $(RELEASE): it is AGPL-3.0 and off by default; deploy with a values file (VALUES=...) that sets grafana.enabled: true if you want it, or import dashboards/*.json into your own" >&2; exit 2; }
-	@echo "Grafana: http://127.0.0.1:3000  user admin  password $$(kubectl -n $(NAMESPACE) get secret $(FULLNAME)-grafana -o jsonpath='{.data.admin-password}' | base64 -d)"
-	kubectl -n $(NAMESPACE) port-forward --address 127.0.0.1 svc/$(FULLNAME)-grafana 3000:3000
+	@$(KUBE) kubectl -n $(NAMESPACE) get svc $(FULLNAME)-grafana >/dev/null 2>&1 || { echo "error: no Grafana in release $(RELEASE): it is AGPL-3.0 and off by default; deploy with a values file (VALUES=...) that sets grafana.enabled: true if you want it, or import dashboards/*.json into your own" >&2; exit 2; }
+	@$(KUBE) echo "Grafana: http://127.0.0.1:3000  user admin  password $$(kubectl -n $(NAMESPACE) get secret $(FULLNAME)-grafana -o jsonpath='{.data.admin-password}' | base64 -d)"
+	$(KUBE) kubectl -n $(NAMESPACE) port-forward --address 127.0.0.1 svc/$(FULLNAME)-grafana 3000:3000
 
 # The newest archive in runs/ (or RUN=runs/<id>), first variant as baseline, second as candidate.
 COMPARE_RUN = $(or $(RUN),$(lastword $(sort $(wildcard runs/2*))))

@@ -20,19 +20,10 @@ from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EVENT_SCHEMA_VERSION
 from harness.contracts.modules import ModuleJar
 from harness.core.errors import HarnessError
-from harness.core.paths import REPO_ROOT
+from harness.core.paths import git_sha  # noqa: F401 - the run records it as manifest.git_sha()
 from harness.core.process import find_java
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
-
-
-def git_sha() -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, check=False)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def _java_version() -> str:

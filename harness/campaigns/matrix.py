@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.inputs.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios, on_protocol
+from harness.inputs.scenario import Scenario, builtin_names, load_scenario, load_scenarios, on_protocol
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run, refuse_on_external
 
@@ -41,9 +41,9 @@ def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
     every point of it, NAME@N one point. With ``protocols``, each scenario over each of them (its form over
     another protocol is NAME-PROTOCOL); a form that does not apply is left out and said why."""
     if not names or list(names) == [ALL]:
-        names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+        names = builtin_names()
     elif list(names) == [GATE]:
-        names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml") if all(sc.gate for sc in load_scenarios(p.stem)))
+        names = sorted(n for n in builtin_names() if all(sc.gate for sc in load_scenarios(n)))
     elif ALL in names or GATE in names:
         raise ConfigError(f"--scenario {ALL if ALL in names else GATE} cannot be combined with named scenarios")
     loaded = [sc for n in dict.fromkeys(names) for sc in ([load_scenario(n)] if "@" in n else load_scenarios(n))]

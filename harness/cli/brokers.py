@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.options import add_variants_file
 from harness.core.errors import ConfigError
 from harness.core.paths import state_dir
 from harness.inputs.variants import Variant, load_variants, select
@@ -23,15 +24,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
                     help="variant to start (repeatable; default: unpatched)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds each variant may take to be ready")
+    add_variants_file(up)
     up.set_defaults(func=up_)
     fetch = bsub.add_parser("fetch", help="download variants' jars into the cache (up does this when needed)")
-    fetch.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME")
+    fetch.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                       help="variant whose jars to fetch (repeatable; default: unpatched)")
+    add_variants_file(fetch)
     fetch.set_defaults(func=fetch_)
     status = bsub.add_parser("status", parents=[common], help="show the variants that are up and whether they are "
                              "healthy")
     status.set_defaults(func=status_)
     down = bsub.add_parser("down", parents=[common], help="stop variants (default: all)")
-    down.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME")
+    down.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
+                      help="variant to stop (repeatable; a name of the variants file)")
+    add_variants_file(down)
     down.set_defaults(func=down_)
 
 
@@ -80,6 +86,8 @@ def status_(args: argparse.Namespace) -> int:
 
 
 def down_(args: argparse.Namespace) -> int:
+    if args.variants_wanted:  # a typo must not read as "nothing was running": the variant may well be
+        select(load_variants(args.variants), args.variants_wanted)
     stopped = _backend(args).down(args.variants_wanted)
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
     return 0

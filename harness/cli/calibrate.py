@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from harness.cli.options import scenario_of
+from harness.cli.options import add_out_file, add_variants_file, scenario_of
 from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
@@ -30,8 +30,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="where the runs' archives go (default: runs/calibration-<time>)")
     cal.add_argument("--archives", type=Path, nargs="+", default=None,
                      help="judge these archives of an earlier calibration instead of running new ones")
-    cal.add_argument("--out", type=Path, default=None,
-                     help="the result (default: bench-results/calibration-<time>.json)")
+    add_out_file(cal, "bench-results/calibration-<time>.json")
+    add_variants_file(cal)
     add_rule_options(cal)
     cal.set_defaults(func=calibrate_)
 

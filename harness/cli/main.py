@@ -1,6 +1,7 @@
 """The `rmq-harness` command: the one composition root. Each command group's module adds its parsers and names
-the function that runs it (``set_defaults(func=...)``); this module builds the parser, applies RMQ_HARNESS_*
-to every option, and turns errors and interrupts into one line and an exit code. ``main(argv)`` is callable
+the function that runs it (``set_defaults(func=...)``); this module builds the parser, gives each command its
+examples, applies RMQ_HARNESS_* to the options of the command being run, and turns errors and interrupts into
+one line and an exit code. ``main(argv)`` is callable
 from tests; the console script calls ``entry``."""
 
 from __future__ import annotations
@@ -13,26 +14,116 @@ from pathlib import Path
 from types import FrameType
 
 from harness import __version__
-from harness.cli import brokers, calibrate, compare, matrix, ramp, releases, runs
-from harness.cli.options import Parser, env_defaults
+from harness.cli import brokers, calibrate, compare, listing, matrix, ramp, releases, runs
+from harness.cli.options import VARIANTS_FILE_ENV, Parser, chosen, describe_env, env_defaults, set_env
 from harness.core.errors import ConfigError, HarnessError
 from harness.report.terminal import err_console, line
 
 # In the order `rmq-harness --help` lists them.
-COMMANDS = (brokers, runs, calibrate, matrix, ramp, releases, compare)
+COMMANDS = (listing, brokers, runs, calibrate, matrix, ramp, releases, compare)
+
+# The end of each command's --help: what a newcomer types first. Every line starting with `rmq-harness` is
+# parsed by a unit test, so an example that stops parsing fails there, not in a reader's terminal.
+EXAMPLES = {
+    "": """\
+examples:
+  rmq-harness list scenarios                     # what can run, one line each
+  rmq-harness run --variant unpatched --variant patched --compare
+  rmq-harness run --variants my-builds.yaml --variant mine --scenario steady
+  rmq-harness COMMAND --help                     # each command's options and examples""",
+    "list": """\
+examples:
+  rmq-harness list scenarios
+  rmq-harness list variants --variants my-builds.yaml""",
+    "brokers": """\
+examples:
+  rmq-harness brokers up --variant unpatched --variant patched   # prints each variant's endpoints
+  rmq-harness brokers status
+  rmq-harness brokers down --variant patched                     # all when no --variant""",
+    "run": """\
+examples:
+  rmq-harness run --variant unpatched --variant patched --compare        # what `make run` does
+  rmq-harness run --variant unpatched --variant patched --fail-on-regression   # exit 3 on a regression
+  rmq-harness run --variant patched --scenario steady --duration 120
+  rmq-harness run --variants my-builds.yaml --variant mine --fault kill9:broker@30+10""",
+    "k8s": """\
+examples:
+  rmq-harness k8s status --wait 900
+  rmq-harness k8s run --variant unpatched --variant patched --compare
+  rmq-harness k8s compare RUN_ID --baseline unpatched --candidate patched""",
+    "upload": """\
+examples:
+  rmq-harness upload runs/RUN_ID --runs-dir s3://bucket/prefix""",
+    "calibrate": """\
+examples:
+  rmq-harness calibrate --variant patched --runs 60 --shift-runs 10     # about 2.7 hours
+  rmq-harness calibrate --archives runs/calibration-TIME/*              # judge earlier runs again""",
+    "matrix": """\
+examples:
+  rmq-harness matrix --variant unpatched --variant patched --scenario all
+  rmq-harness matrix --variant patched --variant mine --scenario gate --fail-on-regression""",
+    "ramp": """\
+examples:
+  rmq-harness ramp --variant patched --rates 50,100,200,400 --rule 'redelivery_ms.p99 < 3000'""",
+    "sweep": """\
+examples:
+  rmq-harness sweep --versions 5.1.0..5.5.1 --scenario burst""",
+    "bisect": """\
+examples:
+  rmq-harness bisect --good 5.1.0 --bad 5.3.3 --scenario burst
+  rmq-harness bisect --good 5.3.3 --bad jars:/path/to/rocketmq/lib""",
+    "history": """\
+examples:
+  rmq-harness history runs/                      # exit 3: the newest run starts a regression""",
+    "compare": """\
+examples:
+  rmq-harness compare runs/RUN_ID --baseline unpatched --candidate patched
+  rmq-harness compare runs/A runs/B --baseline unpatched --candidate patched --fail-on-regression""",
+}
+
+
+class _Version(argparse.Action):
+    """--version: the package's version and the commit it was run from (git is asked only when shown)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and the git commit, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from harness.core.paths import git_sha
+
+        sha = git_sha()
+        print(f"{parser.prog} {__version__} (commit {sha[:12] if sha else 'unknown: not a git checkout'})")
+        parser.exit()
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="rmq-harness", description="Load-test and regression harness for RocketMQ POP")
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--variants", type=Path, default=None,
-                   help="variants file: your own builds can live outside the repository "
-                        "(default: workloads/variants.yaml)")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="rmq-harness", description="Load-test and regression harness for RocketMQ POP",
+               epilog=EXAMPLES[""])
+    p.add_argument("--version", action=_Version)
+    set_env(p.add_argument("--variants", type=Path, default=None, metavar="FILE",
+                           help="variants file: your own builds can live outside the repository; also accepted "
+                                "after the command (default: workloads/variants.yaml)"), VARIANTS_FILE_ENV)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parsers(sub)
-    env_defaults(p)
+    for name, text in EXAMPLES.items():
+        if name:
+            sub.choices[name].epilog = text
+    describe_env(p)
     return p
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, then the environment for the options of the command it names (the command line
+    wins). Parsed first without the environment: --help, and a command whose options are set right, never
+    read another command's RMQ_HARNESS_* (raises ConfigError for a bad value of the command's own)."""
+    p = parser()
+    first = p.parse_args(argv)
+    env_defaults(chosen(p, first), warn=lambda text: err_console.print(line("note:", "yellow", text),
+                                                                        soft_wrap=True))
+    return p.parse_args(argv)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -42,7 +133,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = parser().parse_args(argv)
+        args = parse(argv)
     except ConfigError as e:
         err_console.print(line("error:", "red", e), soft_wrap=True)
         return e.exit_code

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.options import refuse_existing
+from harness.cli.options import add_variants_file, refuse_existing
 from harness.contracts.verdict import add_gate_option, gate_exit
 from harness.core.errors import HarnessError
 from harness.core.storage import dir_or_uri
@@ -30,6 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     mx.add_argument("--archives", type=dir_or_uri, nargs="+", default=None,
                     help="analyse these archives instead of running (e.g. to re-render a matrix)")
     mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
+    add_variants_file(mx)
     mx.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every variant")
     add_gate_option(mx, "any candidate regresses against the baseline")
     mx.set_defaults(func=matrix_)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.contracts.verdict import add_gate_option
@@ -15,9 +16,34 @@ from harness.inputs.scenario import PROTOCOLS, Scenario
 from harness.inputs.variants import ORDERS, RANDOM
 
 ENV_PREFIX = "RMQ_HARNESS_"
+# Environment names that are not RMQ_HARNESS_<OPTION>, each with why. The variants file: RMQ_HARNESS_VARIANTS
+# was one letter from RMQ_HARNESS_VARIANT (variant names) and read as names by anyone who knows make's
+# VARIANTS=. A file-valued --out (calibrate, bisect write one JSON file): RMQ_HARNESS_OUT is a report folder.
+VARIANTS_FILE_ENV = ENV_PREFIX + "VARIANTS_FILE"
+OUT_FILE_ENV = ENV_PREFIX + "OUT_FILE"
+# A documented old name -> the name it became; still read, with a one-line note, when the new one is unset.
+DEPRECATED_ENV = {ENV_PREFIX + "VARIANTS": VARIANTS_FILE_ENV}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Examples (the epilog) as written, and every option's default said where its help does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        # Nothing said for no default (None, an empty list) or a flag's off (False); 0 is a default worth saying.
+        shown = default is not None and default is not False and default not in (argparse.SUPPRESS, [], "")
+        if shown and "default" not in text and action.option_strings:
+            said, env, tail = text.rpartition(" [env ")  # the default before the variable that overrides it
+            text = f"{said} (default: %(default)s){env}{tail}" if env else f"{text} (default: %(default)s)"
+        return text
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
         # Python 3.11 drops the value of --option=-- (it takes it for the end of the options) and hands the
         # option an empty list, whatever its type; later Pythons keep '--' as the value, and so does this.
@@ -33,30 +59,70 @@ def env_name(option: str) -> str:
     return ENV_PREFIX + option.lstrip("-").replace("-", "_").upper()
 
 
-def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """Every action of a parser and its subcommands, each once (parent parsers share action objects)."""
-    out: dict[int, argparse.Action] = {}
+def env_of(action: argparse.Action) -> str | None:
+    """The environment variable an option reads (None: it reads none)."""
+    longs = [o for o in action.option_strings if o.startswith("--")]
+    if not longs or action.dest in ("help", "version", argparse.SUPPRESS) or action.help == argparse.SUPPRESS:
+        return None
+    return getattr(action, "env", None) or env_name(longs[0])
+
+
+def set_env(action: argparse.Action, name: str) -> argparse.Action:
+    """Give an option an environment name of its own (one name, one meaning: DEPRECATED_ENV's comment)."""
+    action.env = name  # type: ignore[attr-defined]
+    return action
+
+
+def _own_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if not isinstance(a, argparse._SubParsersAction)]
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """A parser and every parser of its subcommands."""
+    out = [parser]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                out.update((id(a), a) for a in _actions(sub))
-        else:
-            out[id(action)] = action
-    return list(out.values())
+            for sub in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
+                out += _parsers(sub)
+    return out
 
 
-def env_defaults(parser: argparse.ArgumentParser) -> None:
-    """Every long option of every command also takes its value from RMQ_HARNESS_<OPTION> (the command
-    line wins); a repeatable option takes a comma-separated list. Said in each option's help."""
-    for action in _actions(parser):
-        longs = [o for o in action.option_strings if o.startswith("--")]
-        if not longs or action.dest in ("help", "version") or action.help == argparse.SUPPRESS:
+def chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.ArgumentParser]:
+    """The parsers a parsed command line went through: the top one, its command's, its action's."""
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
+            out += chosen(action.choices[getattr(args, action.dest)], args)
+    return out
+
+
+def describe_env(parser: argparse.ArgumentParser) -> None:
+    """Say in each option's help the environment variable that also sets it."""
+    seen: set[int] = set()  # parent parsers share action objects
+    for p in _parsers(parser):
+        for action in _own_actions(p):
+            var = env_of(action)
+            if var is None or id(action) in seen:
+                continue
+            seen.add(id(action))
+            action.help = f"{action.help or ''} [env {var}]".strip()
+
+
+def env_defaults(parsers: list[argparse.ArgumentParser], warn: Callable[[str], None]) -> None:
+    """Every long option of the command being run also takes its value from its environment variable (the
+    command line wins); a repeatable option takes a comma-separated list. Only the command being run reads
+    them: a bad value for one command's option never stops another command, nor any --help."""
+    for action in [a for p in parsers for a in _own_actions(p)]:
+        var = env_of(action)
+        if var is None or action.default == argparse.SUPPRESS:  # SUPPRESS: a second spelling of a top option
             continue
-        var = env_name(longs[0])
-        action.help = f"{action.help or ''} [env {var}]".strip()
         value = os.environ.get(var)
         if value is None:
-            continue
+            old = next((o for o, new in DEPRECATED_ENV.items() if new == var and o in os.environ), None)
+            if old is None:
+                continue
+            warn(f"{old} is deprecated: set {var} instead (same meaning)")
+            var, value = old, os.environ[old]
         if isinstance(action, argparse._StoreTrueAction):
             if value.lower() not in ("1", "true", "yes", "0", "false", "no", ""):
                 raise ConfigError(f"{var}={value!r}: expected 1/true/yes or 0/false/no")
@@ -73,10 +139,24 @@ def _env_value(action: argparse.Action, var: str, value: str) -> object:
     try:
         converted = action.type(value) if action.type else value
     except (TypeError, ValueError, argparse.ArgumentTypeError) as e:
-        raise ConfigError(f"{var}={value!r}: {e}") from None
+        raise ConfigError(f"{var}={value!r}: {e}; fix or unset it") from None
     if action.choices is not None and converted not in action.choices:
-        raise ConfigError(f"{var}={value!r}: expected one of {', '.join(map(str, action.choices))}")
+        raise ConfigError(f"{var}={value!r}: expected one of {', '.join(map(str, action.choices))}; fix or unset it")
     return converted
+
+
+def add_variants_file(parser: argparse.ArgumentParser) -> None:
+    """--variants FILE, for every command that reads the variants file: also after the command's name (the top
+    parser's --variants, before it, is the same option; this one wins when both are given)."""
+    set_env(parser.add_argument("--variants", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                                help="variants file: your own builds, outside the repository (default: "
+                                     "workloads/variants.yaml)"), VARIANTS_FILE_ENV)
+
+
+def add_out_file(parser: argparse.ArgumentParser, default: str) -> None:
+    """--out for a command that writes one file (a folder elsewhere: its own environment name)."""
+    set_env(parser.add_argument("--out", type=Path, default=None, metavar="FILE",
+                                help=f"the result, one JSON file (default: {default})"), OUT_FILE_ENV)
 
 
 def adopt(target: argparse.ArgumentParser, source: argparse.ArgumentParser, leave: tuple[str, ...] = ()) -> None:
@@ -122,6 +202,7 @@ def run_options() -> argparse.ArgumentParser:
                    help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
                         "are removed after the run by default")
     p.add_argument("--run-id", type=run_id, default=None, help=argparse.SUPPRESS)
+    add_variants_file(p)
     return p
 
 

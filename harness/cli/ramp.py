@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from harness.cli.options import refuse_existing, scenario_of
+from harness.cli.options import add_variants_file, refuse_existing, scenario_of
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
@@ -39,6 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--runs-dir", type=dir_or_uri, default=Path("runs"),
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
     rp.add_argument("--out", type=Path, default=None, help="where ramp.json goes (default: reports/<time>-ramp)")
+    add_variants_file(rp)
     rp.set_defaults(func=ramp_)
 
 

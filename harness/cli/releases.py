@@ -8,7 +8,7 @@ import datetime as dt
 import time
 from pathlib import Path
 
-from harness.cli.options import adopt, refuse_existing, scenario_of
+from harness.cli.options import add_out_file, adopt, refuse_existing, scenario_of
 from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
@@ -53,8 +53,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bi.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every build")
     bi.add_argument("--runs-dir", type=dir_or_uri, default=None,
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/bisect-<time>)")
-    bi.add_argument("--out", type=Path, default=None,
-                    help="where the steps and their evidence go (default: bench-results/bisect-<time>.json)")
+    add_out_file(bi, "bench-results/bisect-<time>.json")
 
     hi = sub.add_parser("history", help="add archived runs to the per-cycle history dataset, find change points per "
                         "scenario, variant and metric over runs and over releases; exit 3 when the newest run starts "
@@ -151,6 +150,9 @@ def bisect(args: argparse.Namespace) -> int:
     if out.exists():
         raise ConfigError(f"{out} already exists; results are never overwritten (choose another --out)")
     good, bad = releases.endpoint(args.good), releases.endpoint(args.bad)
+    if (good.version, good.jars and good.jars.resolve()) == (bad.version, bad.jars and bad.jars.resolve()):
+        raise ConfigError(f"--good {args.good} and --bad {args.bad} are the same build: there is nothing between "
+                          "them to search; give two builds that behave differently (e.g. --good 5.1.0 --bad 5.3.3)")
     scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
     skipped: dict[str, str] = {}
     if args.between is not None:

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VARIANTS_FILE = REPO_ROOT / "workloads" / "variants.yaml"
+
+
+def git_sha() -> str | None:
+    """The commit of the checkout the harness runs from (None: not a git checkout, or git is missing)."""
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, check=False)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def cache_dir() -> Path:

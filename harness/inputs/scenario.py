@@ -527,8 +527,13 @@ def resolve_path(name_or_path: str) -> Path:
     return SCENARIO_DIR / f"{name_or_path}.yaml"
 
 
+def builtin_names() -> list[str]:
+    """The built-in scenarios' names (files in workloads/scenarios/), sorted."""
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+
+
 def _read(path: Path) -> object:
-    known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
+    known = ", ".join(builtin_names())
     return read_yaml(path, "scenario file", f"no such scenario file (built-in scenarios: {known})")
 
 

@@ -87,3 +87,23 @@ def test_variants_come_up_in_a_recorded_random_order_or_as_given():
     assert firsts == set(names)  # none always first
     recorded = variant_order(variants, "random")
     assert isinstance(recorded["seed"], int)
+
+
+def test_bisecting_a_build_against_itself_is_refused_before_any_lookup(tmp_path: Path, capsys, monkeypatch):
+    from harness.campaigns import releases
+
+    monkeypatch.setattr(releases, "catalogue", lambda *a, **k: pytest.fail("Maven Central was asked"))
+    for good, bad in (("5.3.3", "5.3.3"), (f"jars:{tmp_path}", f"jars:{tmp_path}/.")):
+        (tmp_path / "rocketmq-broker-5.3.3.jar").touch()
+        assert main(["bisect", "--good", good, "--bad", bad, "--out", str(tmp_path / "b.json")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "are the same build" in err and "--good 5.1.0 --bad 5.3.3" in err
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_stopping_a_variant_the_file_does_not_name_is_refused_listing_the_known(tmp_path: Path, capsys):
+    assert main(["brokers", "down", "--variant", "nosuch", "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown variant 'nosuch'; known variants: patched, " in err
+    assert main(["brokers", "down", "--variant", "patched", "--workdir", str(tmp_path)]) == 0  # known, not up
+    assert "nothing was running" in capsys.readouterr().out

@@ -712,12 +712,12 @@ def other_refusals(draw: st.DrawFn) -> Case:
     if family == "releases":
         return draw(release_refusals())
     var, value, argv = draw(st.sampled_from([
-        ("RMQ_HARNESS_PROBE", "bool", ["run"]), ("RMQ_HARNESS_COMPARE", "bool", ["--version"]),
+        ("RMQ_HARNESS_PROBE", "bool", ["run"]), ("RMQ_HARNESS_COMPARE", "bool", ["run"]),
         ("RMQ_HARNESS_FAIL_ON_REGRESSION", "bool", ["compare", "x", "--baseline", "a", "--candidate", "b"]),
-        ("RMQ_HARNESS_SKIP_BAD", "bool", ["brokers", "status"]),
+        ("RMQ_HARNESS_SKIP_BAD", "bool", ["compare", "x", "--baseline", "a", "--candidate", "b"]),
         ("RMQ_HARNESS_DURATION", "float", ["run"]), ("RMQ_HARNESS_RUNS", "int", ["calibrate"]),
         ("RMQ_HARNESS_RUNS", "int <= 0", ["calibrate"]), ("RMQ_HARNESS_SCENARIO", "missing file", ["run"]),
-        ("RMQ_HARNESS_VARIANTS", "missing file", ["run"]), ("RMQ_HARNESS_VARIANT", "unknown", ["run"]),
+        ("RMQ_HARNESS_VARIANTS_FILE", "missing file", ["run"]), ("RMQ_HARNESS_VARIANT", "unknown", ["run"]),
     ]))
     if value == "bool":
         text = draw(words)
@@ -731,7 +731,7 @@ def other_refusals(draw: st.DrawFn) -> Case:
         text = "{T}/none.yaml"
     else:
         text = ",".join(draw(st.lists(unknown_variants.map(lambda s: s.replace(",", "")), min_size=1, max_size=3)))
-    option = "--" + var.removeprefix("RMQ_HARNESS_").lower().replace("_", "-")
+    option = "--" + var.removeprefix("RMQ_HARNESS_").removesuffix("_FILE").lower().replace("_", "-")
     return Case(argv, env={var: text}, names=(var, option, "none.yaml", "unknown variant"))
 
 
@@ -793,7 +793,8 @@ def test_help_and_version_are_pure_exit_0_on_stdout(capsys, tripwires, parts):
         code, out, err, argv = call_main(capsys, Case([*path, flag, *tail]), d)
         assert sorted(p.name for p in d.iterdir()) == ["cwd"] and not any((d / "cwd").iterdir())
     assert code == 0 and err == "", f"{argv}: exit {code}: {err}"
-    assert out.startswith("usage: rmq-harness") if flag != "--version" else re.match(r"rmq-harness \S+\n$", out)
+    version = r"rmq-harness \S+ \(commit [^)]+\)\n$"
+    assert out.startswith("usage: rmq-harness") if flag != "--version" else re.match(version, out)
 
 
 DASHES = [["run", "--duration=--"], ["k8s", "run", "--duration=--"], ["calibrate", "--runs=--"],
