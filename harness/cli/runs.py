@@ -124,12 +124,11 @@ def k8s_run(args: argparse.Namespace) -> int:
     if args.ui and len(names) > UI_PORTS:
         raise ConfigError(f"--ui with {len(names)} variants: the chart's load-test Service forwards Locust's UI for "
                           f"{UI_PORTS}; run at most {UI_PORTS} variants with --ui, or drop it")
-    external = [v.name for v in select(load_variants(args.variants), names) if v.is_external]
-    if external:
-        raise ConfigError(f"variant {external[0]} is an external cluster: `rmq-harness run` measures it from this "
-                          "machine; in the cluster the chart deploys the variants it runs")
     cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
                                                                                    highlight=False))
+    # The run's variants are the release's (builds it deploys, clusters of the user's named by endpoints:), not
+    # this machine's variants file: asked for before a Job starts.
+    cluster.check_variants(names)
     run_id = args.run_id or new_run_id(scenario.name)
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
     job = cluster.start(run_id, scenario, names, args.probe, args.order, args.ui)

@@ -93,6 +93,10 @@ def test_values_schema_is_generated_from_the_model():
         ("loadtest.workers.resources.limits.cpu=lots", "/loadtest/workers/resources/limits/cpu"),
         ("loadtest.workers.replicas=4", "/loadtest/workers"),
         ("loadtest.workers=null", "/loadtest"),
+        # A variant is a build (version) or a cluster of yours (endpoints), never both, never neither.
+        ("variants[0].name=x", "/variants/0"),
+        ("variants[0].name=x,variants[0].version=5.3.3,variants[0].endpoints.namesrv=ns:9876", "/variants/0"),
+        ("variants[0].name=x,variants[0].endpoints.namesrv=ns:9876,variants[0].agents[0].jar=a.jar", "/variants/0"),
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):
@@ -588,3 +592,18 @@ def test_the_drivers_role_is_what_sparks_scheduler_calls_and_nothing_more(render
 def test_the_comparison_in_the_cluster_can_be_left_out():
     objs = render(sets=("analysis.enabled=false",))
     assert not [o for o in objs if naming.ANALYSIS in o["metadata"]["labels"].get(naming.COMPONENT, "")]
+
+
+def test_a_cluster_of_yours_gets_nothing_deployed_and_reaches_the_load_test_as_an_external_variant(rendered, tmp_path):
+    objs = rendered["05-your-cluster-values.yaml"]
+    deployed = {o["metadata"]["labels"]["rmq-harness/variant"] for o in objs
+                if o["kind"] in ("StatefulSet", "Service", "ConfigMap")
+                and "rmq-harness/variant" in o["metadata"]["labels"]}
+    assert deployed == {"unpatched"}  # nothing named staging: no pod, Service or broker.conf for it
+    text = one(objs, "ConfigMap", "-variants")["data"]["variants.yaml"]
+    (tmp_path / "variants.yaml").write_text(text)
+    variants = load_variants(tmp_path / "variants.yaml")  # the load-test pod's reading of it
+    staging = variants["staging"]
+    assert staging.is_external and staging.endpoints.namesrv == "rocketmq-namesrv.rocketmq.svc:9876"
+    assert variants["staging"].endpoints.cluster == "DefaultCluster" and not variants["unpatched"].is_external
+    assert one(objs, "CronJob", f"-{naming.LOADTEST}")  # its default run names staging beside unpatched

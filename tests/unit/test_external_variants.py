@@ -122,7 +122,6 @@ def _variants_file(tmp_path):
     (["brokers", "fetch", "--variant", "outside"], "names endpoints"),
     (["run", "--variant", "outside", "--variant", "unpatched", "--probe"], "--probe mounts the wakeup-probe agent"),
     (["run", "--variant", "outside", "--scenario", "faults"], "injects .*whose processes the harness does not own"),
-    (["k8s", "run", "--variant", "outside"], "external cluster: `rmq-harness run` measures it from this machine"),
     (["matrix", "--variant", "unpatched", "--variant", "outside", "--scenario", "burst", "--scenario", "faults"],
      "injects .*whose processes the harness does not own"),
     (["calibrate", "--variant", "outside"], "a calibration plants its delays with an agent"),

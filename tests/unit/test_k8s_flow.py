@@ -214,6 +214,23 @@ def test_fetch_refuses_an_incomplete_archive(cluster, monkeypatch, tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_run_names_the_release_s_variants_builds_or_clusters_of_the_user_s(cluster):
+    text = ("variants:\n  unpatched: {version: '5.3.3'}\n"
+            "  staging: {endpoints: {namesrv: 'ns.rocketmq.svc:9876'}}\n")
+    asked = []
+
+    def read(name, ns):
+        asked.append((name, ns))
+        return NS(data={"variants.yaml": text})
+
+    cluster.core = NS(read_namespaced_config_map=read)
+    cluster.check_variants(["unpatched", "staging"])  # a cluster of the user's is a variant like any
+    assert asked == [(f"{FULL}-variants", "ns")]
+    with pytest.raises(ConfigError, match=r"variant outside is not one of release rmq's \(staging, unpatched\); "
+                                          r"add it to the chart's values"):
+        cluster.check_variants(["unpatched", "outside"])
+
+
 def test_a_second_run_is_refused_while_one_is_active(cluster):
     cluster.batch = NS(list_namespaced_job=lambda ns, label_selector: NS(items=[
         NS(metadata=NS(name="rmq-run-1"), status=NS(active=1))]))

@@ -93,3 +93,11 @@ deliberate, each with its reason: annotations on the workload. Usage: (list "CKV
 checkov.io/skip{{ add1 $i }}: {{ printf "%s=%s" $id (index $reasons $id) | quote }}
 {{- end }}
 {{- end }}
+
+{{- /* The variants the chart deploys (a version): a variant with endpoints is a cluster of the user's, which
+the load test measures as deployed and the chart starts nothing for. A JSON list (fromJsonArray). */}}
+{{- define "rph.deployed" -}}
+{{- $out := list }}
+{{- range .Values.variants }}{{ if not .endpoints }}{{ $out = append $out . }}{{ end }}{{ end }}
+{{- toJson $out }}
+{{- end }}

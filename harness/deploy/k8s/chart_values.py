@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from harness.inputs.variants import (
     HARNESS_BROKER_KEYS,
     HARNESS_PROXY_KEYS,
     BrokerOverrides,
+    ExternalEndpoints,
     ProxyOverrides,
     VariantName,
 )
@@ -58,12 +59,33 @@ class Agent(Strict):
 
 
 class ChartVariant(Strict):
+    # A build the chart deploys (version), or a cluster of yours it only measures (endpoints): one of the two.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+        {"required": ["version"], "not": {"required": ["endpoints"]}},
+        {"required": ["endpoints"], "not": {"anyOf": [{"required": [k]} for k in ("version", "agents", "broker",
+                                                                                     "proxy")]}},
+    ]})
+
     name: VariantName
-    version: ImageTag = Field(description="RocketMQ version = the broker image's tag, e.g. 5.3.3")
+    version: ImageTag | None = Field(None, description="RocketMQ version = the broker image's tag, e.g. 5.3.3")
+    endpoints: ExternalEndpoints | None = Field(
+        None, description="a RocketMQ cluster of yours (name server, proxy, cluster name), measured as deployed: "
+        "the chart deploys nothing for it and the harness sets nothing on it (workloads/variants.yaml's meaning)")
     description: str = ""
     agents: list[Agent] = Field(default_factory=list)
     broker: BrokerOverrides = Field(default_factory=dict, description="broker.conf overrides")
     proxy: ProxyOverrides = Field(default_factory=dict, description="rmq-proxy.json overrides")
+
+    @model_validator(mode="after")
+    def _deployed_or_yours(self) -> ChartVariant:
+        # As for a variant of workloads/variants.yaml, which the load-test pod reads this one as.
+        if self.endpoints is None and self.version is None:
+            raise ValueError("version: required (the broker image's tag, e.g. 5.3.3), or endpoints: for a cluster "
+                             "of yours the chart deploys nothing for")
+        built = [k for k in ("version", "agents", "broker", "proxy") if getattr(self, k)]
+        if self.endpoints is not None and built:
+            raise ValueError(f"endpoints: a cluster of yours runs as deployed; remove {', '.join(built)}")
+        return self
 
 
 class Probe(Strict):

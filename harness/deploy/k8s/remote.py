@@ -130,6 +130,27 @@ class Cluster:
 
     # --- a run -----------------------------------------------------------------------------
 
+    def variants(self) -> dict[str, dict]:
+        """The release's variants as its load test reads them (the chart's `<fullname>-variants` ConfigMap): name ->
+        {version, agents, ...} for a build the chart deploys, {endpoints} for a cluster of the user's."""
+        from kubernetes.client.exceptions import ApiException
+
+        name = f"{self.release.full}-variants"
+        try:
+            cm = self.core.read_namespaced_config_map(name, self.release.namespace)
+        except ApiException as e:
+            raise HarnessError(f"the release's variants (ConfigMap {name}) cannot be read: {e.reason}") from None
+        return (yaml.safe_load((cm.data or {}).get("variants.yaml") or "") or {}).get("variants") or {}
+
+    def check_variants(self, names: Sequence[str]) -> None:
+        """Every name a variant of the release (a build it deploys or a cluster of the user's), before a Job."""
+        known = self.variants()
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConfigError(f"variant {unknown[0]} is not one of release {self.release.name}'s ("
+                              f"{', '.join(sorted(known)) or 'none'}); add it to the chart's values (`variants:`, "
+                              "with `version:` for a build or `endpoints:` for a cluster of yours) and `make deploy`")
+
     def running(self) -> list[str]:
         """The release's load-test Jobs still running (one run at a time: they restart the same brokers)."""
         selector = f"{naming.INSTANCE}={self.release.name},{naming.COMPONENT}={naming.LOADTEST}"
