@@ -216,7 +216,7 @@ def test_probe_profile_mounts_the_probe_last_on_every_broker_reachable_from_prom
         agents = [o for o in broker["command"] if o.startswith("-javaagent:")]
         assert agents[-1] == f"-javaagent:/agents/{Path(PROBE_JAR).name}=port={naming.PORTS['probe']},host=0.0.0.0"
         # Every broker of every topology has its own probe port, on the Service.
-        for topology in ("cluster-2m-slave",):
+        for topology in ("2m-slave",):
             spec = variant_sets(objs, topology)[variant]["spec"]["template"]["spec"]
             svc = one(objs, "Service", naming.variant_name(FULL, variant, topology))
             for node, prefix in pod.PORT_PREFIX.items():
@@ -322,7 +322,7 @@ def test_a_scenarios_topology_is_deployed_unless_values_leave_it_out():
     assert {o["metadata"]["labels"][naming.TOPOLOGY] for o in find(objs, "StatefulSet")} == {naming.SINGLE}
     objs = render(sets=("topologies[0].proxy=cluster", "topologies[0].masters=2"))
     assert {o["metadata"]["labels"][naming.TOPOLOGY] for o in find(objs, "StatefulSet")} == {naming.SINGLE,
-                                                                                         "cluster-2m"}
+                                                                                         "2m"}
 
 
 @pytest.mark.parametrize(("release", "override"), [("rmq", ""), ("team-rocketmq-pop-harness", ""), ("rmq", "ph")])
@@ -663,3 +663,26 @@ def test_the_drivers_role_is_what_sparks_scheduler_calls_and_nothing_more(render
 def test_the_comparison_in_the_cluster_can_be_left_out():
     objs = render(sets=("analysis.enabled=false",))
     assert not [o for o in objs if naming.ANALYSIS in o["metadata"]["labels"].get(naming.COMPONENT, "")]
+
+
+def _cpu(q: str | int) -> float:
+    q = str(q)
+    return float(q[:-1]) / 1000 if q.endswith("m") else float(q)
+
+
+def test_the_fullest_topology_is_scheduled_beside_a_run_on_a_two_cpu_node(rendered):
+    """A run's CPU requests (its load-test pod, a worker, Prometheus, the other variant's pod still up, the
+    variant's pod in two masters with a slave) fit the 2-CPU node of the cluster test: a pod whose requests
+    do not fit stays Pending, and the run waits for it until its deadline."""
+    objs = rendered["04-docker-less-values.yaml"]
+
+    def requests(spec: dict) -> float:
+        return sum(_cpu(c["resources"]["requests"]["cpu"]) for c in spec["containers"])
+
+    fullest = variant_sets(objs, "2m-slave")["patched"]["spec"]["template"]["spec"]
+    single = variant_sets(objs)["unpatched"]["spec"]["template"]["spec"]
+    cron = one(objs, "CronJob", f"-{naming.LOADTEST}")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    worker = one(objs, "PodTemplate", naming.LOADTEST_WORKER)["template"]["spec"]
+    prometheus = one(objs, "Deployment", "-prometheus")["spec"]["template"]["spec"]
+    total = sum(requests(s) for s in (fullest, single, cron, worker, prometheus))
+    assert total <= 2.0 * 0.9, total  # the node's system pods (CoreDNS) request some too

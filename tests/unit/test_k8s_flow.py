@@ -255,17 +255,17 @@ def test_a_fault_target_is_the_jvm_of_a_variant_the_run_brought_up(backend):
 def test_a_topology_runs_in_its_own_statefulset_with_every_brokers_settings_and_the_variants_others_stop(backend):
     b, fake = backend
     two = Topology(proxy="cluster", masters=2)
-    name = naming.variant_name(FULL, "patched", "cluster-2m")
+    name = naming.variant_name(FULL, "patched", "2m")
     fake.sets["patched-2m"] = statefulset("patched", java_opts="-javaagent:/agents/pop-retry-wakeup.jar",
-                                          replicas=0, topology="cluster-2m")
+                                          replicas=0, topology="2m")
     fake.configmaps[name] = {"broker-base.conf": "listenPort=10911\n", "broker-b-base.conf": "listenPort=10931\n",
                              "namesrv.conf": "listenPort=9876\n"}
-    fake.pods["patched"] = [pod("patched", "old"), pod("patched", "2m-old", topology="cluster-2m")]
+    fake.pods["patched"] = [pod("patched", "old"), pod("patched", "2m-old", topology="2m")]
 
     def delete(pod_name: str, ns: str, grace_period_seconds: int) -> None:
         fake.calls.append(("delete", pod_name))
         fake.pods["patched"] = [p for p in fake.pods["patched"] if p.metadata.name != pod_name] + [
-            pod("patched", "2m-new", topology="cluster-2m")]
+            pod("patched", "2m-new", topology="2m")]
 
     fake.delete_namespaced_pod = delete
     [ep] = b.up([variant("patched", broker={"popPollingMapSize": 1})], two)
@@ -282,7 +282,8 @@ def test_a_topology_runs_in_its_own_statefulset_with_every_brokers_settings_and_
     assert proc.container == "broker-b" and proc.main_class == "/etc/rocketmq/broker-b.conf"
     assert b.process("patched", "proxy").container == "proxy"
     b.down()
-    assert fake.calls[-1] == ("scale", name, 0)
+    # Scaled to zero, and its pod deleted at once: its logs are read, its store thrown away.
+    assert fake.calls[-2:] == [("scale", name, 0), ("delete", f"{name}-0")]
 
 
 # --- the comparison in the cluster ------------------------------------------------------------------

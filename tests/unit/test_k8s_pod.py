@@ -71,4 +71,4 @@ def test_the_brokers_files_are_the_local_settings_listening_everywhere_and_named
 def test_the_layout_names_the_variant_by_a_placeholder_the_chart_replaces():
     layout = pod.layout()
     assert list(layout) == [pod.key(t) for t in pod.TOPOLOGIES]
-    assert layout["cluster-2m"]["files"]["broker-b.conf"]["owned"]["brokerName"] == "broker-VARIANT-b"
+    assert layout["2m"]["files"]["broker-b.conf"]["owned"]["brokerName"] == "broker-VARIANT-b"

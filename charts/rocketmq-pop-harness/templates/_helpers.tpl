@@ -102,9 +102,10 @@ one). Usage: include "rph.topologyKeys" $ | fromJsonArray. */}}
 {{- range .Values.topologies }}
 {{- $k := "single" }}
 {{- if eq (.proxy | default "local") "cluster" }}
-{{- $k = "cluster" }}
-{{- if gt (int (.masters | default 1)) 1 }}{{ $k = printf "%s-2m" $k }}{{ end }}
-{{- if .slave }}{{ $k = printf "%s-slave" $k }}{{ end }}
+{{- $parts := list }}
+{{- if gt (int (.masters | default 1)) 1 }}{{ $parts = append $parts "2m" }}{{ end }}
+{{- if .slave }}{{ $parts = append $parts "slave" }}{{ end }}
+{{- $k = join "-" $parts | default "cluster" }}
 {{- end }}
 {{- if not (has $k $keys) }}{{ $keys = append $keys $k }}{{ end }}
 {{- end }}

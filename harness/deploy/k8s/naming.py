@@ -15,7 +15,7 @@ INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
 VARIANT = "rmq-harness/variant"
 PROBE = "rmq-harness/probe"
-TOPOLOGY = "rmq-harness/topology"  # harness.deploy.k8s.pod.key: single, cluster, cluster-2m, ...
+TOPOLOGY = "rmq-harness/topology"  # harness.deploy.k8s.pod.key: single, cluster, 2m, slave, 2m-slave
 SINGLE = "single"
 RUN_ID = "rmq-harness/run-id"
 # Components.

@@ -37,10 +37,13 @@ TOPOLOGIES = (SINGLE, Topology(proxy="cluster"), Topology(proxy="cluster", maste
 
 
 def key(topology: Topology) -> str:
-    """The topology's name in object names and labels: single, cluster, cluster-2m, cluster-slave, cluster-2m-slave."""
+    """The topology's name in object names and labels, short enough for a StatefulSet's (52 characters with the
+    release's and the variant's): single, cluster (a broker and a proxy of its own), 2m (two masters), slave
+    (a slave acting master), 2m-slave; the last three run their proxy in cluster mode too."""
     if topology == SINGLE:
         return "single"
-    return "-".join(["cluster", *(["2m"] if topology.masters > 1 else []), *(["slave"] if topology.slave else [])])
+    parts = [*(["2m"] if topology.masters > 1 else []), *(["slave"] if topology.slave else [])]
+    return "-".join(parts) or "cluster"
 
 
 @dataclass(frozen=True)
