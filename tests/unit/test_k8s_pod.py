@@ -49,7 +49,8 @@ def test_a_cluster_mode_proxy_waits_for_every_brokers_port():
     t = Topology(proxy="cluster", masters=2, slave=True)
     proxy = pod.containers(t)[-1]
     assert proxy.process == "proxy" and proxy.jvm == config.PROXY_JVM
-    assert proxy.waits_for == [10911, 10921, 10931] and not proxy.agents
+    assert proxy.waits_for == [f"/data/{b}/logs/rocketmqlogs/broker.log" for b in ("broker", "slave", "broker-b")]
+    assert not proxy.agents
 
 
 def test_the_brokers_files_are_the_local_settings_listening_everywhere_and_named_by_the_pod():

@@ -61,7 +61,9 @@ class Container:
     ready_port: str  # the named port the container is ready on
     brokers: list[str]  # the broker nodes it runs
     agents: bool  # a broker JVM: the variant's agents (and the probe) are mounted
-    waits_for: list[int]  # ports (in the pod) it waits for before its JVM starts
+    # Before its JVM starts: these log files (of the pod's emptyDir) say their broker booted, which a broker says
+    # once it registered with the name server (BrokerController.start). Nothing to wait for: empty.
+    waits_for: list[str]
 
     @property
     def marker(self) -> str:
@@ -95,8 +97,12 @@ def containers(topology: Topology) -> list[Container]:
         ready = {"proxy": "grpc", "namesrv": "namesrv"}.get(process, f"{PORT_PREFIX.get(process, '')}broker")
         main = MAIN_CLASSES["proxy" if process == "proxy" else "namesrv" if process == "namesrv" else "broker"]
         # A cluster-mode proxy creates its system topics on the brokers at start and exits when none is registered
-        # (the local backend starts it once they are, launcher._spawn_when_ready): it waits for their ports.
-        waits = [PORTS.node(b).listen for b in names] if process == "proxy" and topology.proxy == "cluster" else []
+        # ("create system broadcast topic DefaultHeartBeatSyncerTopic failed": the local backend starts it once they
+        # are, launcher._spawn_when_ready): it waits until every broker logged its boot, after registering with the name
+        # server (it listens, and even connects to the name server, seconds before it registers; the kubelet's
+        # restart would cost 10 s more).
+        waits = [str(dirs.server_logs(b) / "broker.log") for b in names] \
+            if process == "proxy" and topology.proxy == "cluster" else []
         out.append(Container(name, process, conf, main, args, config.jvm_sizes(process, topology), ports, ready,
                              brokers, bool(brokers), waits))
     return out
