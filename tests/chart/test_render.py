@@ -170,7 +170,9 @@ def test_patched_variant_runs_the_jars_of_the_local_backend_with_the_fix_agent(r
     objs = rendered["01-default-values.yaml"]
     assert set(variant_sets(objs)) == {"unpatched", "patched"}
     _, broker = _patched_spec(objs)
-    cmd = broker["command"]
+    # Its JVM starts once the pod's name server listens (a sh loop, then exec java).
+    assert broker["command"][:2] == ["sh", "-c"] and "exec" in broker["command"][2]
+    cmd = broker["command"][broker["command"].index("java"):]
     assert broker["image"] == "rmq-harness-rocketmq:5.3.3"
     # Java 17 with RocketMQ on the application class path: the agent is defined by the loader that loads
     # RocketMQ, as on the local backend, whose JVM flags these are.
@@ -297,7 +299,9 @@ def test_every_topology_renders_the_local_backends_processes_ports_and_broker_se
         assert java[java.index("-cp") + 2:] == [MAIN_CLASSES[{"namesrv": "namesrv", "proxy": "proxy"}.get(
             c.process, "broker")], *c.args]
         assert set(config.jvm_sizes(c.process, topology)) <= set(java) and f"-Duser.home=/data/{c.process}" in java
-        assert (cmd[0] == "sh") == bool(c.waits_for)  # a cluster-mode proxy waits for its brokers' ports
+        # A broker's JVM starts once its name server listens, a cluster-mode proxy's once its brokers booted.
+        assert (cmd[0] == "sh") == bool(c.waits_for or c.after_ports)
+        assert ("0A" in cmd[2]) == bool(c.after_ports) and ("boot success" in cmd[2]) == bool(c.waits_for)
     cm = one(objs, "ConfigMap", naming.variant_name(FULL, "patched", key))["data"]
     ports = pod.PORTS
     dirs = config.VariantDirs(pod.DATA)

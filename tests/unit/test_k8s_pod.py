@@ -50,7 +50,9 @@ def test_a_cluster_mode_proxy_waits_for_every_brokers_port():
     proxy = pod.containers(t)[-1]
     assert proxy.process == "proxy" and proxy.jvm == config.PROXY_JVM
     assert proxy.waits_for == [f"/data/{b}/logs/rocketmqlogs/broker.log" for b in ("broker", "slave", "broker-b")]
-    assert not proxy.agents
+    assert not proxy.agents and not proxy.after_ports
+    # Every broker's JVM starts once the name server listens (its registration at start then finds it).
+    assert all(c.after_ports == [9876] for c in pod.containers(t) if c.brokers)
 
 
 def test_the_brokers_files_are_the_local_settings_listening_everywhere_and_named_by_the_pod():

@@ -64,6 +64,9 @@ class Container:
     # Before its JVM starts: these log files (of the pod's emptyDir) say their broker booted, which a broker says
     # once it registered with the name server (BrokerController.start). Nothing to wait for: empty.
     waits_for: list[str]
+    # Ports of the pod that listen before its JVM starts: a broker's name server, as the local backend starts them in
+    # order (a broker whose registration at start finds no name server registers only 10 s later, on its timer).
+    after_ports: list[int]
 
     @property
     def marker(self) -> str:
@@ -104,7 +107,7 @@ def containers(topology: Topology) -> list[Container]:
         waits = [str(dirs.server_logs(b) / "broker.log") for b in names] \
             if process == "proxy" and topology.proxy == "cluster" else []
         out.append(Container(name, process, conf, main, args, config.jvm_sizes(process, topology), ports, ready,
-                             brokers, bool(brokers), waits))
+                             brokers, bool(brokers), waits, [PORTS.namesrv] if brokers else []))
     return out
 
 
