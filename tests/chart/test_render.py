@@ -301,7 +301,8 @@ def test_every_topology_renders_the_local_backends_processes_ports_and_broker_se
         assert set(config.jvm_sizes(c.process, topology)) <= set(java) and f"-Duser.home=/data/{c.process}" in java
         # A broker's JVM starts once its name server listens, a cluster-mode proxy's once its brokers booted.
         assert (cmd[0] == "sh") == bool(c.waits_for or c.after_ports)
-        assert ("0A" in cmd[2]) == bool(c.after_ports) and ("boot success" in cmd[2]) == bool(c.waits_for)
+        assert ("0A" in cmd[2]) == bool(c.after_ports)
+        assert ("Registering current broker to name server completed" in cmd[2]) == bool(c.waits_for)
     cm = one(objs, "ConfigMap", naming.variant_name(FULL, "patched", key))["data"]
     ports = pod.PORTS
     dirs = config.VariantDirs(pod.DATA)

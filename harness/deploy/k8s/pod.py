@@ -61,8 +61,8 @@ class Container:
     ready_port: str  # the named port the container is ready on
     brokers: list[str]  # the broker nodes it runs
     agents: bool  # a broker JVM: the variant's agents (and the probe) are mounted
-    # Before its JVM starts: these log files (of the pod's emptyDir) say their broker booted, which a broker says
-    # once it registered with the name server (BrokerController.start). Nothing to wait for: empty.
+    # Before its JVM starts: these log files (of the pod's emptyDir) say their broker registered with the name server
+    # (a first boot does on its 10 s timer, after "boot success"). Nothing to wait for: empty.
     waits_for: list[str]
     # Ports of the pod that listen before its JVM starts: a broker's name server, as the local backend starts them in
     # order (a broker whose registration at start finds no name server registers only 10 s later, on its timer).
@@ -101,9 +101,9 @@ def containers(topology: Topology) -> list[Container]:
         main = MAIN_CLASSES["proxy" if process == "proxy" else "namesrv" if process == "namesrv" else "broker"]
         # A cluster-mode proxy creates its system topics on the brokers at start and exits when none is registered
         # ("create system broadcast topic DefaultHeartBeatSyncerTopic failed": the local backend starts it once they
-        # are, launcher._spawn_when_ready): it waits until every broker logged its boot, after registering with the name
-        # server (it listens, and even connects to the name server, seconds before it registers; the kubelet's
-        # restart would cost 10 s more).
+        # are, launcher._spawn_when_ready): it waits until every broker logged its registration with the name server
+        # (it listens, connects to the name server and logs its boot seconds before it registers; each restart of the
+        # proxy by the kubelet would cost 10 s more).
         waits = [str(dirs.server_logs(b) / "broker.log") for b in names] \
             if process == "proxy" and topology.proxy == "cluster" else []
         out.append(Container(name, process, conf, main, args, config.jvm_sizes(process, topology), ports, ready,
