@@ -18,12 +18,12 @@ import yaml
 
 from harness.cli.main import parser
 from harness.core.paths import REPO_ROOT
-from harness.deploy.k8s import cluster, naming
+from harness.deploy.k8s import cluster, naming, pod
 from harness.deploy.k8s.chart_values import ChartValues
-from harness.deploy.local.config import BROKER_DEFAULTS, COMMON_JVM
+from harness.deploy.local.config import BROKER_DEFAULTS, BROKER_JVM, COMMON_JVM, NAMESRV_JVM, jvm_sizes
 from harness.deploy.local.jars import MAIN_CLASSES
 from harness.inputs.scenario import parse_scenario
-from harness.inputs.variants import PROBE_JAR, WAKEUP_FIX_JAR, load_variants, parse_variants
+from harness.inputs.variants import PROBE_JAR, WAKEUP_FIX_JAR, Variant, load_variants, parse_variants
 from tests.chart.helm import (
     CHART,
     KUBE_VERSION,
@@ -141,8 +141,9 @@ def test_every_container_is_non_root_read_only_and_bounded(rendered):
                 assert {"cpu", "memory"} <= set(c["resources"]["requests"]) <= set(c["resources"]["limits"])
 
 
-def variant_sets(objs: list[dict]) -> dict[str, dict]:
-    return {o["metadata"]["labels"][naming.VARIANT]: o for o in find(objs, "StatefulSet")}
+def variant_sets(objs: list[dict], topology: str = naming.SINGLE) -> dict[str, dict]:
+    return {o["metadata"]["labels"][naming.VARIANT]: o for o in find(objs, "StatefulSet")
+            if o["metadata"]["labels"][naming.TOPOLOGY] == topology}
 
 
 def _patched_spec(objs: list[dict]) -> tuple[dict, dict]:
@@ -173,17 +174,24 @@ def test_patched_variant_runs_the_jars_of_the_local_backend_with_the_fix_agent(r
     objs = rendered["01-default-values.yaml"]
     assert set(variant_sets(objs)) == {"unpatched", "patched"}
     _, broker = _patched_spec(objs)
-    cmd = broker["command"]
+    # Its JVM starts once the pod's name server listens (a sh loop, then exec java).
+    assert broker["command"][:2] == ["sh", "-c"] and "exec" in broker["command"][2]
+    cmd = broker["command"][broker["command"].index("java"):]
     assert broker["image"] == "rmq-harness-rocketmq:5.3.3"
     # Java 17 with RocketMQ on the application class path: the agent is defined by the loader that loads
     # RocketMQ, as on the local backend, whose JVM flags these are.
-    assert cmd[0] == "java" and set(COMMON_JVM) <= set(cmd) and "-Duser.home=/data" in cmd
+    assert cmd[0] == "java" and set(COMMON_JVM) <= set(cmd) and "-Duser.home=/data/proxy" in cmd
+    # The broker's heap and direct memory are the local backend's for the JVM that holds it (the proxy's in
+    # single): 512 MiB of direct memory, not the 256 MiB the chart once typed, which remoting load ran out of.
+    assert jvm_sizes("proxy") == BROKER_JVM and set(BROKER_JVM) <= set(cmd)
     cp = cmd.index("-cp")
     assert cmd[cp + 1] == "/opt/rocketmq/lib/*" and cmd[cp + 2] == MAIN_CLASSES["proxy"]
-    assert cmd[cp + 3:cp + 5] == ["-pm", "local"]
+    assert cmd[cp + 3:cp + 9] == ["-pm", "local", "-bc", "/etc/rocketmq/broker.conf",
+                                  "-pc", "/etc/rocketmq/rmq-proxy.json"]
     assert cmd.index(f"-javaagent:/agents/{Path(WAKEUP_FIX_JAR).name}") < cp
     namesrv = container(variant_sets(objs)["patched"]["spec"]["template"]["spec"], "namesrv")["command"]
-    assert namesrv[0] == "java" and namesrv[-1] == MAIN_CLASSES["namesrv"]
+    assert namesrv[0] == "java" and namesrv[-3:] == [MAIN_CLASSES["namesrv"], "-c", "/etc/rocketmq/namesrv.conf"]
+    assert set(NAMESRV_JVM) <= set(namesrv)
 
 
 def test_the_official_image_loads_the_agent_from_the_loader_of_its_scripts(rendered):
@@ -213,6 +221,15 @@ def test_probe_profile_mounts_the_probe_last_on_every_broker_reachable_from_prom
         broker = container(sts["spec"]["template"]["spec"], naming.BROKER_CONTAINER)
         agents = [o for o in broker["command"] if o.startswith("-javaagent:")]
         assert agents[-1] == f"-javaagent:/agents/{Path(PROBE_JAR).name}=port={naming.PORTS['probe']},host=0.0.0.0"
+        # Every broker of every topology has its own probe port, on the Service.
+        for topology in ("2m-slave",):
+            spec = variant_sets(objs, topology)[variant]["spec"]["template"]["spec"]
+            svc = one(objs, "Service", naming.variant_name(FULL, variant, topology))
+            for node, prefix in pod.PORT_PREFIX.items():
+                c, port = container(spec, node), pod.PORTS.node(node).probe
+                agents = [o for o in c["command"] if o.startswith("-javaagent:")]
+                assert agents[-1].endswith(f"=port={port},host=0.0.0.0")
+                assert {"name": f"{prefix}probe", "port": port, "targetPort": f"{prefix}probe"} in svc["spec"]["ports"]
         assert {"name": "probe", "containerPort": naming.PORTS["probe"]} in broker["ports"]
         svc = one(objs, "Service", naming.variant_name(FULL, variant))
         assert {"name": "probe", "port": naming.PORTS["probe"], "targetPort": "probe"} in svc["spec"]["ports"]
@@ -241,13 +258,80 @@ def test_variant_services_are_where_the_backend_looks(rendered):
 
 
 def test_a_faults_signals_reach_each_jvm_of_a_variants_pod_from_the_other_container(rendered):
-    from harness.deploy.k8s.faults import CONTAINERS
+    from harness.deploy.k8s.faults import containers
 
     for profile, objs in rendered.items():
-        for variant, sts in variant_sets(objs).items():
-            spec = sts["spec"]["template"]["spec"]
-            assert spec["shareProcessNamespace"] is True, (profile, variant)
-            assert {c["name"] for c in spec["containers"]} == {c for c, _ in CONTAINERS.values()}
+        for t in pod.TOPOLOGIES:
+            for variant, sts in variant_sets(objs, pod.key(t)).items():
+                spec = sts["spec"]["template"]["spec"]
+                assert spec["shareProcessNamespace"] is True, (profile, variant)
+                # A container per target; each JVM's command line names its marker, and no other's does.
+                targets = containers(t)
+                assert {c["name"] for c in spec["containers"]} == {c for c, _ in targets.values()}
+                for name, marker in targets.values():
+                    others = [c for c in spec["containers"] if c["name"] != name]
+                    assert marker in " ".join(container(spec, name).get("command", [])), (profile, name)
+                    assert not any(marker in " ".join(c.get("command", [])).replace(f"{marker[:-5]}-", "")
+                                   for c in others), (profile, name)
+
+
+def test_the_pod_layout_is_generated_from_the_local_backends_definition():
+    committed = (CHART / "files" / "topologies.json").read_text()
+    assert committed == pod.render(), "regenerate: python -m harness.deploy.k8s.pod > " \
+                                      "charts/rocketmq-pop-harness/files/topologies.json"
+
+
+@pytest.mark.parametrize("topology", pod.TOPOLOGIES, ids=pod.key)
+def test_every_topology_renders_the_local_backends_processes_ports_and_broker_settings(rendered, topology):
+    """Each process of the local backend is a container, started as the local backend starts it (main class,
+    heap, the file it reads); each broker's file holds what harness/deploy/local/config.py writes for that node
+    in a pod (bound to every interface, routes naming the pod's address); only single runs after install."""
+    from harness.deploy.local import config
+
+    objs = rendered["01-default-values.yaml"]
+    key = pod.key(topology)
+    v = Variant(name="patched", version="5.3.3")
+    sts = variant_sets(objs, key)["patched"]
+    assert sts["spec"]["replicas"] == (1 if key == naming.SINGLE else 0)
+    assert sts["metadata"]["name"] == naming.variant_name(FULL, "patched", key)
+    spec = sts["spec"]["template"]["spec"]
+    names = [c["name"] for c in spec["containers"]]
+    assert names == [c.name for c in pod.containers(topology)]
+    for c in pod.containers(topology):
+        cmd = container(spec, c.name)["command"]
+        java = cmd[cmd.index("java"):]
+        assert java[java.index("-cp") + 2:] == [MAIN_CLASSES[{"namesrv": "namesrv", "proxy": "proxy"}.get(
+            c.process, "broker")], *c.args]
+        assert set(config.jvm_sizes(c.process, topology)) <= set(java) and f"-Duser.home=/data/{c.process}" in java
+        # A broker's JVM starts once its name server listens, a cluster-mode proxy's once its brokers booted.
+        assert (cmd[0] == "sh") == bool(c.waits_for or c.after_ports)
+        assert ("0A" in cmd[2]) == bool(c.after_ports)
+        assert ("Registering current broker to name server completed" in cmd[2]) == bool(c.waits_for)
+    cm = one(objs, "ConfigMap", naming.variant_name(FULL, "patched", key))["data"]
+    ports = pod.PORTS
+    dirs = config.VariantDirs(pod.DATA)
+    for node in config.nodes(v, topology, ports):
+        expected = config.broker_properties(v, ports, dirs, topology, node, config.IN_POD)
+        conf = dict(line.split("=", 1) for line in cm[f"{node.name}.conf"].splitlines())
+        assert conf == {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in expected.items()}, node
+        assert "brokerIP1" not in conf and "bindAddress" not in conf
+    assert json.loads(cm["rmq-proxy.json"]) == config.proxy_settings(v, ports, topology, config.IN_POD)
+    namesrv = dict(line.split("=", 1) for line in cm["namesrv.conf"].splitlines())
+    assert namesrv == {k: str(x).lower() for k, x in config.namesrv_properties(ports, topology, config.IN_POD).items()}
+    # The Service gives every process's ports, the first broker's on RocketMQ's defaults.
+    svc = one(objs, "Service", naming.variant_name(FULL, "patched", key))
+    by_name = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
+    for node in config.node_names(topology):
+        assert by_name[f"{pod.PORT_PREFIX[node]}broker"] == ports.node(node).listen
+    assert by_name["grpc"] == naming.PORTS["grpc"] and by_name["broker"] == naming.PORTS["broker"]
+
+
+def test_a_scenarios_topology_is_deployed_unless_values_leave_it_out():
+    objs = render(sets=("topologies=null",))
+    assert {o["metadata"]["labels"][naming.TOPOLOGY] for o in find(objs, "StatefulSet")} == {naming.SINGLE}
+    objs = render(sets=("topologies[0].proxy=cluster", "topologies[0].masters=2"))
+    assert {o["metadata"]["labels"][naming.TOPOLOGY] for o in find(objs, "StatefulSet")} == {naming.SINGLE,
+                                                                                         "2m"}
 
 
 @pytest.mark.parametrize(("release", "override"), [("rmq", ""), ("team-rocketmq-pop-harness", ""), ("rmq", "ph")])
@@ -261,7 +345,8 @@ def test_fullname_matches_the_backend(release: str, override: str):
 def test_broker_config_is_the_local_defaults_plus_the_pods_own_settings(rendered):
     objs = rendered["02-multi-variant-values.yaml"]
     conf = {}
-    for line in one(objs, "ConfigMap", "-patched-v2")["data"]["broker-base.conf"].splitlines():
+    cm = one(objs, "ConfigMap", naming.variant_name(FULL, "patched-v2"))
+    for line in cm["data"]["broker-base.conf"].splitlines():
         k, v = line.split("=", 1)
         conf[k] = v
     for k, v in BROKER_DEFAULTS.items():
@@ -271,7 +356,7 @@ def test_broker_config_is_the_local_defaults_plus_the_pods_own_settings(rendered
     assert conf["enableRetryTopicV2"] == "true" and conf["popPollingMapSize"] == "100000"
     assert conf["brokerName"] == "broker-patched-v2" and conf["namesrvAddr"] == "127.0.0.1:9876"
     assert conf["metricsPromExporterHost"] == "0.0.0.0" and conf["metricsPromExporterPort"] == "5557"
-    proxy = json.loads(one(objs, "ConfigMap", "-patched-v2")["data"]["rmq-proxy.json"])
+    proxy = json.loads(one(objs, "ConfigMap", naming.variant_name(FULL, "patched-v2"))["data"]["rmq-proxy.json"])
     assert proxy["grpcServerPort"] == 8081 and proxy["grpcThreadPoolNums"] == 8 and proxy["proxyMode"] == "local"
 
 
@@ -607,3 +692,26 @@ def test_a_cluster_of_yours_gets_nothing_deployed_and_reaches_the_load_test_as_a
     assert staging.is_external and staging.endpoints.namesrv == "rocketmq-namesrv.rocketmq.svc:9876"
     assert variants["staging"].endpoints.cluster == "DefaultCluster" and not variants["unpatched"].is_external
     assert one(objs, "CronJob", f"-{naming.LOADTEST}")  # its default run names staging beside unpatched
+
+
+def _cpu(q: str | int) -> float:
+    q = str(q)
+    return float(q[:-1]) / 1000 if q.endswith("m") else float(q)
+
+
+def test_the_fullest_topology_is_scheduled_beside_a_run_on_a_two_cpu_node(rendered):
+    """A run's CPU requests (its load-test pod, a worker, Prometheus, the other variant's pod still up, the
+    variant's pod in two masters with a slave) fit the 2-CPU node of the cluster test: a pod whose requests
+    do not fit stays Pending, and the run waits for it until its deadline."""
+    objs = rendered["04-docker-less-values.yaml"]
+
+    def requests(spec: dict) -> float:
+        return sum(_cpu(c["resources"]["requests"]["cpu"]) for c in spec["containers"])
+
+    fullest = variant_sets(objs, "2m-slave")["patched"]["spec"]["template"]["spec"]
+    single = variant_sets(objs)["unpatched"]["spec"]["template"]["spec"]
+    cron = one(objs, "CronJob", f"-{naming.LOADTEST}")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    worker = one(objs, "PodTemplate", naming.LOADTEST_WORKER)["template"]["spec"]
+    prometheus = one(objs, "Deployment", "-prometheus")["spec"]["template"]["spec"]
+    total = sum(requests(s) for s in (fullest, single, cron, worker, prometheus))
+    assert total <= 2.0 * 0.9, total  # the node's system pods (CoreDNS) request some too

@@ -180,27 +180,41 @@ def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
     assert m["series"]["harness"] > 0 and m["series"]["broker_pop"] > 0
 
 
-def test_faults_in_the_pod_the_broker_killed_and_the_name_server_stopped(release, tmp_path_factory):
+def test_faults_in_a_cluster_mode_pod_over_remoting_reach_the_broker_the_proxy_and_the_name_server(
+        release, tmp_path_factory):
+    """The one fault run: the variant in the chart's cluster-mode topology (a container per process: name server,
+    broker, proxy), the load over remoting (the worker follows the name server's route to the broker's pod
+    address), the broker SIGKILLed, the proxy and the name server stopped."""
+    _, v1 = release
     runs = tmp_path_factory.mktemp("fault-runs")
-    scenario = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-faults-pod.yaml"
+    scenario = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-faults-cluster-proxy.yaml"
     assert main(["k8s", "run", "--release", RELEASE, "--namespace", NAMESPACE, "--variant", "patched",
-                 "--scenario", str(scenario), "--runs-dir", str(runs)]) == 0
+                 "--scenario", str(scenario), "--protocol", "remoting", "--runs-dir", str(runs)]) == 0
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     m = json.loads((archive / "manifest.json").read_text())
     faults = {f["label"]: f for f in m["faults"]}
-    assert set(faults) == {"kill9 broker", "sigstop namesrv 3 s"}
+    print("faults: " + "; ".join(f"{k}: {f['process']} -> {f.get('back')}" for k, f in faults.items()))
+    assert set(faults) == {"kill9 broker", "sigstop proxy 3 s", "sigstop namesrv 3 s"}
     for f in faults.values():
         assert f["error"] is None and f["started_ns"] < f["ended_ns"]
     # The kubelet started the broker's container again, in the same pod: its restart count went up by one.
     kill = faults["kill9 broker"]
+    assert "container broker of pod" in kill["process"] and "-cluster-0" in kill["process"]
     assert "restarts 0" in kill["process"] and "restarts 1" in kill["back"]
     assert kill["process"].split("pod ")[1].split(",")[0] == kill["back"].split("pod ")[1].split(",")[0]
+    # The proxy started once (it waits for its broker's boot: it exits when none is registered at its start).
+    assert "container proxy of pod" in faults["sigstop proxy 3 s"]["process"]
+    assert "restarts 0" in faults["sigstop proxy 3 s"]["process"]
     assert faults["sigstop namesrv 3 s"]["window_s"] >= 3
     [s] = m["summary"]
+    print(f"sent {s['sent']}, ledger {s['ledger']}")
     assert s["sent"] > 0 and s["ledger"]["owed"] == s["sent"]
     assert sum(s["ledger"][c] for c in ("acked_first", "acked_after_retry", "late", "duplicated",
                                         "dead_lettered", "lost")) == s["ledger"]["owed"]
     assert {f["label"] for f in s["faults"]} == set(faults) and all(f["exposed"] is not None for f in s["faults"])
+    # The variant's single pod made way for the topology's: one pod per variant at a time.
+    pods = v1.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.VARIANT}=patched").items
+    assert {p.metadata.labels[naming.TOPOLOGY] for p in pods if not p.metadata.deletion_timestamp} <= {"cluster"}
 
 
 def test_uninstall_keeps_the_runs_volume(archive, release):

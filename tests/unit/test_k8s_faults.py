@@ -17,8 +17,8 @@ class FakePod:
     def __init__(self) -> None:
         self.restarts = {"namesrv": 0, "broker": 0}
         self.ready = {"namesrv": True, "broker": True}
-        self.pids = {"org.apache.rocketmq.namesrv.NamesrvStartup": ("namesrv", 7),
-                     "org.apache.rocketmq.proxy.ProxyStartup": ("broker", 9)}
+        # What tells each JVM apart on its command line (the file it was started with) -> (container, pid).
+        self.pids = {"/etc/rocketmq/namesrv.conf": ("namesrv", 7), "/etc/rocketmq/rmq-proxy.json": ("broker", 9)}
         self.execs: list[tuple[str, list[str]]] = []
 
     def pods(self) -> list:
@@ -27,7 +27,7 @@ class FakePod:
 
     def exec_(self, pod: str, container: str, argv: list[str]) -> tuple[int, str, str]:
         self.execs.append((container, argv))
-        if argv[-1] in self.pids:  # the find script's argument: the main class
+        if argv[-1] in self.pids:  # the find script's argument: the marker
             return 0, f"{self.pids[argv[-1]][1]}\n", ""
         sig, pid = argv[-1].split()[1:]
         target = next(c for c, p in self.pids.values() if str(p) == pid)
@@ -68,3 +68,23 @@ def test_no_such_jvm_says_the_pods_must_share_their_process_namespace():
         PodProcess("v", "broker", lambda p, c, a: (0, "", ""), pod.pods, ready_timeout_s=1).kill()
     with pytest.raises(HarnessError, match="has no slave"):
         PodProcess("v", "slave", pod.exec_, pod.pods, ready_timeout_s=1)
+
+
+def test_in_two_masters_each_broker_is_told_from_the_other_by_its_file_and_signalled_from_another_container():
+    from harness.inputs.scenario import Topology
+
+    pod = FakePod()
+    pod.restarts = {"namesrv": 0, "broker": 0, "broker-b": 0, "proxy": 0}
+    pod.ready = dict.fromkeys(pod.restarts, True)
+    pod.pids = {"/etc/rocketmq/namesrv.conf": ("namesrv", 7), "/etc/rocketmq/broker.conf": ("broker", 8),
+                "/etc/rocketmq/broker-b.conf": ("broker-b", 9), "/etc/rocketmq/rmq-proxy.json": ("proxy", 10)}
+    two = Topology(proxy="cluster", masters=2)
+    for target, pid in (("broker-b", 9), ("proxy", 10), ("broker", 8), ("namesrv", 7)):
+        proc = PodProcess("v", target, pod.exec_, pod.pods, ready_timeout_s=5, topology=two)
+        proc.kill()
+        signaller, argv = pod.execs[-1]
+        assert argv[-1] == f"kill -KILL {pid}" and signaller != target
+        proc.start()
+        assert pod.restarts[target] == 1
+    with pytest.raises(HarnessError, match="has no slave"):
+        PodProcess("v", "slave", pod.exec_, pod.pods, ready_timeout_s=1, topology=two)

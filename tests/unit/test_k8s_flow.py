@@ -17,6 +17,7 @@ import pytest
 from harness.core.errors import ConfigError, HarnessError
 from harness.deploy.k8s import naming, remote
 from harness.deploy.k8s.cluster import K8sBackend
+from harness.inputs.scenario import Topology
 from harness.inputs.variants import JavaAgent, Variant
 
 FULL = "rmq-rocketmq-pop-harness"
@@ -28,14 +29,17 @@ class ApiException(Exception):
         self.status = status
 
 
-def statefulset(variant: str, image: str = "apache/rocketmq:5.3.3", java_opts: str = "", replicas: int = 1) -> NS:
+def statefulset(variant: str, image: str = "apache/rocketmq:5.3.3", java_opts: str = "", replicas: int = 1,
+                topology: str = naming.SINGLE) -> NS:
     broker = NS(name="broker", image=image, command=None, env=[NS(name="JAVA_OPT_EXT", value=java_opts)])
-    return NS(metadata=NS(name=naming.variant_name(FULL, variant), labels={naming.VARIANT: variant}),
+    return NS(metadata=NS(name=naming.variant_name(FULL, variant, topology),
+                          labels={naming.VARIANT: variant, naming.TOPOLOGY: topology}),
               spec=NS(replicas=replicas, template=NS(spec=NS(containers=[broker]))), status=NS(ready_replicas=1))
 
 
-def pod(variant: str, uid: str, ready: bool = True) -> NS:
-    return NS(metadata=NS(name=f"{naming.variant_name(FULL, variant)}-0", uid=uid, deletion_timestamp=None),
+def pod(variant: str, uid: str, ready: bool = True, topology: str = naming.SINGLE) -> NS:
+    return NS(metadata=NS(name=f"{naming.variant_name(FULL, variant, topology)}-0", uid=uid, deletion_timestamp=None,
+                          labels={naming.VARIANT: variant, naming.TOPOLOGY: topology}),
               status=NS(conditions=[NS(type="Ready", status="True" if ready else "False")], phase="Running",
                         container_statuses=[]),
               spec=NS(containers=[NS(name="namesrv"), NS(name="broker")]))
@@ -60,6 +64,10 @@ class FakeCluster:
 
     def patch_namespaced_stateful_set_scale(self, name: str, ns: str, body: dict) -> None:
         self.calls.append(("scale", name, body["spec"]["replicas"]))
+
+    def list_namespaced_stateful_set(self, ns: str, label_selector: str) -> NS:
+        variant = label_selector.split(f"{naming.VARIANT}=")[1]
+        return NS(items=[s for k, s in self.sets.items() if s.metadata.labels[naming.VARIANT] == variant])
 
     # core
     def read_namespaced_config_map(self, name: str, ns: str) -> NS:
@@ -91,8 +99,8 @@ def backend(monkeypatch) -> tuple[K8sBackend, FakeCluster]:
     b = K8sBackend.__new__(K8sBackend)
     b.full, b.namespace, b.apps, b.core, b.ready_timeout_s, b.round_trip = FULL, "ns", fake, fake, 5.0, False
     b.log, b._logs, b._server_logs, b._configs, b._started, b._agents = (lambda s: None), {}, {}, {}, [], {}
-    b._variants = {}
-    monkeypatch.setattr(b, "_read_server_logs", lambda variant: b"")
+    b._variants, b._topology, b._node_configs = {}, {}, {}
+    monkeypatch.setattr(b, "_read_server_logs", lambda variant: {})
     return b, fake
 
 
@@ -243,7 +251,7 @@ def test_a_patched_variant_whose_agent_did_not_install_is_refused(backend, monke
     b.round_trip = True
     monkeypatch.setattr(b, "_wait_serving", lambda ep: None)
     fake.read_namespaced_pod_log = lambda name, ns, container, **kw: "RocketMQ started\n"
-    with pytest.raises(HarnessError, match="patched: agents not active: pop-retry-wakeup.jar printed nothing"):
+    with pytest.raises(HarnessError, match="patched: agents not active in broker: pop-retry-wakeup.jar printed"):
         b.up([variant("patched", agents=[JavaAgent(jar="broker-patches/target/pop-retry-wakeup.jar")])])
     fake.read_namespaced_pod_log = lambda name, ns, container, **kw: "[pop-retry-wakeup] installed on X\n"
     assert [e.variant for e in b.up([variant("patched", agents=[
@@ -257,10 +265,42 @@ def test_a_fault_target_is_the_jvm_of_a_variant_the_run_brought_up(backend):
     b.up([variant("unpatched")])
     proc = b.process("unpatched", "broker")
     assert (proc.container, proc.signaller, proc.holds_down) == ("broker", "namesrv", False)
-    with pytest.raises(ConfigError, match="one broker inside its proxy per variant"):
-        from harness.inputs.scenario import Topology
-
+    with pytest.raises(ConfigError, match="unpatched in topology cluster is not deployed.*to its `topologies`"):
         b.up([variant("unpatched")], Topology(proxy="cluster"))
+
+
+def test_a_topology_runs_in_its_own_statefulset_with_every_brokers_settings_and_the_variants_others_stop(backend):
+    b, fake = backend
+    two = Topology(proxy="cluster", masters=2)
+    name = naming.variant_name(FULL, "patched", "2m")
+    fake.sets["patched-2m"] = statefulset("patched", java_opts="-javaagent:/agents/pop-retry-wakeup.jar",
+                                          replicas=0, topology="2m")
+    fake.configmaps[name] = {"broker-base.conf": "listenPort=10911\n", "broker-b-base.conf": "listenPort=10931\n",
+                             "namesrv.conf": "listenPort=9876\n"}
+    fake.pods["patched"] = [pod("patched", "old"), pod("patched", "2m-old", topology="2m")]
+
+    def delete(pod_name: str, ns: str, grace_period_seconds: int) -> None:
+        fake.calls.append(("delete", pod_name))
+        fake.pods["patched"] = [p for p in fake.pods["patched"] if p.metadata.name != pod_name] + [
+            pod("patched", "2m-new", topology="2m")]
+
+    fake.delete_namespaced_pod = delete
+    [ep] = b.up([variant("patched", broker={"popPollingMapSize": 1})], two)
+    # Every broker's file gets the run's settings; the variant's single pod is scaled away; only the topology's
+    # own pod was recreated (single's name is a prefix of every other's).
+    cm = fake.configmaps[name]
+    assert "popPollingMapSize=1" in cm["broker.conf"] and "popPollingMapSize=1" in cm["broker-b.conf"]
+    assert ("scale", naming.variant_name(FULL, "patched"), 0) in fake.calls and ("scale", name, 1) in fake.calls
+    assert [c[1] for c in fake.calls if c[0] == "delete"] == [f"{name}-0"]
+    host = f"{name}.ns.svc"
+    assert ep.grpc == f"{host}:8081" and ep.masters == [f"{host}:10911", f"{host}:10931"]
+    assert [n.name for n in ep.brokers] == ["broker", "broker-b"]
+    proc = b.process("patched", "broker-b")
+    assert proc.container == "broker-b" and proc.main_class == "/etc/rocketmq/broker-b.conf"
+    assert b.process("patched", "proxy").container == "proxy"
+    b.down()
+    # Scaled to zero, and its pod deleted at once: its logs are read, its store thrown away.
+    assert fake.calls[-2:] == [("scale", name, 0), ("delete", f"{name}-0")]
 
 
 # --- the comparison in the cluster ------------------------------------------------------------------

@@ -60,7 +60,7 @@ fails when a pod label would be too long. */}}
 {{- $agents = append $agents (dict "jar" .jar "options" (.options | default "")) }}
 {{- end }}
 {{- if .root.Values.probe.enabled }}
-{{- $agents = append $agents (dict "jar" "pop-wakeup-probe.jar" "options" "port=5558,host=0.0.0.0") }}
+{{- $agents = append $agents (dict "jar" "pop-wakeup-probe.jar" "options" "port={probe_port},host=0.0.0.0") }}
 {{- end }}
 {{- toJson $agents }}
 {{- end }}
@@ -100,4 +100,38 @@ the load test measures as deployed and the chart starts nothing for. A JSON list
 {{- $out := list }}
 {{- range .Values.variants }}{{ if not .endpoints }}{{ $out = append $out . }}{{ end }}{{ end }}
 {{- toJson $out }}
+{{- end }}
+
+{{/* The topologies every variant is deployed in (harness/deploy/k8s/pod.py's keys): single (the broker inside
+its proxy's JVM; running after install), then those of .Values.topologies (scaled to zero until a run asks for
+one). Usage: include "rph.topologyKeys" $ | fromJsonArray. */}}
+{{- define "rph.topologyKeys" -}}
+{{- $keys := list "single" }}
+{{- range .Values.topologies }}
+{{- $k := "single" }}
+{{- if eq (.proxy | default "local") "cluster" }}
+{{- $parts := list }}
+{{- if gt (int (.masters | default 1)) 1 }}{{ $parts = append $parts "2m" }}{{ end }}
+{{- if .slave }}{{ $parts = append $parts "slave" }}{{ end }}
+{{- $k = join "-" $parts | default "cluster" }}
+{{- end }}
+{{- if not (has $k $keys) }}{{ $keys = append $keys $k }}{{ end }}
+{{- end }}
+{{- toJson $keys }}
+{{- end }}
+
+{{/* One variant's objects in one topology: <variant name> in single, <variant name>-<topology> otherwise
+(harness/deploy/k8s/naming.py). */}}
+{{- define "rph.topologyName" -}}
+{{- $base := include "rph.variantName" (dict "root" .root "variant" .variant) }}
+{{- $name := ternary $base (printf "%s-%s" $base .topology) (eq .topology "single") }}
+{{- if gt (len $name) 52 }}
+{{- fail (printf "variant %q in topology %s: %q is longer than 52 characters (a StatefulSet name); shorten the variant or the release name, or set fullnameOverride" .variant.name .topology $name) }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{/* The pod layout of every topology, generated from the local backend's definition (python -m harness.deploy.k8s.pod). */}}
+{{- define "rph.layout" -}}
+{{- .Files.Get "files/topologies.json" }}
 {{- end }}

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from harness.inputs.scenario import Topology
 from harness.inputs.variants import (
     HARNESS_BROKER_KEYS,
     HARNESS_PROXY_KEYS,
@@ -92,14 +93,17 @@ class Probe(Strict):
     enabled: bool = False
 
 
+HEAP_DESCRIPTION = "JVM heap flags; empty: the local backend's (harness/deploy/local/config.py)"
+
+
 class Broker(Strict):
     config: BrokerOverrides
-    heapOptions: str  # noqa: N815
+    heapOptions: str = Field("", description=HEAP_DESCRIPTION)  # noqa: N815
     resources: Resources
 
 
 class NameServer(Strict):
-    heapOptions: str  # noqa: N815
+    heapOptions: str = Field("", description=HEAP_DESCRIPTION)  # noqa: N815
     resources: Resources
 
 
@@ -171,6 +175,9 @@ class ChartValues(Strict):
     harnessImage: Image  # noqa: N815
     rocketmqImage: RocketMQImage  # noqa: N815
     variants: list[ChartVariant] = Field(min_length=1)
+    topologies: list[Topology] = Field(
+        default_factory=list, description="every variant's topologies besides single, as a scenario's `topology:` "
+        "(a StatefulSet each, at zero replicas until a run asks for it)")
     probe: Probe
     broker: Broker
     nameServer: NameServer  # noqa: N815

@@ -1,7 +1,8 @@
-"""A fault's target on Kubernetes: the name server or the broker (with its proxy) of a variant's pod.
+"""A fault's target on Kubernetes: any process of a variant's pod in its topology (harness.deploy.k8s.pod: the
+name server, the brokers, the proxy; in single the broker inside its proxy's JVM).
 
 The chart's pods share one PID namespace (shareProcessNamespace), so the server's JVM is an ordinary
-process seen from the pod's other container: signalled from there with the shell's own `kill` (a signal
+process seen from another container of the pod: signalled from there with the shell's own `kill` (a signal
 sent from inside a container to its own PID 1 would be ignored). The kubelet then restarts the container
 it belonged to, on the pod's emptyDir, so the store survives as it does when a local process is started
 again. A killed container cannot be held down for a while: the kubelet decides when it comes back.
@@ -13,13 +14,19 @@ from collections.abc import Callable
 
 from harness.core.errors import HarnessError
 from harness.core.waiting import Pending, wait_until
-from harness.deploy.k8s import naming
+from harness.deploy.k8s import pod
+from harness.inputs.scenario import SINGLE, Topology
 
-# The container each target runs in, and the main class that names its JVM on the command line.
-CONTAINERS = {"namesrv": ("namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup"),
-              "broker": (naming.BROKER_CONTAINER, "org.apache.rocketmq.proxy.ProxyStartup")}
-# Finds the JVM by its main class in /proc (the images have no pgrep), prints its PID: a process whose program
-# (argv[0]) is java (not this shell, whose own command line names the class too) and whose arguments hold the class.
+
+def containers(topology: Topology = SINGLE) -> dict[str, tuple[str, str]]:
+    """Each fault target of the topology: the container it runs in, and what tells its JVM from the pod's others
+    on their command lines (the file it was started with: two brokers share a main class)."""
+    return {t: (c.name, c.marker) for t in topology.targets for c in [pod.container_of(t, topology)]}
+
+
+CONTAINERS = containers(SINGLE)
+# Finds the JVM by its marker in /proc (the images have no pgrep), prints its PID: a process whose program
+# (argv[0]) is java (not this shell, whose own command line names the marker too) and whose arguments hold it.
 FIND = ('for p in /proc/[0-9]*; do a=$(tr "\\000" "\\n" < "$p/cmdline" 2>/dev/null) || continue; '
         'case "$(printf "%s\\n" "$a" | head -n 1)" in */java|java) ;; *) continue;; esac; '
         'case "$a" in *"$1"*) echo "${p#/proc/}";; esac; done')
@@ -34,15 +41,16 @@ class PodProcess:
     holds_down = False  # the kubelet restarts a killed container at once
 
     def __init__(self, variant: str, target: str, exec_: Exec, pods: Callable[[], list], ready_timeout_s: float,
-                 after_start: Callable[[], None] = lambda: None) -> None:
-        if target not in CONTAINERS:
+                 after_start: Callable[[], None] = lambda: None, topology: Topology = SINGLE) -> None:
+        targets = containers(topology)
+        if target not in targets:
             raise HarnessError(f"variant {variant} on Kubernetes has no {target} (its targets: "
-                               f"{', '.join(CONTAINERS)})")
+                               f"{', '.join(targets)})")
         self.variant = variant
         self.target = target
-        self.container, self.main_class = CONTAINERS[target]
-        # Signals go from the pod's other container: the one whose JVM dies must not be the one running them.
-        self.signaller = next(c for t, (c, _) in CONTAINERS.items() if t != target)
+        self.container, self.main_class = targets[target]
+        # Signals go from another container of the pod: the one whose JVM dies must not be the one running them.
+        self.signaller = next(c for c, _ in targets.values() if c != self.container)
         self._exec = exec_
         self._pods = pods
         self.ready_timeout_s = ready_timeout_s

@@ -6,7 +6,7 @@ The chart's templates and these functions must agree; tests render the chart and
 from __future__ import annotations
 
 from harness.contracts import pod_env
-from harness.contracts.endpoints import Endpoints
+from harness.contracts.endpoints import BrokerNode, Endpoints
 
 CHART = "rocketmq-pop-harness"
 # Label keys (app.kubernetes.io/* are Kubernetes' recommended ones).
@@ -15,6 +15,8 @@ INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
 VARIANT = "rmq-harness/variant"
 PROBE = "rmq-harness/probe"
+TOPOLOGY = "rmq-harness/topology"  # harness.deploy.k8s.pod.key: single, cluster, 2m, slave, 2m-slave
+SINGLE = "single"
 RUN_ID = "rmq-harness/run-id"
 # Components.
 ROCKETMQ = "rocketmq"
@@ -30,9 +32,13 @@ WORKER_PORT_BASE = 9100
 # UI_PORTS of them (templates/loadtest-service.yaml).
 UI_PORT_BASE = 8089
 UI_PORTS = 4
-BROKER_CONTAINER = "broker"
-# The chart runs RocketMQ with user.home=/data (an emptyDir); its logback configs write under it.
-SERVER_LOGS = "/data/logs/rocketmqlogs"
+BROKER_CONTAINER = "broker"  # the first broker's (in single, the proxy's JVM with the broker inside)
+
+
+def server_logs(process: str) -> str:
+    """Where a process of the chart's pods writes RocketMQ's own logs: its user.home is /data/<process>."""
+    return f"/data/{process}/logs/rocketmqlogs"
+
 RUNS_MOUNT = "/runs"
 # Where a comparison in the cluster writes its report: on the runs volume, under a dot name (not a run).
 REPORTS_DIR = f"{RUNS_MOUNT}/.reports"
@@ -53,14 +59,20 @@ def fullname(release: str, override: str = "") -> str:
     return name[:63].rstrip("-")
 
 
-def variant_name(full: str, variant: str) -> str:
-    """The StatefulSet, Service and ConfigMap of one variant (Service names allow no dots)."""
-    return f"{full}-{variant.replace('.', '-')}"
+def variant_name(full: str, variant: str, topology: str = SINGLE) -> str:
+    """The StatefulSet, Service and ConfigMap of one variant in one topology (Service names allow no dots)."""
+    base = f"{full}-{variant.replace('.', '-')}"
+    return base if topology == SINGLE else f"{base}-{topology}"
 
 
-def endpoints(full: str, namespace: str, variant: str, version: str, probe: bool) -> Endpoints:
-    """How a pod in the cluster reaches one variant: its Service's DNS name and RocketMQ's ports."""
-    host = f"{variant_name(full, variant)}.{namespace}.svc"
+def endpoints(full: str, namespace: str, variant: str, version: str, probe: bool, topology: str = SINGLE,
+              nodes: tuple[tuple[str, int, int, int], ...] = ()) -> Endpoints:
+    """How a pod in the cluster reaches one variant: its Service's DNS name and RocketMQ's ports; ``nodes``
+    (name, listen, metrics, probe port) when the topology has more than one broker."""
+    host = f"{variant_name(full, variant, topology)}.{namespace}.svc"
+    brokers = tuple(BrokerNode(n, f"{host}:{listen}", f"http://{host}:{metrics}/metrics",
+                               f"http://{host}:{probe_port}/metrics" if probe else "", master=n != "slave")
+                    for n, listen, metrics, probe_port in nodes)
     return Endpoints(
         variant=variant,
         version=version,
@@ -70,6 +82,7 @@ def endpoints(full: str, namespace: str, variant: str, version: str, probe: bool
         namesrv=f"{host}:{PORTS['namesrv']}",
         metrics=f"http://{host}:{PORTS['metrics']}/metrics",
         probe=f"http://{host}:{PORTS['probe']}/metrics" if probe else "",
+        nodes=brokers if len(brokers) > 1 else (),
     )
 
 

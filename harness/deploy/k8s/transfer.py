@@ -33,10 +33,11 @@ def exec_in(core: object, namespace: str, pod: str, container: str, argv: list[s
 def read_tree(core: object, namespace: str, pod: str, container: str, path: str, timeout_s: float = 300.0) -> bytes:
     """The directory ``path`` in the container as gzipped tar bytes (its last component at the top)."""
     p = PurePosixPath(path)
-    # Through a file, not a pipe: sh has no pipefail, and a failed tar must fail the command.
+    # Through a file, not a pipe: sh has no pipefail, and a failed tar must fail the command. GNU tar's exit 1 is
+    # "a file changed as we read it" (a live server's log): the archive is written, with that file as it was.
     tmp = f"/tmp/rmq-harness-copy-{p.name}.tgz"
-    command = (f"tar czf {tmp} -C {shlex.quote(str(p.parent))} {shlex.quote(p.name)} && base64 -w 0 {tmp}; "
-               f"rc=$?; rm -f {tmp}; exit $rc")
+    command = (f"tar czf {tmp} -C {shlex.quote(str(p.parent))} {shlex.quote(p.name)}; rc=$?; "
+               f"if [ $rc -le 1 ]; then base64 -w 0 {tmp}; rc=$?; fi; rm -f {tmp}; exit $rc")
     try:
         code, out, err = exec_in(core, namespace, pod, container, ["sh", "-c", command], timeout_s)
     except HarnessError:

@@ -21,6 +21,20 @@ from harness.inputs.variants import LOOPBACK_JAR, Scalar, Variant
 LOOPBACK = "127.0.0.1"
 CLUSTER = "rmq-harness"
 
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a variant's processes listen and what address they give clients: ``bind`` None leaves the address
+    to the servers (they listen on every interface and name the host's own address in routes: a pod's IP)."""
+
+    bind: str | None
+    metrics_host: str
+
+
+# This machine: everything on loopback. A pod (harness.deploy.k8s.pod): every interface, routes naming the pod's IP.
+ON_LOOPBACK = Placement(LOOPBACK, LOOPBACK)
+IN_POD = Placement(None, "0.0.0.0")
+
 # What every local broker gets unless the variant overrides it. Sizes are shrunk from the 1 GiB
 # commit log and 5M-entry index defaults so three variants fit on a 2-core, 24 GiB machine.
 BROKER_DEFAULTS: dict[str, Scalar] = {
@@ -158,8 +172,11 @@ def host_process(target: str, topology: Topology) -> str:
     return "proxy" if target == "broker" and topology.proxy == "local" else target
 
 
-def namesrv_properties(ports: VariantPorts, topology: Topology = SINGLE) -> dict[str, Scalar]:
-    props: dict[str, Scalar] = {"listenPort": ports.namesrv, "bindAddress": LOOPBACK}
+def namesrv_properties(ports: VariantPorts, topology: Topology = SINGLE,
+                       placement: Placement = ON_LOOPBACK) -> dict[str, Scalar]:
+    props: dict[str, Scalar] = {"listenPort": ports.namesrv}
+    if placement.bind:
+        props["bindAddress"] = placement.bind
     if topology.slave:
         # Routes name the slave in its master's place while the master is down (RIP-32).
         props["supportActingMaster"] = True
@@ -167,9 +184,14 @@ def namesrv_properties(ports: VariantPorts, topology: Topology = SINGLE) -> dict
 
 
 def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs, topology: Topology = SINGLE,
-                      node: Node | None = None) -> dict[str, Scalar]:
+                      node: Node | None = None, placement: Placement = ON_LOOPBACK) -> dict[str, Scalar]:
     node = node or nodes(variant, topology, ports)[0]
-    process = host_process(node.name, topology)
+    shape, owned = broker_shape(variant, topology, node), broker_owned(variant, ports, dirs, topology, node, placement)
+    return {**BROKER_DEFAULTS, **shape, **variant.broker, **owned}
+
+
+def broker_shape(variant: Variant, topology: Topology, node: Node) -> dict[str, Scalar]:
+    """What the topology sets on a broker that a variant may still change (e.g. SYNC_MASTER)."""
     shape: dict[str, Scalar] = {}
     if topology.slave:
         # RIP-32: while the master is down its slave serves pops and acks, and writes what it cannot store
@@ -180,28 +202,47 @@ def broker_properties(variant: Variant, ports: VariantPorts, dirs: VariantDirs, 
                  "totalReplicas": 2 if node.broker_name == broker_name(variant) else 1,
                  "brokerHeartbeatInterval": 1000, "brokerNotActiveTimeoutMillis": 5000,
                  "sendHeartbeatTimeoutMillis": 1000}
+    return shape
+
+
+def broker_owned(variant: Variant, ports: VariantPorts, dirs: VariantDirs, topology: Topology, node: Node,
+                 placement: Placement = ON_LOOPBACK) -> dict[str, Scalar]:
+    """What the harness sets on a broker and no variant may (HARNESS_BROKER_KEYS, and a slave's role)."""
+    process = host_process(node.name, topology)
     owned: dict[str, Scalar] = {
         "brokerClusterName": CLUSTER,
         "brokerName": node.broker_name,
         "brokerId": node.broker_id,
         "listenPort": node.ports.listen,
         "haListenPort": node.ports.ha,
-        "bindAddress": LOOPBACK,
-        "brokerIP1": LOOPBACK,
-        # The HA address a slave is told to connect to (the machine's own address otherwise).
-        "brokerIP2": LOOPBACK,
+    }
+    if placement.bind:
+        owned.update({
+            "bindAddress": placement.bind,
+            "brokerIP1": placement.bind,
+            # The HA address a slave is told to connect to (the machine's own address otherwise).
+            "brokerIP2": placement.bind,
+        })
+    owned.update({
+        # The name server always runs beside the brokers (the same machine, the same pod).
         "namesrvAddr": f"{LOOPBACK}:{ports.namesrv}",
         "storePathRootDir": str(dirs.store(process)),
         "storePathCommitLog": str(dirs.store(process) / "commitlog"),
-        "metricsPromExporterHost": LOOPBACK,
+        "metricsPromExporterHost": placement.metrics_host,
         "metricsPromExporterPort": node.ports.metrics,
-    }
+    })
     if not node.master:
         owned["brokerRole"] = "SLAVE"
-    return {**BROKER_DEFAULTS, **shape, **variant.broker, **owned}
+    return owned
 
 
-def proxy_settings(variant: Variant, ports: VariantPorts, topology: Topology = SINGLE) -> dict[str, Scalar]:
+def proxy_settings(variant: Variant, ports: VariantPorts, topology: Topology = SINGLE,
+                   placement: Placement = ON_LOOPBACK) -> dict[str, Scalar]:
+    return {**variant.proxy, **proxy_owned(ports, topology, placement)}
+
+
+def proxy_owned(ports: VariantPorts, topology: Topology = SINGLE,
+                placement: Placement = ON_LOOPBACK) -> dict[str, Scalar]:
     owned: dict[str, Scalar] = {
         "rocketMQClusterName": CLUSTER,
         "proxyMode": topology.proxy,
@@ -209,10 +250,20 @@ def proxy_settings(variant: Variant, ports: VariantPorts, topology: Topology = S
         "remotingListenPort": ports.proxy_remoting,
         "namesrvAddr": f"{LOOPBACK}:{ports.namesrv}",
     }
-    if topology.proxy == "cluster":
+    if topology.proxy == "cluster" and placement.bind:
         # The address it gives remoting clients for itself (the machine's own otherwise).
-        owned["localServeAddr"] = LOOPBACK
-    return {**variant.proxy, **owned}
+        owned["localServeAddr"] = placement.bind
+    return owned
+
+
+def jvm_sizes(process: str, topology: Topology = SINGLE) -> list[str]:
+    """Heap and direct memory of a process's JVM: a broker's wherever a broker runs (the proxy in local mode
+    holds the first one)."""
+    if process == "namesrv":
+        return NAMESRV_JVM
+    if process == "proxy" and topology.proxy == "cluster":
+        return PROXY_JVM
+    return BROKER_JVM
 
 
 def render_properties(props: Mapping[str, Scalar]) -> str:
@@ -282,11 +333,11 @@ def proxy_command(
 ) -> list[str]:
     if topology.proxy == "local":
         # The broker runs inside: its heap, its agents and its broker.conf.
-        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, BROKER_JVM, "proxy"),
+        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, jvm_sizes("proxy", topology), "proxy"),
                *_broker_agents(variant, ports.node("broker"))]
         brokers = ["-bc", str(files["broker"])]
     else:
-        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, PROXY_JVM, "proxy"),
+        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, jvm_sizes("proxy", topology), "proxy"),
                f"-javaagent:{REPO_ROOT / LOOPBACK_JAR}"]
         brokers = []
     return [
