@@ -222,7 +222,8 @@ def test_a_variant_whose_agent_refuses_to_install_is_refused_and_leaves_nothing(
 def test_unknown_version_is_named(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("RMQ_HARNESS_CACHE", str(tmp_path / "cache"))
     bogus = parse_variants({"variants": {"bogus": {"version": "9.9.9"}}})["bogus"]
-    with pytest.raises(ConfigError, match=r"RocketMQ 9\.9\.9 cannot be assembled from Maven Central"):
+    with pytest.raises(ConfigError, match=r"RocketMQ 9\.9\.9 cannot be assembled: rocketmq-broker 9\.9\.9 not "
+                                          r"published on Maven Central"):
         LocalBackend(tmp_path / "w", log=lambda s: None).up([bogus])
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from harness.cli.main import main
+from harness.contracts.schemas import SUMMARY
 from harness.measure.latency import derive
 from harness.measure.tally import summarize
 from spark.jobs.compare import parser, run
@@ -54,7 +55,7 @@ def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archive
     assert summary["verdict"] == "improvement" and summary["family"] == {"burst": 2}
     out = tmp_path / "out"
     on_disk = json.loads((out / "summary.json").read_text())
-    assert on_disk["schema_version"] == 8 and on_disk["verdict"] == "improvement"
+    assert on_disk["schema_version"] == SUMMARY.version and on_disk["verdict"] == "improvement"
     ledger = pd.read_parquet(out / "ledger.parquet")
     assert len(ledger) == sum(v["ledger"]["owed"] + v["ledger"]["cross_topic"] + v["ledger"]["unknown"]
                               for v in summary["per_variant"])
