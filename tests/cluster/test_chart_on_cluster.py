@@ -57,8 +57,11 @@ def archive(release, tmp_path_factory) -> Path:
     scenario["consume"]["long_poll_s"] = LONG_POLL_S
     path = tmp_path_factory.mktemp("scenario") / "burst.yaml"
     path.write_text(yaml.safe_dump(scenario))
+    # Over remoting: the workers (pods) follow the name server's route to each broker's pod address; the fault
+    # run below goes over gRPC, through the proxy.
     assert main(["k8s", "run", "--release", RELEASE, "--namespace", NAMESPACE, "--variant", "unpatched",
-                 "--variant", "patched", "--scenario", str(path), "--probe", "--runs-dir", str(runs)]) == 0
+                 "--variant", "patched", "--scenario", str(path), "--probe", "--protocol", "remoting",
+                 "--runs-dir", str(runs)]) == 0
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     return archive
 
@@ -180,26 +183,25 @@ def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
     assert m["series"]["harness"] > 0 and m["series"]["broker_pop"] > 0
 
 
-def test_faults_in_a_cluster_mode_pod_over_remoting_reach_the_broker_the_proxy_and_the_name_server(
-        release, tmp_path_factory):
-    """The one fault run: the variant in the chart's cluster-mode topology (a container per process: name server,
-    broker, proxy), the load over remoting (the worker follows the name server's route to the broker's pod
-    address), the broker SIGKILLed, the proxy and the name server stopped."""
+def test_faults_on_two_masters_reach_the_second_broker_the_proxy_and_the_name_server(release, tmp_path_factory):
+    """The one fault run: the variant in the chart's two-master topology (a container per process: name server,
+    broker, broker-b, a proxy in cluster mode), the load over gRPC, the second master SIGKILLed, the proxy and the
+    name server stopped."""
     _, v1 = release
     runs = tmp_path_factory.mktemp("fault-runs")
-    scenario = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-faults-cluster-proxy.yaml"
+    scenario = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-faults-two-masters.yaml"
     assert main(["k8s", "run", "--release", RELEASE, "--namespace", NAMESPACE, "--variant", "patched",
-                 "--scenario", str(scenario), "--protocol", "remoting", "--runs-dir", str(runs)]) == 0
+                 "--scenario", str(scenario), "--runs-dir", str(runs)]) == 0
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     m = json.loads((archive / "manifest.json").read_text())
     faults = {f["label"]: f for f in m["faults"]}
     print("faults: " + "; ".join(f"{k}: {f['process']} -> {f.get('back')}" for k, f in faults.items()))
-    assert set(faults) == {"kill9 broker", "sigstop proxy 3 s", "sigstop namesrv 3 s"}
+    assert set(faults) == {"kill9 broker-b", "sigstop proxy 3 s", "sigstop namesrv 3 s"}
     for f in faults.values():
         assert f["error"] is None and f["started_ns"] < f["ended_ns"]
-    # The kubelet started the broker's container again, in the same pod: its restart count went up by one.
-    kill = faults["kill9 broker"]
-    assert "container broker of pod" in kill["process"] and "-cluster-0" in kill["process"]
+    # The kubelet started the second master's container again, in the same pod: its restart count went up by one.
+    kill = faults["kill9 broker-b"]
+    assert "container broker-b of pod" in kill["process"] and "-2m-0" in kill["process"]
     assert "restarts 0" in kill["process"] and "restarts 1" in kill["back"]
     assert kill["process"].split("pod ")[1].split(",")[0] == kill["back"].split("pod ")[1].split(",")[0]
     # The proxy started once (it waits for its broker's boot: it exits when none is registered at its start).
@@ -214,7 +216,7 @@ def test_faults_in_a_cluster_mode_pod_over_remoting_reach_the_broker_the_proxy_a
     assert {f["label"] for f in s["faults"]} == set(faults) and all(f["exposed"] is not None for f in s["faults"])
     # The variant's single pod made way for the topology's: one pod per variant at a time.
     pods = v1.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.VARIANT}=patched").items
-    assert {p.metadata.labels[naming.TOPOLOGY] for p in pods if not p.metadata.deletion_timestamp} <= {"cluster"}
+    assert {p.metadata.labels[naming.TOPOLOGY] for p in pods if not p.metadata.deletion_timestamp} <= {"2m"}
 
 
 def test_uninstall_keeps_the_runs_volume(archive, release):
