@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.contracts.verdict import CHANGED, STATISTIC, VerdictRule, level
-from harness.inputs.expectations import describe
+from harness.inputs.expectations import NOT_APPLICABLE, PRESENT, RUN_FAILED, defect, describe
 from spark.comparison import Collected, analyse, expectations, nested_runs
 from spark.matrix import variant_facts
 from spark.stats import cycle_values, level_ci
@@ -47,7 +47,7 @@ def release_rows(c: Collected, scenario: str, variants: Sequence[str], rule: Ver
             **{k: r["ledger"].get(k, 0) for k in LEDGER_COLUMNS},
             "sent": r.get("sent"), "probe_retry_other_per_nack": (r.get("probe") or {}).get("retry_other_per_nack"),
             "probe_note": probe_note(c, v),
-            "expectations": f"{e['met']}/{len(e['checks'])}",
+            "expectations": f"{e['met']}/{len(e['checks'])}", "defect": defect(e),
             "failing": [describe(x) for x in e["checks"] if x["status"] != "met"],
         })
     return rows
@@ -109,6 +109,31 @@ def analyse_sweep(c: Collected, variants: Sequence[str], rule: VerdictRule, skip
         }
     return {"kind": "sweep", "variants": list(variants), "variant_facts": facts,
             "rule": rule.as_dict(), "scenarios": per_scenario, "skipped": skipped, "failed_runs": failed,
-            "not_applicable": not_applicable or {}}
+            "not_applicable": not_applicable or {},
+            "defects": defect_table(per_scenario, c, variants, versions, failed, not_applicable or {})}
+
+
+def defect_table(per_scenario: dict, c: Collected, variants: Sequence[str], versions: dict[str, str | None],
+                 failed: dict[str, str], not_applicable: dict[str, str]) -> list[dict]:
+    """Per scenario, each release's state of the scenario's defect (harness.inputs.expectations.defect): from
+    its rules where it ran, else not applicable or run failed (the campaign's keys are scenario@release, or the
+    scenario alone for a run that failed on a whole batch); and the first and last release that shows it."""
+    rows = []
+    for name in sorted(set(c.scenarios) | {k.split("@")[0] for k in [*failed, *not_applicable]}):
+        ran = {r["variant"]: r for r in (per_scenario.get(name) or {}).get("releases", [])}
+        states = {}
+        for v in variants:
+            if v in ran:
+                states[v] = {"state": ran[v]["defect"], "failing": ran[v]["failing"]}
+            elif f"{name}@{v}" in not_applicable:
+                states[v] = {"state": NOT_APPLICABLE, "why": not_applicable[f"{name}@{v}"]}
+            elif f"{name}@{v}" in failed or name in failed:
+                states[v] = {"state": RUN_FAILED, "why": failed.get(f"{name}@{v}") or failed.get(name)}
+        shows = [v for v in variants if states.get(v, {}).get("state") == PRESENT]
+        sc = c.scenarios.get(name)
+        rows.append({"scenario": name, "reference": sc.reference if sc else "", "releases": states,
+                     "first_present": versions.get(shows[0], shows[0]) if shows else None,
+                     "last_present": versions.get(shows[-1], shows[-1]) if shows else None})
+    return rows
 
 

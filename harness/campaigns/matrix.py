@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy.readiness import NotApplicable
 from harness.inputs.scenario import Scenario, builtin_names, load_scenario, load_scenarios, on_protocol
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run, refuse_on_external
@@ -34,6 +35,7 @@ class Plan:
 class Outcome:
     archives: list[Path] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # scenario -> why
+    not_applicable: dict[str, str] = field(default_factory=dict)  # "scenario@variant" -> why
 
 
 def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
@@ -72,7 +74,7 @@ def check(plan: Sequence[Scenario], variants: Sequence[Variant], probe: bool = F
         for v in variants:
             if v.is_external:  # what no run can do there, said before the first scenario starts
                 refuse_on_external(v, sc, probe)
-            clash = sc.conflicts(v.broker)
+            clash = sc.conflicts(v.broker, v.proxy)
             if clash:
                 raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
                                   f"{sc.name} ({sc.source}); remove it from the variant or leave the scenario out")
@@ -97,17 +99,28 @@ def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], runs_dir: Pat
     out = Outcome()
     t0 = time.monotonic()
     for i, sc in enumerate(plan):
-        left = sum(estimate_s(s) for s in plan[i:])
+        remaining = sum(estimate_s(s) for s in plan[i:])
         log(f"scenario {i + 1}/{len(plan)}: {sc.name} on {', '.join(v.name for v in variants)} "
-            f"(elapsed {(time.monotonic() - t0) / 60:.1f} min, about {left / 60:.0f} min left)")
-        try:
-            result = make_run(variants, sc, runs_dir, log=log, probe=probe).execute()
-        except HarnessError as e:  # a broker that would not start, a run refused: the others still run
-            out.failed[sc.name] = str(e).splitlines()[0][:300]
-            log(f"scenario {sc.name}: run failed: {out.failed[sc.name]}")
-            continue
-        out.archives.append(result.archive)
-        on_result(result.summary)
+            f"(elapsed {(time.monotonic() - t0) / 60:.1f} min, about {remaining / 60:.0f} min left)")
+        left = list(variants)
+        while True:
+            try:
+                result = make_run(left, sc, runs_dir, log=log, probe=probe).execute()
+            except NotApplicable as e:  # that variant sits this scenario out; the rest run it
+                out.not_applicable[f"{sc.name}@{e.variant}"] = str(e)
+                log(f"not applicable: {e}")
+                left = [v for v in left if v.name != e.variant]
+                if len(left) < 2:  # a comparison needs a baseline and a candidate
+                    log(f"scenario {sc.name}: fewer than two variants can run it; not run")
+                    break
+                continue
+            except HarnessError as e:  # a broker that would not start, a run refused: the others still run
+                out.failed[sc.name] = str(e).splitlines()[0][:300]
+                log(f"scenario {sc.name}: run failed: {out.failed[sc.name]}")
+                break
+            out.archives.append(result.archive)
+            on_result(result.summary)
+            break
     log(f"matrix runs done in {(time.monotonic() - t0) / 60:.1f} min: {len(out.archives)} archived, "
         f"{len(out.failed)} failed")
     return out

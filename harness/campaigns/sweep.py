@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import HarnessError
-from harness.deploy.readiness import UnknownSetting
+from harness.deploy.readiness import NotApplicable
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run
@@ -48,8 +48,9 @@ class Outcome:
 def run_all(plan: Sequence[Scenario], releases: Sequence[Variant], size: int, runs_dir: Path | str, probe: bool,
             log: Callable[[str], None], make_run: Callable[..., Run] = Run,
             on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
-    """Each batch runs every scenario; a release that lacks a setting the scenario turns on leaves that run
-    (the rest run again without it); a run that fails fails its batch's releases for that scenario only."""
+    """Each batch runs every scenario; a release the scenario cannot ask (it lacks a setting the scenario needs,
+    or predates the scenario's ``applies``) leaves that run (the rest run again without it); a run that fails
+    fails its batch's releases for that scenario only."""
     out = Outcome()
     t0 = time.monotonic()
     groups = batches(releases, size)
@@ -62,7 +63,7 @@ def run_all(plan: Sequence[Scenario], releases: Sequence[Variant], size: int, ru
                     f"(elapsed {(time.monotonic() - t0) / 60:.1f} min)")
                 try:
                     result = make_run(left, sc, runs_dir, log=log, probe=probe).execute()
-                except UnknownSetting as e:
+                except NotApplicable as e:
                     out.not_applicable[f"{sc.name}@{e.variant}"] = str(e)
                     log(f"not applicable: {e}")
                     left = [v for v in left if v.name != e.variant]

@@ -58,6 +58,7 @@ def matrix_(args: argparse.Namespace) -> int:
         outcome = matrix.run_all(plan, variants, args.runs_dir, args.probe, log=log, on_result=print_summary)
         if not outcome.archives:
             raise HarnessError("every scenario's run failed; see the lines above")
+        not_applicable = {**not_applicable, **outcome.not_applicable}
     argv = [*map(str, outcome.archives), *[x for v in variants for x in ("--variant", v.name)],
             *[x for s, why in outcome.failed.items() for x in ("--failed", f"{s}={why}")],
             *[x for s, why in not_applicable.items() for x in ("--not-applicable", f"{s}={why}")]]

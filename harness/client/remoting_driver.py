@@ -89,6 +89,12 @@ class RemotingProducer:
         return [msg_id if err is None else err for (msg_id, _), err in zip(requests, errors, strict=True)]
 
 
+# keep_deadline: tries before it gives up (on loopback a try lands on its millisecond about one time in a few),
+# and the least time left before the deadline that is still worth aiming at.
+DEADLINE_TRIES = 40
+MIN_DEADLINE_LEFT_MS = 2_000
+
+
 class RemotingPopConsumer:
     def __init__(self, conn: Connection, broker_name: str, group: str, topic: str, long_poll_s: int,
                  tags: str) -> None:
@@ -141,6 +147,32 @@ class RemotingPopConsumer:
                               f"change invisible time on {self.topic} as {self.group}")
         f = resp.ext_fields
         receipt.handle = receipt.handle.changed(int(f["popTime"]), int(f["invisibleTime"]), int(f["reviveQid"]))
+
+
+    def keep_deadline(self, delivery: Delivery, tries: int = DEADLINE_TRIES) -> tuple[int, int]:
+        """Change the invisible time so that the new deadline (the broker's popTime + the new invisible time)
+        is the old one to the millisecond (apache/rocketmq#10276): the broker takes its own clock for popTime,
+        so each try aims at the deadline the last one left and checks the answer. Returns (tries made, 1 if the
+        last hit its deadline else 0); the handle is the last change's."""
+        receipt: Receipt = delivery.handle
+        lead_ms = 0.0  # how far the broker's popTime runs ahead of the time the request was written
+        for n in range(1, tries + 1):
+            h = receipt.handle
+            deadline = h.pop_time + h.invisible_ms
+            sent_ms = time.time() * 1000
+            invisible_ms = round(deadline - sent_ms - lead_ms)
+            if invisible_ms < MIN_DEADLINE_LEFT_MS:
+                return n - 1, 0
+            fields = {**self._fields(receipt), "invisibleTime": invisible_ms}
+            resp = remoting.check(self._conn.call(Command(remoting.CHANGE_MESSAGE_INVISIBLETIME, fields),
+                                                  REQUEST_TIMEOUT_S), f"change invisible time on {self.topic}")
+            f = resp.ext_fields
+            pop_time = int(f["popTime"])
+            receipt.handle = h.changed(pop_time, int(f["invisibleTime"]), int(f["reviveQid"]))
+            if pop_time + invisible_ms == deadline:
+                return n, 1
+            lead_ms = pop_time - sent_ms
+        return tries, 0
 
 
 class RemotingDriver(RemotingAdmin):

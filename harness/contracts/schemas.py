@@ -32,6 +32,7 @@ SCENARIO = Schema("scenario", "docs/scenarios.md", "(schema version {v})", {
     5: "verdict_metric",
     6: "consume.delay_s",
     7: "topology, faults",
+    8: "broker (settings the scenario needs), applies (the releases it can ask)",
 })
 MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_version` {v})", {
     1: "run id, scenario, variants, harness version, host, times, summary",
@@ -75,6 +76,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
        "rule.one_sided; the ledger's late class",
     9: "per variant hybrid: which server modules a hybrid release took from which earlier release (null: all "
        "its own, or not recorded), also in the matrix's and the sweep's variant facts and the sweep's rows",
+    10: "the sweep's defects (per scenario and release: present, absent, no data, not applicable, run failed; the "
+        "first and last release that shows it) and each release row's defect",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -75,6 +75,11 @@ def _truthy(value: str | None) -> bool:
     return str(value).strip().lower() == "true"
 
 
+def _word(value: object) -> str:
+    """A setting as the broker states it (booleans lower case), to compare a live value with a wanted one."""
+    return str(value).strip().lower()
+
+
 def _exporter(settings: dict[str, str], broker: str) -> tuple[str, str]:
     """(the broker's Prometheus exporter URL, "") or ("", why it has none)."""
     kind = settings.get("metricsExporterType", "DISABLE")
@@ -150,14 +155,15 @@ def _check_settings(where: str, broker: str, address: str, settings: dict[str, s
     """One master's live settings against what the run needs: no ACL, the scenario's settings as it needs them."""
     if _truthy(settings.get("aclEnable")) or _truthy(settings.get("authenticationEnabled")):
         raise ConfigError(f"{where}: broker {broker} {address} runs with ACL; the harness has no credentials for it")
+    required = scenario.required_settings()
     for key, wanted in scenario.broker_overrides().items():
         live = settings.get(key)
-        if live is None and wanted:
+        if live is None and key in required:
             raise ConfigError(f"{where}: broker {broker} {address} (RocketMQ {version}) does not know {key}, which "
-                              f"scenario {scenario.name} needs true")
-        if live is not None and _truthy(live) != wanted:
+                              f"scenario {scenario.name} needs {_word(wanted)}")
+        if live is not None and _word(live) != _word(wanted):
             raise ConfigError(f"{where}: broker {broker} {address} runs {key}={live}; scenario {scenario.name} needs "
-                              f"{str(wanted).lower()}, and the harness does not change a cluster it does not own: pick "
+                              f"{_word(wanted)}, and the harness does not change a cluster it does not own: pick "
                               "another scenario or a cluster that runs it so")
 
 

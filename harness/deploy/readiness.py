@@ -171,12 +171,17 @@ def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
     return problems + crashes[:3]
 
 
-class UnknownSetting(ConfigError):
-    """A broker does not know a setting its scenario decides: the run would silently measure something else."""
+class NotApplicable(ConfigError):
+    """A build the scenario cannot ask: it predates what the scenario needs (``applies``), or does not know a
+    setting the scenario turns on; a run would silently measure something else. Campaigns run the rest."""
 
     def __init__(self, variant: str, message: str) -> None:
         super().__init__(message)
         self.variant = variant
+
+
+class UnknownSetting(NotApplicable):
+    """A broker does not know a setting its scenario needs."""
 
 
 def ignored_settings(ep: Endpoints, written: dict[str, str]) -> list[str]:

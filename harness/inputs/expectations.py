@@ -98,6 +98,19 @@ def evaluate(rules: Sequence[str], summary: Mapping[str, object]) -> dict[str, o
             "no_data": sum(c["status"] == NO_DATA for c in checks), "checks": checks}
 
 
+# A scenario's defect on one build, from its rules (what a correct broker shows): present when a rule failed,
+# absent when every rule was met, no data otherwise; a build the scenario cannot ask is not applicable.
+PRESENT, ABSENT, NOT_APPLICABLE, RUN_FAILED = "present", "absent", "not applicable", "run failed"
+DEFECT_STATES = (PRESENT, ABSENT, NO_DATA, NOT_APPLICABLE, RUN_FAILED)
+
+
+def defect(tally: Mapping[str, object]) -> str:
+    """Whether an evaluated scenario (``evaluate``'s tally) shows its defect on the build it ran on."""
+    if tally["failed"]:
+        return PRESENT
+    return ABSENT if tally["checks"] and tally["met"] == len(tally["checks"]) else NO_DATA
+
+
 def describe(checked: Mapping[str, object]) -> str:
     """One check as a line for tables: the rule, its status and the value it saw."""
     v = checked["value"]

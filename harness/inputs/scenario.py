@@ -28,6 +28,7 @@ from harness.core.errors import ConfigError, one_line
 from harness.core.paths import REPO_ROOT
 from harness.core.yamlfile import read_yaml
 from harness.inputs import expectations
+from harness.inputs.variants import BrokerOverrides, ProxyOverrides
 
 SCENARIO_DIR = REPO_ROOT / "workloads" / "scenarios"
 SCHEMA_VERSION = schemas.SCENARIO.version
@@ -153,10 +154,12 @@ class Nack(_Strict):
     attempts: list[Annotated[int, Field(ge=1, le=64)]] = Field(
         default_factory=lambda: [1], description="delivery attempts (1 = first delivery) that are nacked"
     )
-    how: Literal["change_invisible", "lapse"] = Field(
+    how: Literal["change_invisible", "lapse", "same_deadline"] = Field(
         "change_invisible",
         description="change_invisible: ChangeInvisibleDuration to delay_s; lapse: neither ack nor change, "
-        "so the message reappears when its invisible time runs out",
+        "so the message reappears when its invisible time runs out; same_deadline (remoting): changes whose new "
+        "deadline is the old one to the millisecond (apache/rocketmq#10276), so it reappears when the receive's "
+        "invisible time runs out",
     )
     delay_s: int = Field(1, ge=0, le=43_200, description="change_invisible: the new invisible duration, s")
     fraction: float = Field(1.0, gt=0, le=1, description="the share of messages nacked, chosen by ledger id "
@@ -285,6 +288,41 @@ class Fault(_Strict):
         return f"{self.action} {self.target}" + (f" {self.duration_s:g} s" if self.duration_s else "")
 
 
+# What retry_topic and observer_effect decide: a scenario's `broker:` may not set them a second way.
+DECIDED_BROKER_KEYS = ("enableRetryTopicV2", "enableNotifyBeforePopCalculateLag")
+_RELEASE_PREFIX = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
+
+
+class Applies(_Strict):
+    """The releases a scenario can ask at all: a defect in a feature is not "absent" from a release that lacks
+    the feature, it is not applicable there."""
+
+    since: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+\.\d+$")] = Field(
+        description="the first release that has what the scenario needs (MAJOR.MINOR.PATCH)")
+    why: str = Field(min_length=1, description="what releases before it lack (said when one is left out)")
+
+
+class Plant(_Strict):
+    """A failure planted in a broker method by the pop-fault agent (broker-patches): for defects upstream reports
+    after a failure (a revive whose read fails, a record that cannot be written), the failure is planted and the
+    defect is what the broker does next. Never a fix; every variant of the run gets the same plant."""
+
+    method: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.$]*#[A-Za-z_]\w*$")] = Field(
+        description="the broker method, org.apache.rocketmq.<...>.Class#method (every overload of that name)")
+    mode: Literal["throw", "fail", "false"] = Field(
+        description="throw: it throws on entry; fail: its CompletableFuture completes exceptionally; false: it "
+        "returns false without running")
+    calls: int = Field(1, ge=1, le=1_000_000, description="how many calls fail")
+    skip: int = Field(0, ge=0, le=1_000_000, description="qualifying calls let through before the first failure")
+    after_s: float = Field(0.0, ge=0, le=86_400, description="calls within this many seconds of the broker's "
+                           "start pass (not counted): start-up is not the failure's moment")
+
+    @property
+    def options(self) -> str:
+        return (f"method={self.method},mode={self.mode},calls={self.calls},skip={self.skip},"
+                f"after_ms={round(self.after_s * 1000)}")
+
+
 class Scenario(_Strict):
     schema_version: Literal[tuple(sorted(schemas.SCENARIO.known))] = SCHEMA_VERSION  # type: ignore[valid-type]
     name: ResourceName
@@ -319,6 +357,17 @@ class Scenario(_Strict):
     series: Series | None = Field(None, description="run once per number of groups (see Series); a point of "
                                   "it has one number and names the series in `of`")
     topology: Topology = Field(default_factory=Topology, description="the deployment every variant runs on")
+    broker: BrokerOverrides = Field(
+        default_factory=dict, description="broker settings the scenario needs (a feature such as the KV pop service): "
+        "set on every variant it runs against; a variant that sets one otherwise is refused, and a release that does "
+        "not know one does not run it (not applicable)")
+    proxy: ProxyOverrides = Field(
+        default_factory=dict, description="proxy settings the scenario needs (rmq-proxy.json), set on every variant; "
+        "a variant that sets one otherwise is refused")
+    plant: list[Plant] = Field(default_factory=list, description="failures planted in every broker's methods "
+                               "(the pop-fault agent), for defects that follow a failure")
+    applies: Applies | None = Field(None, description="the releases the scenario can ask: {since: 5.5.0, why: ...}; "
+                                    "earlier ones are not applicable")
     faults: list[Fault] = Field(default_factory=list, description="faults injected during the load, into every "
                                 "variant at once (harness.run.faults); each is in the manifest and the events")
     _source: str = PrivateAttr("scenario")
@@ -366,11 +415,17 @@ class Scenario(_Strict):
                              f"rmq-harness matrix --scenario {self.name}")
         if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
             raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
+        if self.nack.how == "same_deadline" and self.protocol != "remoting":
+            raise ValueError("nack.how: same_deadline aims each change at the broker's millisecond, which only a "
+                             "request straight to the broker can (protocol remoting)")
         if self.protocol == "remoting" and any(g.fifo for g in self.groups):
             i = next(i for i, g in enumerate(self.groups) if g.fifo)
             raise ValueError(f"groups.{i}.fifo: FIFO pop over remoting (order=true) is not built yet; "
                              "use protocol grpc")
         self._check_topology()
+        decided = sorted(set(self.broker) & set(DECIDED_BROKER_KEYS))
+        if decided:
+            raise ValueError(f"broker.{decided[0]}: decided by retry_topic / observer_effect; set it there")
         if self.protocol == "grpc":
             lo, hi = GRPC_LONG_POLL_RANGE_S
             if not lo <= self.consume.long_poll_s <= hi:
@@ -486,19 +541,40 @@ class Scenario(_Strict):
         sending = self.duration_s + float(c.spacing) if c.count == 0 else c.count * float(c.spacing)
         return self.produce.delay_s + sending + c.drain_timeout_s + c.linger_s
 
-    def broker_overrides(self) -> dict[str, bool]:
-        """Broker settings the scenario decides: the retry topic naming it is about, and whether scrapes
-        may force-wake pops. A variant that sets one of them differently is refused (see conflicts)."""
-        return {"enableRetryTopicV2": self.retry_topic == "v2",
+    def not_applicable(self, version: str | None) -> str | None:
+        """Why a build of ``version`` cannot be asked this scenario (it predates ``applies.since``), or None.
+        A version that is not MAJOR.MINOR.PATCH-like (an external cluster not yet asked) is not judged here."""
+        m = _RELEASE_PREFIX.match(version or "")
+        if self.applies is None or m is None:
+            return None
+        since = tuple(int(x) for x in self.applies.since.split("."))
+        if tuple(int(x) for x in m.groups()) >= since:
+            return None
+        return (f"scenario {self.name} needs RocketMQ {self.applies.since} or later ({self.applies.why}); this is "
+                f"{version}")
+
+    def required_settings(self) -> set[str]:
+        """The broker settings a build must know to run the scenario at all: its own `broker:` ones, and the
+        decided ones it turns on."""
+        return set(self.broker) | {k for k, v in self.broker_overrides().items() if v is True}
+
+    def broker_overrides(self) -> dict[str, bool | int | float | str]:
+        """Broker settings the scenario decides: its own `broker:` ones, the retry topic naming it is about, and
+        whether scrapes may force-wake pops. A variant that sets one of them differently is refused (see
+        conflicts)."""
+        return {**self.broker, "enableRetryTopicV2": self.retry_topic == "v2",
                 "enableNotifyBeforePopCalculateLag": self.observer_effect}
 
-    def conflicts(self, broker: dict[str, object]) -> list[str]:
-        """The scenario's broker settings that ``broker`` (a variant's overrides) sets otherwise."""
+    def conflicts(self, broker: dict[str, object], proxy: dict[str, object] | None = None) -> list[str]:
+        """The scenario's broker (and proxy) settings that a variant's overrides set otherwise."""
         def norm(v: object) -> str:
             return str(v).lower()
 
-        return [f"{k}={norm(broker[k])} (the scenario needs {norm(v)})"
-                for k, v in self.broker_overrides().items() if k in broker and norm(broker[k]) != norm(v)]
+        def clashes(theirs: dict[str, object], ours: dict[str, object], where: str) -> list[str]:
+            return [f"{where}{k}={norm(theirs[k])} (the scenario needs {norm(v)})"
+                    for k, v in ours.items() if k in theirs and norm(theirs[k]) != norm(v)]
+
+        return clashes(broker, self.broker_overrides(), "") + clashes(proxy or {}, self.proxy, "proxy ")
 
 
 def _describe(err: ValidationError, source: str) -> str:

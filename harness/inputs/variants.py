@@ -170,6 +170,16 @@ def with_probe(variant: Variant) -> Variant:
     return variant.model_copy(update={"agents": [*variant.agents, JavaAgent(jar=PROBE_JAR, options=PROBE_OPTIONS)]})
 
 
+# The fault-planting agent a scenario's `plant:` mounts on every variant (harness.inputs.scenario.Plant).
+PLANT_JAR = "broker-patches/target/pop-fault.jar"
+
+
+def with_plants(variant: Variant, options: str) -> Variant:
+    """The variant with the pop-fault agent planting ``options`` (';'-joined plants), mounted first: it fails a
+    method before any patch or probe advice around it runs."""
+    return variant.model_copy(update={"agents": [JavaAgent(jar=PLANT_JAR, options=options), *variant.agents]})
+
+
 # A release run as shipped (rmq-harness sweep, bisect) is the variant rocketmq-<version>.
 RELEASE_PREFIX = "rocketmq-"
 _RELEASE_NAME = re.compile(rf"^{RELEASE_PREFIX}(\d+\.\d+\.\d+)$")

@@ -285,6 +285,7 @@ def print_sweep(summary: dict) -> None:
         for r in sc["releases"]:
             if r.get("probe_note"):
                 console.print(f"[yellow]{name} on {r['version']}: no wakeup counts[/]: {r['probe_note']}")
+    print_defects(summary)
     for v, why in summary["skipped"].items():
         console.print(f"[yellow]not run: RocketMQ {v}[/]: {why}")
     for s, why in summary["failed_runs"].items():
@@ -292,6 +293,25 @@ def print_sweep(summary: dict) -> None:
     for s, why in summary["not_applicable"].items():
         console.print(f"[yellow]not applicable: {s}[/]: {why}")
     console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
+
+
+def print_defects(summary: dict) -> None:
+    """The defect table of a sweep: per scenario, whether each release shows what its rules say a correct broker
+    does not (summary schema 10; older summaries have none)."""
+    rows = summary.get("defects") or []
+    if not rows:
+        return
+    facts = {f["name"]: f for f in summary.get("variant_facts", [])}
+    t = Table(title="defects per release (present: a rule of the scenario failed; absent: every rule met)")
+    t.add_column("scenario")
+    for v in summary["variants"]:
+        f = facts.get(v, {})
+        t.add_column(variant_label(f.get("version") or v, f.get("hybrid")))
+    style = {"present": "[red]present[/]", "absent": "[green]absent[/]"}
+    for r in rows:
+        cells = [r["releases"].get(v, {}).get("state", "-") for v in summary["variants"]]
+        t.add_row(r["scenario"], *[style.get(c, c) for c in cells])
+    console.print(t)
 
 
 def print_bisect(result: object, scenario: str) -> None:

@@ -34,7 +34,7 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.deploy import readiness
 from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import GIVEN, ORDERS, RANDOM, Variant, with_probe
+from harness.inputs.variants import GIVEN, ORDERS, RANDOM, Variant, with_plants, with_probe
 from harness.measure.shares import read_shares
 from harness.measure.tally import SlicesSummary
 from harness.run import outbox
@@ -146,6 +146,13 @@ def refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
     if probe:
         raise ConfigError(f"--probe mounts the wakeup-probe agent on every variant; {where}: run without --probe "
                           "or leave it out")
+    if scenario.plant:
+        raise ConfigError(f"scenario {scenario.name} plants failures in the brokers' code (plant:); {where} whose "
+                          "brokers the harness does not start: leave it out")
+    if scenario.proxy:
+        keys = ", ".join(sorted(scenario.proxy))
+        raise ConfigError(f"scenario {scenario.name} needs proxy settings ({keys}); {where} whose proxy the harness "
+                          "neither reads nor sets: leave it out")
 
 
 class Run:
@@ -167,16 +174,22 @@ class Run:
         # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
         # a variant that says otherwise would silently run something else.
         for v in variants:
-            clash = scenario.conflicts(v.broker)
+            clash = scenario.conflicts(v.broker, v.proxy)
             if clash:
                 raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
                                   f"{scenario.name} ({scenario.source}); remove it from the variant or pick "
                                   "another scenario")
             if v.is_external:  # a cluster the harness does not own: its live settings are checked instead
                 refuse_on_external(v, scenario, probe)
-        self.variants = [v if v.is_external else v.model_copy(update={"broker": {**v.broker,
-                                                                                **scenario.broker_overrides()}})
-                         for v in variants]
+            why = scenario.not_applicable(v.version)
+            if why:
+                raise readiness.NotApplicable(v.name, f"variant {v.name}: {why}")
+        self.variants = [v if v.is_external else v.model_copy(update={
+            "broker": {**v.broker, **scenario.broker_overrides()}, "proxy": {**v.proxy, **scenario.proxy}})
+            for v in variants]
+        if scenario.plant:
+            planted = ";".join(p.options for p in scenario.plant)
+            self.variants = [with_plants(v, planted) for v in self.variants]
         if probe:
             self.variants = [with_probe(v) for v in self.variants]
         self.keep_resources = keep_resources
@@ -341,13 +354,16 @@ class Run:
         """The broker.conf keys a variant's broker does not know (older releases ignore them silently): refused
         when the scenario needs one of them on (its run would measure a build without the feature), else
         logged and kept in the manifest."""
+        why = self.scenario.not_applicable(ep.version)  # an external cluster's version is known only now
+        if why:
+            raise readiness.NotApplicable(ep.variant, f"variant {ep.variant}: {why}")
         ignored = readiness.ignored_settings(ep, written) if written else []
-        wanted = self.scenario.broker_overrides()
-        missing = [k for k in ignored if wanted.get(k) is True]
+        required = self.scenario.required_settings()
+        missing = [k for k in ignored if k in required]
         if missing:
             raise readiness.UnknownSetting(
                 ep.variant, f"variant {ep.variant} (RocketMQ {ep.version}) does not know {', '.join(missing)}, which "
-                f"scenario {self.scenario.name} turns on; the run would measure it without: leave the scenario "
+                f"scenario {self.scenario.name} needs; the run would measure it without: leave the scenario "
                 "out for this build")
         if ignored:
             self.log(f"warning: {ep.variant} (RocketMQ {ep.version}) does not know {', '.join(ignored)} from its "

@@ -294,16 +294,26 @@ class PopConsumerUser(User):
         rt = self.runtime
         nack = self.spec.scenario.nack
         key = (self.group.name, common["ledger_id"], common["delivery_attempt"] + 1)
+        detail = nack.how
         if nack.how == "lapse":
             # Neither ack nor change: the message reappears when the receive's invisible time runs out.
             nacked, invisible_ms = received, self.spec.scenario.consume.invisible_s * 1000
+        elif nack.how == "same_deadline":
+            # Changes aimed at the receive's own deadline: the message is due when the receive's invisible time
+            # runs out, as with lapse; the event says how many changes it took and whether the last hit it.
+            nacked, invisible_ms = received, self.spec.scenario.consume.invisible_s * 1000
+            done: list[tuple[int, int]] = []
+            if not self._operation("nack", common, lambda: done.append(self.consumer.keep_deadline(d))):
+                return
+            tries, hit = done[0]
+            detail = f"same_deadline: {tries} change(s), {'hit' if hit else 'missed'} the deadline"
         else:
             # The broker's new checkpoint starts when it handles the request; the client's send time is the
             # closest the client can see.
             nacked, invisible_ms = time.time_ns(), nack.delay_s * 1000
             if not self._operation("nack", common, lambda: self.consumer.change_invisible(d, nack.delay_s)):
                 return
-        rt.log.record("nacked", t_client_ns=nacked, invisible_ms=invisible_ms, detail=nack.how, **common)
+        rt.log.record("nacked", t_client_ns=nacked, invisible_ms=invisible_ms, detail=detail, **common)
         rt.nack_due_ms[key] = due_ms(nacked, invisible_ms)
         rt.metrics.nacks.labels(**rt.labels(self.group.name)).inc()
 

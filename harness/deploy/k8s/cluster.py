@@ -279,6 +279,9 @@ class K8sBackend:
     def _configure(self, v: Variant) -> None:
         """Write the run's broker settings into every broker's file of the variant's ConfigMap (the chart's
         <node>-base.conf with the run's overrides on top); the recreated pod reads them."""
+        if v.proxy:  # the chart writes the proxy's rmq-proxy.json once; a run cannot change it (yet)
+            raise ConfigError(f"variant {v.name}: proxy settings ({', '.join(sorted(v.proxy))}) are not applied on "
+                              "Kubernetes, where the chart fixes the proxy's configuration; run it locally")
         name = self._name(v.name)
         data = self.core.read_namespaced_config_map(name, self.namespace).data or {}
         texts = {conf: merged_broker_conf(data[base], v.broker) for base, conf in config_keys(data).items()}

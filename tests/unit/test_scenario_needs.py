@@ -1,0 +1,126 @@
+"""What a scenario needs from the builds it asks (issue 33): broker and proxy settings, the releases it applies to,
+failures it plants; and the defect table a sweep makes of its rules."""
+
+import pytest
+
+from harness.core.errors import ConfigError
+from harness.inputs.expectations import ABSENT, NO_DATA, NOT_APPLICABLE, PRESENT, RUN_FAILED, defect, evaluate
+from harness.inputs.scenario import parse_scenario
+from harness.inputs.variants import PLANT_JAR, parse_variants
+
+BASE = {
+    "name": "s",
+    "protocol": "remoting",
+    "topics": [{"name": "T"}],
+    "groups": [{"name": "G", "topic": "T"}],
+    "produce": {"pattern": "burst", "count": 4},
+}
+
+
+def _sc(**extra):
+    return parse_scenario({**BASE, **extra}, "x.yaml")
+
+
+def test_a_scenarios_broker_settings_join_what_it_decides_and_are_required():
+    sc = _sc(broker={"popConsumerKVServiceEnable": True, "popReviveMaxAttemptTimes": 3})
+    assert sc.broker_overrides() == {"popConsumerKVServiceEnable": True, "popReviveMaxAttemptTimes": 3,
+                                     "enableRetryTopicV2": False, "enableNotifyBeforePopCalculateLag": False}
+    # A build that does not know one of its own settings cannot run it; the decided ones only when turned on.
+    assert sc.required_settings() == {"popConsumerKVServiceEnable", "popReviveMaxAttemptTimes"}
+    assert "enableRetryTopicV2" in _sc(retry_topic="v2").required_settings()
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({"broker": {"enableRetryTopicV2": True}}, "broker.enableRetryTopicV2: decided by retry_topic"),
+    ({"broker": {"listenPort": 1}}, "listenPort set by the harness per variant"),
+    ({"proxy": {"grpcServerPort": 1}}, "grpcServerPort set by the harness per variant"),
+    ({"applies": {"since": "5.5"}}, "applies.since"),
+    ({"applies": {"since": "5.5.0"}}, "applies.why"),
+    ({"plant": [{"method": "PopReviveService.getBizMessage", "mode": "fail"}]}, "plant.0.method"),
+    ({"plant": [{"method": "a.B#m", "mode": "explode"}]}, "plant.0.mode"),
+    ({"nack": {"how": "same_deadline"}, "protocol": "grpc"}, "nack.how: same_deadline"),
+])
+def test_bad_needs_name_the_field(doc, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_scenario({**BASE, **doc}, "x.yaml")
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_release_before_applies_since_is_not_applicable_and_says_why():
+    sc = _sc(applies={"since": "5.3.2", "why": "the KV pop service is new in 5.3.2"})
+    assert sc.not_applicable("5.3.2") is None and sc.not_applicable("5.10.0") is None
+    assert sc.not_applicable("5.3.3-mybuild") is None
+    why = sc.not_applicable("5.3.1")
+    assert why == ("scenario s needs RocketMQ 5.3.2 or later (the KV pop service is new in 5.3.2); this is 5.3.1")
+    assert sc.not_applicable(None) is None  # an external cluster, judged once asked
+    assert _sc().not_applicable("4.9.0") is None
+
+
+def test_conflicts_name_broker_and_proxy_settings_a_variant_sets_otherwise():
+    sc = _sc(broker={"popConsumerKVServiceEnable": True}, proxy={"grpcConsumerThreadPoolNums": 1})
+    assert sc.conflicts({"popConsumerKVServiceEnable": "true"}, {"grpcConsumerThreadPoolNums": 1}) == []
+    assert sc.conflicts({"popConsumerKVServiceEnable": False}, {"grpcConsumerThreadPoolNums": 4}) == [
+        "popConsumerKVServiceEnable=false (the scenario needs true)",
+        "proxy grpcConsumerThreadPoolNums=4 (the scenario needs 1)"]
+
+
+def test_a_plant_becomes_the_agent_mounted_first_on_every_variant(tmp_path):
+    from harness.run.sequence import Run
+
+    sc = _sc(plant=[{"method": "org.x.A#read", "mode": "fail", "calls": 3, "after_s": 20},
+                    {"method": "org.x.B#write", "mode": "throw"}])
+    variants = parse_variants({"variants": {
+        "a": {"version": "5.3.3", "agents": [{"jar": "broker-patches/target/pop-retry-wakeup.jar"}]},
+        "b": {"version": "5.4.0"}}})
+    run = Run(list(variants.values()), sc, tmp_path / "runs")
+    for v in run.variants:
+        first = v.agents[0]
+        assert first.jar == PLANT_JAR
+        assert first.options == ("method=org.x.A#read,mode=fail,calls=3,skip=0,after_ms=20000;"
+                                 "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0")
+    by_name = {v.name: [a.jar for a in v.agents] for v in run.variants}
+    assert by_name["a"] == [PLANT_JAR, "broker-patches/target/pop-retry-wakeup.jar"] and by_name["b"] == [PLANT_JAR]
+
+
+def test_a_run_refuses_a_build_older_than_the_scenario_applies_to(tmp_path):
+    from harness.deploy.readiness import NotApplicable
+    from harness.run.sequence import Run
+
+    variants = parse_variants({"variants": {"old": {"version": "5.1.4"}, "new": {"version": "5.5.0"}}})
+    sc = _sc(applies={"since": "5.3.2", "why": "KV"})
+    with pytest.raises(NotApplicable) as e:
+        Run(list(variants.values()), sc, tmp_path / "runs")
+    assert e.value.variant == "old" and "needs RocketMQ 5.3.2 or later (KV); this is 5.1.4" in str(e.value)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("rules, row, state", [
+    (["ledger.lost == 0"], {"ledger": {"lost": 3}}, PRESENT),
+    (["ledger.lost == 0"], {"ledger": {"lost": 0}}, ABSENT),
+    (["ledger.lost == 0", "wakeup_ms.p50 < 1000"], {"ledger": {"lost": 0}}, NO_DATA),
+    (["ledger.lost == 0", "wakeup_ms.p50 < 1000"], {"ledger": {"lost": 2}}, PRESENT),
+    ([], {"ledger": {"lost": 0}}, NO_DATA),
+])
+def test_a_defect_is_present_where_a_rule_failed_and_absent_only_where_every_rule_was_met(rules, row, state):
+    assert defect(evaluate(rules, row)) == state
+
+
+def test_the_defect_table_marks_each_release_and_the_first_and_last_that_shows_it():
+    from types import SimpleNamespace
+
+    from spark.sweep import defect_table
+
+    c = SimpleNamespace(scenarios={"kv": SimpleNamespace(reference="apache/rocketmq#10276")})
+    per_scenario = {"kv": {"releases": [
+        {"variant": "rocketmq-5.4.0", "defect": PRESENT, "failing": ["ledger.lost == 0 (failed: 8)"]},
+        {"variant": "rocketmq-5.5.0", "defect": PRESENT, "failing": ["ledger.lost == 0 (failed: 8)"]},
+        {"variant": "rocketmq-5.5.1", "defect": ABSENT, "failing": []}]}}
+    variants = ["rocketmq-5.1.4", "rocketmq-5.3.3", "rocketmq-5.4.0", "rocketmq-5.5.0", "rocketmq-5.5.1"]
+    versions = {v: v.removeprefix("rocketmq-") for v in variants}
+    rows = defect_table(per_scenario, c, variants, versions, {"kv@rocketmq-5.3.3": "broker did not start"},
+                        {"kv@rocketmq-5.1.4": "needs 5.3.2"})
+    assert len(rows) == 1
+    r = rows[0]
+    assert [r["releases"][v]["state"] for v in variants] == [NOT_APPLICABLE, RUN_FAILED, PRESENT, PRESENT, ABSENT]
+    assert (r["first_present"], r["last_present"]) == ("5.4.0", "5.5.0")
+    assert r["releases"]["rocketmq-5.1.4"]["why"] == "needs 5.3.2"
