@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 # Request codes (org.apache.rocketmq.remoting.protocol.RequestCode).
+QUERY_CONSUMER_OFFSET = 14
+GET_MAX_OFFSET = 30
 UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
 GET_BROKER_CONFIG = 26
@@ -39,6 +41,7 @@ CHANGE_MESSAGE_INVISIBLETIME = 200053
 # Response codes.
 SUCCESS = 0
 PULL_NOT_FOUND = 19
+QUERY_NOT_FOUND = 22  # a group that never committed an offset on that queue
 POLLING_FULL = 209
 POLLING_TIMEOUT = 210  # a pop that found nothing, at once or when its long poll ran out
 
@@ -268,6 +271,22 @@ def broker_settings(broker: str) -> dict[str, str]:
         if sep and key.strip():
             out[key.strip()] = value.strip()
     return out
+
+
+def max_offset(broker: str, topic: str, queue_id: int) -> int:
+    """The queue's next offset (GET_MAX_OFFSET): how many messages it has ever held."""
+    resp = check(invoke(broker, Command(GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})),
+                 f"max offset of {topic}:{queue_id}")
+    return int(resp.ext_fields["offset"])
+
+
+def consumer_offset(broker: str, group: str, topic: str, queue_id: int) -> int | None:
+    """The offset ``group`` committed on the queue (QUERY_CONSUMER_OFFSET), None when it committed none."""
+    fields = {"consumerGroup": group, "topic": topic, "queueId": str(queue_id), "setZeroIfNotFound": "false"}
+    resp = invoke(broker, Command(QUERY_CONSUMER_OFFSET, fields))
+    if resp.code == QUERY_NOT_FOUND:
+        return None
+    return int(check(resp, f"offset of {group} on {topic}:{queue_id}").ext_fields["offset"])
 
 
 def topics(broker: str) -> set[str]:

@@ -77,7 +77,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     9: "per variant hybrid: which server modules a hybrid release took from which earlier release (null: all "
        "its own, or not recorded), also in the matrix's and the sweep's variant facts and the sweep's rows",
     10: "the sweep's defects (per scenario and release: present, absent, no data, not applicable, run failed; the "
-        "first and last release that shows it) and each release row's defect",
+        "first and last release that shows it) and each release row's defect; per variant offsets (the lag each "
+        "group left when the load stopped)",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

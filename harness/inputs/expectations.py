@@ -39,8 +39,10 @@ PROBE = COUNTED + PER_NACK
 FIFO = ("messages", "out_of_order", "overtaken", "block_n", "block_p50", "block_p90", "block_max")
 # Retries asked for, those that stalled (harness.measure.latency.stalled), and their share.
 STALLED = ("retries", "count", "share")
+# What the groups left unconsumed when the load stopped (harness.run.offsets): committed offsets against queue ends.
+OFFSETS = ("lag",)
 METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(f"ledger.{k}" for k in LEDGER)
-           + tuple(f"stalled.{k}" for k in STALLED)
+           + tuple(f"stalled.{k}" for k in STALLED) + tuple(f"offsets.{k}" for k in OFFSETS)
            + tuple(f"probe.{k}" for k in PROBE) + tuple(f"fifo.{k}" for k in FIFO) + COUNTS)
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}

@@ -148,6 +148,9 @@ class Consume(_Strict):
                                  "(ChangeInvisibleDuration to extend_s) and ack with the handle that returns")
     delay_s: float = Field(0.0, ge=0, le=3_600, description="seconds the consumers wait before their first "
                            "receive, so a backlog builds up first (a drain)")
+    receives: int = Field(0, ge=0, le=1_000_000, description="0: consumers receive until the run ends; N: each "
+                          "stops after its Nth receive that returned messages (what the broker committed then "
+                          "stays: a consumer that went away)")
 
 
 class Nack(_Strict):

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from harness.archive import manifest
 from harness.archive.writer import ArchiveStaging, event_check
+from harness.client import remoting
 from harness.client.driver import CLIENT_UNFIT
 from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
@@ -37,7 +38,7 @@ from harness.inputs.scenario import Scenario
 from harness.inputs.variants import GIVEN, ORDERS, RANDOM, Variant, with_plants, with_probe
 from harness.measure.shares import read_shares
 from harness.measure.tally import SlicesSummary
-from harness.run import outbox
+from harness.run import offsets, outbox
 from harness.run.cpu import CpuSampler
 from harness.run.faults import HARNESS_WORKER, Injector
 from harness.run.observability.dashboards import panel_queries
@@ -242,6 +243,7 @@ class Run:
             (staging.dir("resources") / "cpu.json").write_text(json.dumps(cpu, indent=2) + "\n")
             self.log(f"CPU while the load ran: {cpu['ran_out']['line']}")
             faults.finish(timeout_s=FAULT_FINISH_S)
+            offsets = {ep.variant: self._lag(ep) for ep in endpoints}
             probes = self._collect_probes(endpoints, staging)
             configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
             agents = {ep.variant: backend.agent_report(ep.variant) for ep in endpoints}
@@ -286,6 +288,7 @@ class Run:
             versions = {v.name: v.version for v in self.variants}
             for row in summary:  # a hybrid release says so in every table of its runs
                 row["hybrid"] = hybrid_note(versions.get(row["variant"]), modules.get(row["variant"]))
+                row["offsets"] = offsets.get(row["variant"])
         finally:
             stopping.join()
         archive = staging.commit(manifest.build(
@@ -369,6 +372,15 @@ class Run:
             self.log(f"warning: {ep.variant} (RocketMQ {ep.version}) does not know {', '.join(ignored)} from its "
                      "broker.conf and runs without (the manifest keeps them as ignored_settings)")
         return ignored
+
+    def _lag(self, ep: Endpoints) -> dict[str, object] | None:
+        """What each group left behind (harness.run.offsets); None, said in the log, where the brokers would not
+        tell (a broker a fault left down)."""
+        try:
+            return offsets.lag(ep, self.scenario)
+        except (OSError, remoting.RemotingError) as e:
+            self.log(f"{ep.variant}: the groups' lag is unknown: {e}")
+            return None
 
     def _clock_offset(self, ep: Endpoints) -> tuple[float, float]:
         lo, hi = readiness.clock_offset_ms(ep, self.scenario.protocol)

@@ -217,12 +217,16 @@ class PopConsumerUser(User):
         # Round robin over the group's consumer filters, among this worker's consumers of the group.
         self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
         self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags)
+        self.receipts = 0  # receives that returned messages
         gevent.sleep(self.spec.scenario.consume.delay_s)
 
     def poll(self) -> None:
         rt = self.runtime
         c = self.spec.scenario.consume
         labels = rt.labels(self.group.name)
+        if c.receives and self.receipts >= c.receives:
+            gevent.sleep(1.0)  # done receiving (consume.receives): what the broker committed stays as it is
+            return
         started = time.time_ns()
         try:
             received = self.consumer.receive(c.batch, c.invisible_s)
@@ -243,6 +247,7 @@ class PopConsumerUser(User):
                           group=self.group.name, poll_started_ns=started)
             rt.metrics.empty_polls.labels(**labels).inc()
             return
+        self.receipts += 1
         # Acks wait for the end of the batch and go together (one round trip where the protocol allows);
         # nacks and extends go at once.
         acks: list[tuple[Delivery, dict]] = []

@@ -356,7 +356,7 @@ class LocalBackend:
             self._wait_process(lv, role, deadline)
         main = "proxy"
         alive = self._alive_check(lv, main, "a send/pop round trip")
-        rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive, detail=lambda: lv.log_tail(main))
+        rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive, detail=lambda: lv.log_tail(main), warn=self.log)
         report: dict[str, list[str]] = {}
         for role in lv.processes:
             report.update(self._check_agents(lv, role, offset=0))
