@@ -1,0 +1,66 @@
+package dev.rmqharness.patches.fault;
+
+import java.lang.annotation.ElementType;
+import java.lang.annotation.Retention;
+import java.lang.annotation.RetentionPolicy;
+import java.lang.annotation.Target;
+import net.bytebuddy.asm.Advice;
+import net.bytebuddy.implementation.bytecode.assign.Assigner;
+
+/** The advice inlined into planted methods, one class per mode; {@link PlantId} is bound to the plant's index. */
+final class FaultAdvice {
+    private FaultAdvice() {
+    }
+
+    /** The index of the plant in {@link Faults}, a constant bound at install. */
+    @Retention(RetentionPolicy.RUNTIME)
+    @Target(ElementType.PARAMETER)
+    @interface PlantId {
+    }
+
+    /** mode=throw: the call throws on entry, the body does not run. */
+    static final class Throw {
+        private Throw() {
+        }
+
+        @Advice.OnMethodEnter
+        static void enter(@PlantId int id) {
+            if (Faults.hit(id)) {
+                throw Faults.failure();
+            }
+        }
+    }
+
+    /** mode=false: the body is skipped, and a skipped boolean method returns its default, false. */
+    static final class False {
+        private False() {
+        }
+
+        @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class)
+        static boolean enter(@PlantId int id) {
+            return Faults.hit(id);
+        }
+
+        @Advice.OnMethodExit
+        static void exit(@Advice.Enter boolean planted,
+                         @Advice.Return(readOnly = false) boolean returned) {
+            if (planted) {
+                returned = false;
+            }
+        }
+    }
+
+    /** mode=fail: the body runs; the future it returned is replaced by a failed one. */
+    static final class Fail {
+        private Fail() {
+        }
+
+        @Advice.OnMethodExit
+        static void exit(@PlantId int id,
+                         @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object returned) {
+            if (Faults.hit(id)) {
+                returned = Faults.failedFuture();
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+package dev.rmqharness.patches.fault;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Pattern;
+
+/**
+ * The agent's argument: one or more plants separated by {@code ;}, each {@code key=value} pairs separated
+ * by {@code ,}:
+ * <pre>
+ *   method=&lt;fully.qualified.Class&gt;#&lt;methodName&gt;   required; every overload of that name the class declares
+ *   mode=throw|fail|false                          required
+ *   calls=N      how many calls fail (default 1; 1 to 1000000)
+ *   skip=M       the first M qualifying calls pass through untouched (default 0)
+ *   after_ms=T   calls within T ms of the agent's install pass through and are not counted (default 0)
+ * </pre>
+ * e.g. {@code method=org.apache.rocketmq.broker.processor.PopReviveService#getBizMessage,mode=fail,calls=3,after_ms=5000}.
+ * Keys are case-sensitive; a key given twice, an unknown key, a blank plant or a malformed value is an error.
+ */
+final class FaultOptions {
+    static final int MAX_CALLS = 1_000_000;
+    static final long MAX_SKIP = 1_000_000_000L;
+    static final long MAX_AFTER_MS = 86_400_000L; // a day
+    private static final String IDENT = "[A-Za-z_$][A-Za-z0-9_$]*";
+    private static final Pattern CLASS_NAME = Pattern.compile(IDENT + "(\\." + IDENT + ")*");
+    private static final Pattern METHOD_NAME = Pattern.compile(IDENT);
+    private static final Pattern WHOLE = Pattern.compile("[0-9]+");
+    private static final String GRAMMAR = "method=<Class>#<method>,mode=throw|fail|false[,calls=N][,skip=M]"
+        + "[,after_ms=T], plants separated by ';'";
+
+    private FaultOptions() {
+    }
+
+    /** How a planted method fails. */
+    enum Mode {
+        /** Throws RuntimeException on entry; the body does not run. */
+        THROW,
+        /** The body runs; the CompletableFuture it returns is replaced by one completed exceptionally. */
+        FAIL,
+        /** The body does not run; the method returns false (boolean methods only). */
+        FALSE;
+
+        String word() {
+            return name().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    /** One plant as given: where, how, how often. */
+    static final class Spec {
+        final String className;
+        final String methodName;
+        final Mode mode;
+        final int calls;
+        final long skip;
+        final long afterMs;
+
+        Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs) {
+            this.className = className;
+            this.methodName = methodName;
+            this.mode = mode;
+            this.calls = calls;
+            this.skip = skip;
+            this.afterMs = afterMs;
+        }
+
+        String target() {
+            return className + "#" + methodName;
+        }
+
+        String settings() {
+            return "mode " + mode.word() + ", calls " + calls + ", skip " + skip + ", after_ms " + afterMs;
+        }
+    }
+
+    /** The plants, in the order given; IllegalArgumentException saying what is wrong otherwise. */
+    static List<Spec> parse(String args) {
+        if (args == null || args.trim().isEmpty()) {
+            throw new IllegalArgumentException("no plant given (expected " + GRAMMAR + ")");
+        }
+        List<Spec> specs = new ArrayList<>();
+        String[] plants = args.split(";", -1);
+        for (int i = 0; i < plants.length; i++) {
+            String plant = plants[i].trim();
+            if (plant.isEmpty()) {
+                throw new IllegalArgumentException("plant " + (i + 1) + " of '" + args + "' is empty (expected "
+                    + GRAMMAR + ")");
+            }
+            specs.add(parsePlant(plant));
+        }
+        return Collections.unmodifiableList(specs);
+    }
+
+    private static Spec parsePlant(String plant) {
+        Map<String, String> values = new LinkedHashMap<>();
+        for (String raw : plant.split(",", -1)) {
+            String part = raw.trim();
+            int eq = part.indexOf('=');
+            if (eq <= 0) {
+                throw new IllegalArgumentException("malformed option '" + part + "' in '" + plant
+                    + "' (expected key=value; " + GRAMMAR + ")");
+            }
+            String key = part.substring(0, eq).trim();
+            String value = part.substring(eq + 1).trim();
+            switch (key) {
+                case "method":
+                case "mode":
+                case "calls":
+                case "skip":
+                case "after_ms":
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown option '" + key + "' in '" + plant + "' (expected "
+                        + GRAMMAR + ")");
+            }
+            if (values.put(key, value) != null) {
+                throw new IllegalArgumentException("option " + key + " given twice in '" + plant + "'");
+            }
+        }
+        String method = values.get("method");
+        if (method == null) {
+            throw new IllegalArgumentException("missing option method=<Class>#<method> in '" + plant + "'");
+        }
+        int hash = method.indexOf('#');
+        String className = hash < 0 ? method : method.substring(0, hash);
+        String methodName = hash < 0 ? "" : method.substring(hash + 1);
+        if (!CLASS_NAME.matcher(className).matches() || !METHOD_NAME.matcher(methodName).matches()) {
+            throw new IllegalArgumentException("malformed option 'method=" + method
+                + "' (expected method=<fully.qualified.Class>#<methodName>)");
+        }
+        String modeWord = values.get("mode");
+        if (modeWord == null) {
+            throw new IllegalArgumentException("missing option mode=throw|fail|false in '" + plant + "'");
+        }
+        Mode mode;
+        switch (modeWord) {
+            case "throw":
+                mode = Mode.THROW;
+                break;
+            case "fail":
+                mode = Mode.FAIL;
+                break;
+            case "false":
+                mode = Mode.FALSE;
+                break;
+            default:
+                throw new IllegalArgumentException("malformed option 'mode=" + modeWord
+                    + "' (expected mode=throw, mode=fail or mode=false)");
+        }
+        long calls = number(values, "calls", 1, 1, MAX_CALLS);
+        long skip = number(values, "skip", 0, 0, MAX_SKIP);
+        long afterMs = number(values, "after_ms", 0, 0, MAX_AFTER_MS);
+        return new Spec(className, methodName, mode, (int) calls, skip, afterMs);
+    }
+
+    private static long number(Map<String, String> values, String key, long dflt, long min, long max) {
+        String value = values.get(key);
+        if (value == null) {
+            return dflt;
+        }
+        long v = -1;
+        if (WHOLE.matcher(value).matches() && value.length() <= 12) {
+            v = Long.parseLong(value);
+        }
+        if (v < min || v > max) {
+            throw new IllegalArgumentException("malformed option '" + key + "=" + value + "' (expected a whole number"
+                + " from " + min + " to " + max + ")");
+        }
+        return v;
+    }
+}

@@ -1,0 +1,302 @@
+package dev.rmqharness.patches.fault;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Collectors;
+import net.bytebuddy.ByteBuddy;
+import net.bytebuddy.description.type.TypeDescription;
+import net.bytebuddy.dynamic.DynamicType;
+import net.bytebuddy.dynamic.loading.ClassLoadingStrategy;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The plants' advice on stand-in classes redefined with ByteBuddy (no agent installation), and their counters. */
+class PopFaultTest {
+    /** Stand-in for a broker service: an asynchronous read (three overloads), a boolean step, a plain method. */
+    public static class Service {
+        public final AtomicInteger bodyRuns = new AtomicInteger();
+
+        public CompletableFuture<String> read(int offset) {
+            bodyRuns.incrementAndGet();
+            return CompletableFuture.completedFuture("msg" + offset);
+        }
+
+        public CompletionStage<String> read(String key) {
+            bodyRuns.incrementAndGet();
+            return CompletableFuture.completedFuture(key);
+        }
+
+        public String read(long offset) {
+            bodyRuns.incrementAndGet();
+            return "sync" + offset;
+        }
+
+        public boolean revive(String what) {
+            bodyRuns.incrementAndGet();
+            return true;
+        }
+
+        public int count() {
+            bodyRuns.incrementAndGet();
+            return 7;
+        }
+    }
+
+    /** A future subtype: a CompletableFuture cannot be returned in its place. */
+    public static class MyFuture<T> extends CompletableFuture<T> {
+    }
+
+    public static class Odd {
+        public MyFuture<String> read() {
+            return new MyFuture<>();
+        }
+
+        public Future<String> poll() {
+            return CompletableFuture.completedFuture("x");
+        }
+
+        public Object any() {
+            return null;
+        }
+    }
+
+    public abstract static class Abstract {
+        public abstract CompletableFuture<String> read();
+    }
+
+    private static final String SERVICE = Service.class.getName();
+    private final PrintStream err = System.err;
+    private final ByteArrayOutputStream said = new ByteArrayOutputStream();
+
+    @AfterEach
+    void cleanUp() {
+        Faults.uninstall();
+        System.setErr(err);
+    }
+
+    private static FaultOptions.Spec spec(String options) {
+        return FaultOptions.parse(options).get(0);
+    }
+
+    /** Installs the plants (ids in order) and returns Service redefined with every plant's advice. */
+    private static Class<?> planted(long installedAtNanos, String options) {
+        List<FaultOptions.Spec> specs = FaultOptions.parse(options);
+        Faults.install(specs, installedAtNanos);
+        DynamicType.Builder<?> builder = new ByteBuddy().redefine(Service.class);
+        for (int id = 0; id < specs.size(); id++) {
+            assertNull(PopFaultAgent.plan(TypeDescription.ForLoadedType.of(Service.class), specs.get(id)).refusal);
+            builder = builder.visit(PopFaultAgent.advice(specs.get(id), id));
+        }
+        return builder.make().load(PopFaultTest.class.getClassLoader(), ClassLoadingStrategy.Default.CHILD_FIRST)
+            .getLoaded();
+    }
+
+    private static Class<?> planted(String options) {
+        return planted(System.nanoTime(), options);
+    }
+
+    private void captureErr() {
+        System.setErr(new PrintStream(said, true));
+    }
+
+    private List<String> lines() {
+        return Arrays.stream(new String(said.toByteArray(), StandardCharsets.UTF_8).split("\\R"))
+            .filter(l -> !l.isEmpty()).collect(Collectors.toList());
+    }
+
+    private static int bodyRuns(Object service) throws Exception {
+        return ((AtomicInteger) service.getClass().getField("bodyRuns").get(service)).get();
+    }
+
+    private static Throwable failureOf(Object future) {
+        ExecutionException e = assertThrows(ExecutionException.class,
+            () -> ((CompletableFuture<?>) future).get(1, TimeUnit.SECONDS));
+        return e.getCause();
+    }
+
+    @Test
+    void failRunsTheBodyAndFailsTheReturnedFutureForTheCountedCallsOnly() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#read,mode=fail,calls=2,skip=1");
+        Object service = type.getConstructor().newInstance();
+        Method read = type.getMethod("read", int.class);
+
+        assertEquals("msg1", ((CompletableFuture<?>) read.invoke(service, 1)).get()); // skipped
+        Throwable second = failureOf(read.invoke(service, 2));
+        assertSame(RuntimeException.class, second.getClass());
+        assertEquals("rmq-harness planted failure", second.getMessage());
+        Object third = type.getMethod("read", String.class).invoke(service, "k"); // another overload, same plant
+        assertEquals("rmq-harness planted failure", failureOf(third).getMessage());
+        assertEquals("msg4", ((CompletableFuture<?>) read.invoke(service, 4)).get());
+        assertEquals("sync5", type.getMethod("read", long.class).invoke(service, 5L)); // not a future: untouched
+        assertEquals(5, bodyRuns(service), "fail lets the body run");
+        assertEquals(2, Faults.planted(0));
+        assertEquals(Arrays.asList(
+            "[pop-fault] planted failure 1/2 in " + SERVICE + "#read",
+            "[pop-fault] planted failure 2/2 in " + SERVICE + "#read"), lines());
+    }
+
+    @Test
+    void throwThrowsOnEntryWithoutRunningTheBody() throws Exception {
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=throw,calls=1");
+        Object service = type.getConstructor().newInstance();
+        Method count = type.getMethod("count");
+        InvocationTargetException e = assertThrows(InvocationTargetException.class, () -> count.invoke(service));
+        assertSame(RuntimeException.class, e.getCause().getClass());
+        assertEquals("rmq-harness planted failure", e.getCause().getMessage());
+        assertEquals(0, bodyRuns(service));
+        assertEquals(7, count.invoke(service));
+        assertEquals(1, bodyRuns(service));
+    }
+
+    @Test
+    void falseSkipsTheBodyAndReturnsFalse() throws Exception {
+        Class<?> type = planted("method=" + SERVICE + "#revive,mode=false,calls=2");
+        Object service = type.getConstructor().newInstance();
+        Method revive = type.getMethod("revive", String.class);
+        assertEquals(false, revive.invoke(service, "a"));
+        assertEquals(false, revive.invoke(service, "b"));
+        assertEquals(0, bodyRuns(service));
+        assertEquals(true, revive.invoke(service, "c"));
+        assertEquals(1, bodyRuns(service));
+    }
+
+    @Test
+    void callsBeforeAfterMsPassAndAreNotCounted() throws Exception {
+        Class<?> early = planted(System.nanoTime(), "method=" + SERVICE + "#count,mode=throw,after_ms=60000");
+        Object service = early.getConstructor().newInstance();
+        for (int i = 0; i < 5; i++) {
+            assertEquals(7, early.getMethod("count").invoke(service));
+        }
+        assertEquals(0, Faults.planted(0));
+
+        long longAgo = System.nanoTime() - TimeUnit.SECONDS.toNanos(61);
+        Class<?> late = planted(longAgo, "method=" + SERVICE + "#count,mode=throw,after_ms=60000,skip=1");
+        Object again = late.getConstructor().newInstance();
+        assertEquals(7, late.getMethod("count").invoke(again)); // the one skipped: counting began now, not earlier
+        assertThrows(InvocationTargetException.class, () -> late.getMethod("count").invoke(again));
+        assertEquals(7, late.getMethod("count").invoke(again));
+    }
+
+    @Test
+    void severalPlantsOnOneClassCountApart() throws Exception {
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=throw;method=" + SERVICE + "#revive,mode=false");
+        Object service = type.getConstructor().newInstance();
+        assertThrows(InvocationTargetException.class, () -> type.getMethod("count").invoke(service));
+        assertEquals(false, type.getMethod("revive", String.class).invoke(service, "x"));
+        assertEquals(7, type.getMethod("count").invoke(service));
+        assertEquals(true, type.getMethod("revive", String.class).invoke(service, "x"));
+        assertEquals(1, Faults.planted(0));
+        assertEquals(1, Faults.planted(1));
+    }
+
+    @Test
+    void exactlyNCallsFailUnderConcurrentCalls() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#read,mode=fail,calls=50,skip=100");
+        Object service = type.getConstructor().newInstance();
+        Method read = type.getMethod("read", int.class);
+        AtomicInteger failed = new AtomicInteger();
+        CountDownLatch start = new CountDownLatch(1);
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < 8; t++) {
+            Thread thread = new Thread(() -> {
+                try {
+                    start.await();
+                    for (int i = 0; i < 500; i++) {
+                        if (((CompletableFuture<?>) read.invoke(service, i)).isCompletedExceptionally()) {
+                            failed.incrementAndGet();
+                        }
+                    }
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            thread.start();
+            threads.add(thread);
+        }
+        start.countDown();
+        for (Thread thread : threads) {
+            thread.join(10_000);
+        }
+        assertEquals(50, failed.get());
+        assertEquals(4000, bodyRuns(service));
+        List<String> lines = lines();
+        assertEquals(50, lines.size());
+        for (int k = 1; k <= 50; k++) {
+            assertTrue(lines.contains("[pop-fault] planted failure " + k + "/50 in " + SERVICE + "#read"), "k=" + k);
+        }
+    }
+
+    @Test
+    void installLinesCountTheOverloadsTaken() {
+        TypeDescription service = TypeDescription.ForLoadedType.of(Service.class);
+        PopFaultAgent.Plan fail = PopFaultAgent.plan(service, spec("method=" + SERVICE + "#read,mode=fail,calls=3"));
+        assertEquals(2, fail.overloads);
+        assertTrue(fail.installed.startsWith("installed: " + SERVICE + "#read (2 overloads), mode fail, calls 3, "
+            + "skip 0, after_ms 0; 1 other overload"), fail.installed);
+        PopFaultAgent.Plan thrown = PopFaultAgent.plan(service, spec("method=" + SERVICE + "#read,mode=throw"));
+        assertEquals("installed: " + SERVICE + "#read (3 overloads), mode throw, calls 1, skip 0, after_ms 0",
+            thrown.installed);
+        assertEquals("installed: " + SERVICE + "#revive (1 overload), mode false, calls 1, skip 0, after_ms 0",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#revive,mode=false")).installed);
+    }
+
+    @Test
+    void refusesWhatItCannotPlant() {
+        TypeDescription service = TypeDescription.ForLoadedType.of(Service.class);
+        assertEquals(SERVICE + " has no method nothing",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#nothing,mode=throw")).refusal);
+        assertEquals(SERVICE + "#revive does not return a CompletableFuture (mode fail)",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#revive,mode=fail")).refusal);
+        assertEquals(SERVICE + "#count does not return boolean (mode false)",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#count,mode=false")).refusal);
+        assertEquals(SERVICE + "#read does not return boolean (mode false)",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#read,mode=false")).refusal);
+
+        TypeDescription odd = TypeDescription.ForLoadedType.of(Odd.class);
+        String o = Odd.class.getName();
+        assertTrue(PopFaultAgent.plan(odd, spec("method=" + o + "#read,mode=fail")).refusal
+            .endsWith("does not return a CompletableFuture (mode fail)"), "a subtype of CompletableFuture");
+        assertTrue(PopFaultAgent.plan(odd, spec("method=" + o + "#any,mode=fail")).refusal
+            .endsWith("does not return a CompletableFuture (mode fail)"), "Object");
+        assertNull(PopFaultAgent.plan(odd, spec("method=" + o + "#poll,mode=fail")).refusal, "a Future");
+
+        String a = Abstract.class.getName();
+        assertTrue(PopFaultAgent.plan(TypeDescription.ForLoadedType.of(Abstract.class),
+            spec("method=" + a + "#read,mode=fail")).refusal.contains("no body"));
+    }
+
+    @Test
+    void aFutureReturningSupertypeGetsTheFailedFuture() throws Exception {
+        String o = Odd.class.getName();
+        List<FaultOptions.Spec> specs = FaultOptions.parse("method=" + o + "#poll,mode=fail");
+        Faults.install(specs, System.nanoTime());
+        Class<?> type = new ByteBuddy().redefine(Odd.class).visit(PopFaultAgent.advice(specs.get(0), 0)).make()
+            .load(PopFaultTest.class.getClassLoader(), ClassLoadingStrategy.Default.CHILD_FIRST).getLoaded();
+        Object odd = type.getConstructor().newInstance();
+        Object first = type.getMethod("poll").invoke(odd);
+        assertEquals("rmq-harness planted failure", failureOf(first).getMessage());
+        assertFalse(((CompletableFuture<?>) type.getMethod("poll").invoke(odd)).isCompletedExceptionally());
+    }
+}
