@@ -21,6 +21,7 @@ from harness.run.sequence import Run, refuse_on_external
 
 ALL = "all"
 GATE = "gate"  # the scenarios marked `gate: true`: the set a pull request runs
+UPSTREAM = "upstream"  # the scenarios marked `upstream: true`: pop defects upstream reported (the sweep's table)
 # Brokers starting and stopping, Prometheus, the archive: measured ~40-50 s per run with three variants here.
 OVERHEAD_S = 50.0
 
@@ -48,6 +49,9 @@ def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
         names = sorted(n for n in builtin_names() if all(sc.gate for sc in load_scenarios(n)))
     elif ALL in names or GATE in names:
         raise ConfigError(f"--scenario {ALL if ALL in names else GATE} cannot be combined with named scenarios")
+    if UPSTREAM in names:  # the set, with any scenario named beside it (the sweep's `upstream` plus burst)
+        marked = sorted(n for n in builtin_names() if all(sc.upstream for sc in load_scenarios(n)))
+        names = [x for n in names for x in (marked if n == UPSTREAM else [n])]
     loaded = [sc for n in dict.fromkeys(names) for sc in ([load_scenario(n)] if "@" in n else load_scenarios(n))]
     plan = Plan(scenarios=[])
     for sc in loaded:

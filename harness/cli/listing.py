@@ -35,6 +35,7 @@ def scenarios_(args: argparse.Namespace) -> int:
         points = load_scenarios(name)
         first = points[0]
         tags = ", ".join(x for x in (first.protocol, first.retry_topic.upper(), "gate" if first.gate else "",
+                                     "upstream" if first.upstream else "",
                                      f"series of {len(points)}" if len(points) > 1 else "") if x)
         rows.append((name, tags, " ".join(first.description.split())))
     _rows(rows)

@@ -21,7 +21,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="a variant (repeat; the first is the baseline)")
     mx.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
                     help="a scenario file or built-in name (repeat), 'gate' (the gate set: the scenarios marked "
-                         "gate: true) or 'all' (the default)")
+                         "gate: true), 'upstream' (those marked upstream: true) or 'all' (the default)")
     mx.add_argument("--protocol", action="append", dest="protocols", choices=PROTOCOLS, metavar="PROTOCOL",
                     help="run each scenario over this protocol (repeat for both: grpc, remoting); a form over "
                          "another protocol than the scenario's is NAME-PROTOCOL (default: each scenario's own)")

@@ -31,7 +31,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--versions", required=True, metavar="FIRST..LAST",
                     help="the releases, both ends included (e.g. 5.1.0..5.5.1; either end may be left out)")
     sw.add_argument("--scenario", action="append", dest="scenarios", metavar="NAME",
-                    help="a scenario file or built-in name (repeat; default: burst)")
+                    help="a scenario file or built-in name (repeat; default: burst), or 'upstream' (the scenarios "
+                         "marked upstream: true, the pop defects upstream reported; docs/findings/upstream-defects.md)")
     sw.add_argument("--batch", type=int, default=None, metavar="N",
                     help="releases side by side in one run (default: 4, what this 2-core machine keeps apart)")
     sw.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every release")

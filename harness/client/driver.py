@@ -82,8 +82,9 @@ class PopConsumer(Protocol):
         None (acked) or the error its ack met."""
         ...
 
-    def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
-        """Nack: the message comes back (as a retry) ``invisible_s`` seconds from now."""
+    def change_invisible(self, delivery: Delivery, invisible_s: int, suspend: bool = False) -> None:
+        """Nack: the message comes back (as a retry) ``invisible_s`` seconds from now; ``suspend``: with the
+        reconsume times it had (a remoting header of 5.5.0 brokers)."""
         ...
 
 
@@ -106,6 +107,18 @@ class Driver(Protocol):
     def close(self) -> None:
         """Shut down every producer and consumer this driver started."""
         ...
+
+
+# A client tries a call the server refused for flow control again, after a pause that doubles each time (the
+# official clients back off the same way), at most this many times.
+FLOW_RETRIES = 5
+FLOW_BACKOFF_S = 0.1
+
+
+def flow_limited(e: BaseException) -> bool:
+    """Whether a call was refused for flow control: the proxy's TOO_MANY_REQUESTS, which the Python gRPC client
+    raises as TooManyRequestsException (the proxy's consumer thread pool was full)."""
+    return type(e).__name__ == "TooManyRequestsException"
 
 
 def direct(fn: Callable[[], T]) -> T:

@@ -149,7 +149,9 @@ class GrpcPopConsumer:
         # The client acks one message per request; one trip through the thread bridge for all of them.
         return self._offload(lambda: _each(lambda d: self._client.ack(d.handle), deliveries))
 
-    def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
+    def change_invisible(self, delivery: Delivery, invisible_s: int, suspend: bool = False) -> None:
+        if suspend:  # refused by the scenario's validation first; said here should a caller forget
+            raise DriverError("the Python gRPC client cannot send ChangeInvisibleDuration's suspend flag")
         # The client fills Duration.seconds only: whole seconds reach the broker.
         self._offload(lambda: self._client.change_invisible_duration(delivery.handle, invisible_s))
 

@@ -139,9 +139,11 @@ class RemotingPopConsumer:
         cmds = [Command(remoting.ACK_MESSAGE, self._fields(d.handle)) for d in deliveries]
         return _pipelined(self._conn, cmds, f"ack on {self.topic} as {self.group}")
 
-    def change_invisible(self, delivery: Delivery, invisible_s: int) -> None:
+    def change_invisible(self, delivery: Delivery, invisible_s: int, suspend: bool = False) -> None:
         receipt: Receipt = delivery.handle
         fields = {**self._fields(receipt), "invisibleTime": invisible_s * 1000}
+        if suspend:
+            fields["suspend"] = "true"
         cmd = Command(remoting.CHANGE_MESSAGE_INVISIBLETIME, fields)
         resp = remoting.check(self._conn.call(cmd, REQUEST_TIMEOUT_S),
                               f"change invisible time on {self.topic} as {self.group}")

@@ -22,7 +22,7 @@ from harness.contracts import schemas
 # Readers take every earlier version too (harness.contracts.schemas.EVENTS says what each brought).
 EVENT_SCHEMA_VERSION = schemas.EVENTS.version
 KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end",
-         "fault")
+         "fault", "refused")
 
 SCHEMA = pa.schema(
     [

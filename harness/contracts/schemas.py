@@ -56,6 +56,7 @@ EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` 
     4: "message_group",
     5: "started_ns",
     6: "the fault kind (written by the harness, worker \"harness\")",
+    7: "the refused kind: a call the server refused for flow control, which the consumer tried again",
 })
 SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     1: "messages as the unit",

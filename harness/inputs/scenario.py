@@ -165,6 +165,9 @@ class Nack(_Strict):
         "invisible time runs out",
     )
     delay_s: int = Field(1, ge=0, le=43_200, description="change_invisible: the new invisible duration, s")
+    suspend: bool = Field(False, description="change_invisible over remoting: ask the broker to keep the reconsume "
+                          "times (ChangeInvisibleTime's suspend flag, new in 5.5.0, apache/rocketmq#10050); the retry "
+                          "then comes back as the same delivery attempt, so each message is nacked once")
     fraction: float = Field(1.0, gt=0, le=1, description="the share of messages nacked, chosen by ledger id "
                             "(a hash), so every variant and every run nacks the same share")
 
@@ -335,6 +338,8 @@ class Scenario(_Strict):
                                "'wakeup_ms.p50 < 1000' or 'ledger.lost == 0' (harness.inputs.expectations)")
     gate: bool = Field(False, description="in the gate set (`matrix --scenario gate`): the fast scenarios that "
                        "together cover every primary behaviour, run on every pull request")
+    upstream: bool = Field(False, description="in the upstream-defects set (`sweep --scenario upstream`): a pop "
+                           "defect upstream reported, checked per release (docs/findings/upstream-defects.md)")
     verdict_metric: Literal["wakeup_ms", "redelivery_ms", "stalled", "lost"] = Field(
         "wakeup_ms", description="what the verdict judges (the primary comparison): the retry wakeup's median "
         "(default), the redelivery's, the share of retries that stalled (waited for a poll to run out), or the "
@@ -418,6 +423,10 @@ class Scenario(_Strict):
                              f"rmq-harness matrix --scenario {self.name}")
         if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
             raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
+        if self.nack.suspend and (self.protocol != "remoting" or self.nack.how != "change_invisible"
+                                  or self.workers != 1):
+            raise ValueError("nack.suspend: a change_invisible nack over protocol remoting with workers: 1 (the "
+                             "worker remembers which messages it nacked: the attempt number no longer tells)")
         if self.nack.how == "same_deadline" and self.protocol != "remoting":
             raise ValueError("nack.how: same_deadline aims each change at the broker's millisecond, which only a "
                              "request straight to the broker can (protocol remoting)")

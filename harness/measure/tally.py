@@ -26,7 +26,7 @@ from harness.measure.latency import QUANTILES, column, retry_outcomes, retry_row
 BY_RUN = ["run_id", "scenario", "variant"]
 # Events of these kinds are counted under these names.
 KIND_TALLIES = {"sent": "sent", "received": "deliveries", "acked": "acks", "nacked": "nacks",
-                "empty_poll": "empty_polls", "error": "errors"}
+                "empty_poll": "empty_polls", "error": "errors", "refused": "refused"}
 TALLIES = (*[c for c in COUNTS if c != "cycles"], *[f"ledger_{k}" for k in LEDGER], "stalled_count")
 TALLY_SCHEMA = pa.schema([("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()),
                           ("cycle", pa.int32()), ("name", pa.string()), ("value", pa.int64())])

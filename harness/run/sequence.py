@@ -35,7 +35,7 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.deploy import readiness
 from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import GIVEN, ORDERS, RANDOM, Variant, with_plants, with_probe
+from harness.inputs.variants import GIVEN, ORDERS, PLANT_JAR, RANDOM, Variant, with_plants, with_probe
 from harness.measure.shares import read_shares
 from harness.measure.tally import SlicesSummary
 from harness.run import offsets, outbox
@@ -136,6 +136,18 @@ def variant_order(variants: Sequence[Variant], how: str, seed: int | None = None
 def _external_of(backend: Backend) -> ExternalBackend | None:
     """The run's backend for external clusters, when it has one (harness.run.site.with_external)."""
     return getattr(backend, "external", None)
+
+
+def planted_line(variant: str, report: dict[str, list[str]]) -> str:
+    """How many failures the pop-fault agent planted in a variant's brokers (its `planted failure` lines), as the
+    run says it: a scenario whose plant never fired measured the broker without the failure."""
+    name = Path(PLANT_JAR).name
+    lines = [ln for jar, said in report.items() if jar.endswith(name) for ln in said]
+    n = sum("planted failure" in ln for ln in lines)
+    if n:
+        return f"{variant}: {n} failure(s) planted (pop-fault)"
+    return (f"warning: {variant}: no failure was planted (pop-fault: "
+            f"{'; '.join(lines[-2:]) or 'printed nothing'}): the run measured it without")
 
 
 def refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
@@ -247,6 +259,9 @@ class Run:
             probes = self._collect_probes(endpoints, staging)
             configs = {ep.variant: backend.broker_config(ep.variant) for ep in endpoints}
             agents = {ep.variant: backend.agent_report(ep.variant) for ep in endpoints}
+            if self.scenario.plant:
+                for variant, report in agents.items():
+                    self.log(planted_line(variant, report))
             modules = {ep.variant: backend.modules(ep.variant) for ep in endpoints}
             time.sleep(1.5 * SCRAPE_INTERVAL_S)  # one more scrape, so the last counter values are in
             window = (window_start, time.time())

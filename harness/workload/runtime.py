@@ -86,6 +86,7 @@ class WorkerRuntime:
         # (group, ledger_id) acked by this worker lately (the live duplicate counter's memory)
         self.acked = RecentKeys(max(ACK_MEMORY_MIN_S, 2 * scenario.consume.invisible_s + 60))
         self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms
+        self.nacked_once: set[tuple[str, str]] = set()  # (group, ledger_id) nacked with suspend (nack.suspend)
         self._seq = itertools.count()
         self._indexes: dict[str, int] = {}
         self.drains = DrainSignals()  # attached to the worker's runner when Locust fires init

@@ -9,6 +9,7 @@ which puts its percentiles in Locust's report.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 
@@ -16,7 +17,15 @@ import gevent
 import gevent.pool
 from locust import User, constant, events
 
-from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, PopConsumer
+from harness.client.driver import (
+    CLIENT_UNFIT,
+    FLOW_BACKOFF_S,
+    FLOW_RETRIES,
+    Delivery,
+    DriverError,
+    PopConsumer,
+    flow_limited,
+)
 from harness.contracts.events import MessageBody
 from harness.core.waiting import Deadline
 from harness.inputs.scenario import Group
@@ -231,6 +240,11 @@ class PopConsumerUser(User):
         try:
             received = self.consumer.receive(c.batch, c.invisible_s)
         except Exception as e:  # noqa: BLE001
+            if flow_limited(e):  # refused for flow control: the next poll tries again
+                rt.log.record("refused", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
+                              poll_started_ns=started, detail=f"receive: {e}"[:500])
+                gevent.sleep(FLOW_BACKOFF_S)
+                return
             # A DriverError means the client cannot measure at all; the run refuses to pass it (harness.run.sequence).
             what = CLIENT_UNFIT if isinstance(e, DriverError) else "receive"
             rt.log.record("error", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
@@ -290,7 +304,9 @@ class PopConsumerUser(User):
             # A consumer that takes its time acks each message when done with it, not with the batch.
             self.flush_acks(acks)
             gevent.sleep(self.spec.scenario.consume.processing_s)
-        if self.group.nacks and self.spec.scenario.nack.applies(attempt, ledger_id):
+        nack = self.spec.scenario.nack
+        if self.group.nacks and nack.applies(attempt, ledger_id) and not (
+                nack.suspend and (self.group.name, ledger_id) in self.runtime.nacked_once):
             self.nack(d, common, received)
         else:
             self.ack(d, common, acks)
@@ -316,8 +332,12 @@ class PopConsumerUser(User):
             # The broker's new checkpoint starts when it handles the request; the client's send time is the
             # closest the client can see.
             nacked, invisible_ms = time.time_ns(), nack.delay_s * 1000
-            if not self._operation("nack", common, lambda: self.consumer.change_invisible(d, nack.delay_s)):
+            if not self._operation("nack", common,
+                                   lambda: self.consumer.change_invisible(d, nack.delay_s, suspend=nack.suspend)):
                 return
+            if nack.suspend:
+                rt.nacked_once.add((self.group.name, common["ledger_id"]))
+                detail = "change_invisible, suspend"
         rt.log.record("nacked", t_client_ns=nacked, invisible_ms=invisible_ms, detail=detail, **common)
         rt.nack_due_ms[key] = due_ms(nacked, invisible_ms)
         rt.metrics.nacks.labels(**rt.labels(self.group.name)).inc()
@@ -339,9 +359,19 @@ class PopConsumerUser(User):
             errors = self.consumer.ack_all([d for d, _ in acks])
         except Exception as e:  # noqa: BLE001 - every client failure is data
             errors = [e] * len(acks)
+        errors = list(errors)
         ended = time.time_ns()
         final: dict[int, list[str | None]] = {}
-        for (_, common), err in zip(acks, errors, strict=True):
+        for i, ((d, common), err) in enumerate(zip(acks, errors, strict=True)):
+            tries = 1
+            while err is not None and self._refused("ack", err, tries, common):
+                tries += 1
+                try:
+                    self.consumer.ack(d)
+                    err = None
+                except Exception as again:  # noqa: BLE001 - every client failure is data
+                    err = again
+            errors[i] = err
             if err is not None:
                 rt.log.record("error", detail=f"ack: {err}"[:500], **common)
                 rt.metrics.errors.labels(**rt.labels(self.group.name), operation="ack").inc()
@@ -357,17 +387,31 @@ class PopConsumerUser(User):
         for cycle, ids in final.items():
             self.environment.runner.send_message(cycles.FINAL, {"cycle": cycle, "group": self.group.name, "ids": ids})
 
+    def _refused(self, name: str, e: BaseException, tries: int, common: dict) -> bool:
+        """Whether a failed call was refused for flow control and may be tried again (a ``refused`` event, a
+        pause that doubles each time): as a client would, up to FLOW_RETRIES times."""
+        if not flow_limited(e) or tries > FLOW_RETRIES:
+            return False
+        self.runtime.log.record("refused", detail=f"{name}: {e}"[:500], **common)
+        gevent.sleep(FLOW_BACKOFF_S * 2 ** (tries - 1))
+        return True
+
     def _operation(self, name: str, common: dict, call: Callable[[], object]) -> bool:
-        """A client call reported to Locust; on failure an error event and a count, and False."""
+        """A client call reported to Locust; tried again while the server refuses it for flow control; on
+        failure an error event and a count, and False."""
         rt = self.runtime
         started = time.time_ns()
-        try:
-            call()
-        except Exception as e:  # noqa: BLE001 - every client failure is data
-            rt.log.record("error", detail=f"{name}: {e}"[:500], **common)
-            rt.metrics.errors.labels(**rt.labels(self.group.name), operation=name).inc()
-            _fire(rt, name, started, time.time_ns(), exc=e)
-            return False
+        for tries in itertools.count(1):
+            try:
+                call()
+                break
+            except Exception as e:  # noqa: BLE001 - every client failure is data
+                if self._refused(name, e, tries, common):
+                    continue
+                rt.log.record("error", detail=f"{name}: {e}"[:500], **common)
+                rt.metrics.errors.labels(**rt.labels(self.group.name), operation=name).inc()
+                _fire(rt, name, started, time.time_ns(), exc=e)
+                return False
         _fire(rt, name, started, time.time_ns())
         return True
 

@@ -124,3 +124,17 @@ def test_the_defect_table_marks_each_release_and_the_first_and_last_that_shows_i
     assert [r["releases"][v]["state"] for v in variants] == [NOT_APPLICABLE, RUN_FAILED, PRESENT, PRESENT, ABSENT]
     assert (r["first_present"], r["last_present"]) == ("5.4.0", "5.5.0")
     assert r["releases"]["rocketmq-5.1.4"]["why"] == "needs 5.3.2"
+
+
+def test_the_run_says_how_many_failures_were_planted_and_warns_when_none_was():
+    from harness.run.sequence import planted_line
+
+    installed = "installed: org.x.A#read (1 overload), mode fail, calls 3, skip 0, after_ms 5000"
+    report = {"pop-fault.jar": [installed, "planted failure 1/3 in org.x.A#read", "planted failure 2/3 in org.x.A#read"],
+              "pop-retry-wakeup.jar": ["planted failure (not this agent's line)"]}
+    assert planted_line("v", report) == "v: 2 failure(s) planted (pop-fault)"
+    assert planted_line("v", {"broker/pop-fault.jar": ["planted failure 1/1 in org.x.A#read"]}) == \
+        "v: 1 failure(s) planted (pop-fault)"
+    none = planted_line("v", {"pop-fault.jar": [installed]})
+    assert none.startswith("warning: v: no failure was planted") and installed in none
+    assert "printed nothing" in planted_line("v", {})

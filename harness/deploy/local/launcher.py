@@ -240,7 +240,23 @@ class LocalBackend:
                     shutil.copytree(logs, target / role, dirs_exist_ok=True)
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
-        return self._agents.get(name, {})
+        """What each agent printed so far: read again now, so lines printed while the load ran (a planted
+        failure, harness.inputs.scenario.Plant) are in the manifest too; the start's check where the output
+        is gone."""
+        root = self.workdir / name
+        if not (root / STATE_FILE).is_file():
+            return self._agents.get(name, {})
+        lv = LocalVariant.load(root)
+        report: dict[str, list[str]] = {}
+        several = len(config.node_names(lv.topology)) > 1
+        for role in lv.processes:
+            nodes = self._brokers_in(lv, role)
+            if not nodes or not lv.dirs.stdout(role).is_file():
+                continue
+            output = lv.dirs.stdout(role).read_bytes().decode(errors="replace")
+            for jar, lines in readiness.agent_report(output, [LOOPBACK_JAR, *lv.agents]).items():
+                report[f"{nodes[0]}/{jar}" if several else jar] = lines
+        return report or self._agents.get(name, {})
 
     def modules(self, name: str) -> list[ModuleJar]:
         return self._modules.get(name, [])
