@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from harness.inputs.expectations import DISTRIBUTIONS
-from harness.measure import frames
+from harness.measure import frames, ledger
 
 NS_PER_MS = 1_000_000
 QUANTILES = (0.5, 0.9, 0.99)
@@ -114,7 +114,9 @@ def retry_rows(events: pd.DataFrame, messages: np.ndarray | None = None) -> pd.D
     keys = ["message", "delivery_attempt"]
     message = message_codes(events) if messages is None else messages
     r["message"] = message[retry.to_numpy()]
-    nacked = (events["kind"] == "nacked").to_numpy()
+    # A suspended nack (ledger.suspended) asks for the same attempt back, which no retry delivery (attempt > 1)
+    # can show: it is the ledger's to account for, not a retry expected here.
+    nacked = ((events["kind"] == "nacked") & ~ledger.suspended(events)).to_numpy()
     nacks = pd.DataFrame({c: column(events, c)[nacked]
                           for c in ["delivery_attempt", LATEST_NACK_ORDER, "invisible_ms"]})
     nacks["message"] = message[nacked]
@@ -163,7 +165,9 @@ def retry_outcomes(events: pd.DataFrame, allowed_deliveries: Mapping[str, int], 
     """
     keys = ["message", "delivery_attempt"]
     message = message_codes(events) if messages is None else messages
-    nacked = (events["kind"] == "nacked").to_numpy()
+    # A suspended nack (ledger.suspended) asks for the same attempt back, which no retry delivery (attempt > 1)
+    # can show: it is the ledger's to account for, not a retry expected here.
+    nacked = ((events["kind"] == "nacked") & ~ledger.suspended(events)).to_numpy()
     nacks = pd.DataFrame({c: column(events, c)[nacked] for c in [*NACK_KEYS, "delivery_attempt", "cycle"]})
     nacks["message"] = message[nacked]
     nacks["cycle"] = nacks["cycle"].fillna(0)

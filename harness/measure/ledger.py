@@ -52,6 +52,15 @@ PAIR = [*KEYS, "group"]
 # A failed nack still gives the message back (when its invisible time runs out): it explains the next
 # attempt as a nack would. A failed ack does not: what comes back after it is a duplicate.
 NACK_FAILURE_PREFIX = "nack:"
+# A nack that asked the broker to keep the reconsume times (nack.suspend: its event's detail ends so) expects the
+# message back as the same attempt, not the next (harness.workload.users).
+SUSPEND_SUFFIX = "suspend"
+
+
+def suspended(events: pd.DataFrame) -> pd.Series:
+    """The nacked events that asked for the same attempt back (a nack with the suspend flag)."""
+    detail = events["detail"] if "detail" in events.columns else pd.Series(None, index=events.index, dtype=object)
+    return (events["kind"] == "nacked") & detail.fillna("").astype(str).str.endswith(SUSPEND_SUFFIX)
 
 SCHEMA = pa.schema([
     ("run_id", pa.string()), ("scenario", pa.string()), ("variant", pa.string()), ("ledger_id", pa.string()),
@@ -148,16 +157,24 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliver
     dead = (ev.loc[kind == "dlq_seen", [pair, "t_client_ns"]].groupby(pair)["t_client_ns"].min()
             .rename("dead_lettered_ns").astype("Int64").reset_index())
     failed_nack = (kind == "error") & ev["detail"].fillna("").str.startswith(NACK_FAILURE_PREFIX)
-    nacks = ev.loc[((kind == "nacked") | failed_nack) & ev["group"].notna(), [pair, "delivery_attempt"]].dropna()
-    explained = (nacks.assign(delivery_attempt=nacks["delivery_attempt"] + 1).drop_duplicates()
-                 .assign(explained=True))
+    nacked = ((kind == "nacked") | failed_nack) & ev["group"].notna()
+    keep = suspended(ev)  # the same attempt comes back
+    nacks = ev.loc[nacked, [pair, "delivery_attempt"]].assign(same=keep[nacked]).dropna()
+    explained = (nacks.assign(delivery_attempt=nacks["delivery_attempt"] + (~nacks.pop("same")).astype(int))
+                 .drop_duplicates().assign(explained=True))
+    again = (ev.loc[keep & ev["group"].notna(), [pair, "delivery_attempt"]].dropna().drop_duplicates()
+             .assign(again=True))
     retries = explained.groupby(pair).size().rename("retries").reset_index()
 
     r = (recv.merge(explained, on=[pair, "delivery_attempt"], how="left").merge(acked, on=pair, how="left")
          .assign(key=lambda f: f[pair] // width).merge(sent[["key", "tag"]], on="key", how="left"))
     r["tag_changed"] = r["received_tag"].fillna("") != r["tag"].fillna("")
     r["unexplained"] = (r["delivery_attempt"] > 1) & r["explained"].isna()
-    r["repeat"] = r.duplicated([pair, "delivery_attempt"])
+    # An attempt delivered twice is a repeat, unless a suspended nack of it asked for it back once more.
+    r = r.merge(again, on=[pair, "delivery_attempt"], how="left")
+    r["repeat"] = r.duplicated([pair, "delivery_attempt"]) & ~(
+        r["again"].astype("boolean").fillna(False).astype(bool)
+        & (r.groupby([pair, "delivery_attempt"]).cumcount() == 1))
     r["after_ack"] = r["acked_ns"].notna() & (r["t_client_ns"] > r["acked_ns"])
     per_pair = r.groupby(pair).agg(
         deliveries=("t_client_ns", "size"), max_attempt=("delivery_attempt", "max"),
