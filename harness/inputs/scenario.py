@@ -315,18 +315,35 @@ class Plant(_Strict):
 
     method: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.$]*#[A-Za-z_]\w*$")] = Field(
         description="the broker method, org.apache.rocketmq.<...>.Class#method (every overload of that name)")
-    mode: Literal["throw", "fail", "false"] = Field(
+    mode: Literal["throw", "fail", "false", "delay"] = Field(
         description="throw: it throws on entry; fail: its CompletableFuture completes exceptionally; false: it "
-        "returns false without running")
-    calls: int = Field(1, ge=1, le=1_000_000, description="how many calls fail")
+        "returns false without running; delay: it runs after a sleep of delay_ms on entry")
+    delay_ms: int | None = Field(None, ge=1, le=600_000, description="mode delay only, and required there: how "
+                                 "long each planted call sleeps on entry, ms")
+    thread: Annotated[str, StringConstraints(pattern=r"^[^,;=]{1,100}$")] | None = Field(
+        None, description="only calls on a thread whose name contains this qualify (others pass, not counted)")
+    calls: int = Field(1, ge=1, le=1_000_000, description="how many calls fail (or are delayed)")
     skip: int = Field(0, ge=0, le=1_000_000, description="qualifying calls let through before the first failure")
     after_s: float = Field(0.0, ge=0, le=86_400, description="calls within this many seconds of the broker's "
                            "start pass (not counted): start-up is not the failure's moment")
 
+    @model_validator(mode="after")
+    def _delay_ms_with_delay(self) -> Plant:
+        if self.mode == "delay" and self.delay_ms is None:
+            raise ValueError("delay_ms: required with mode delay")
+        if self.mode != "delay" and self.delay_ms is not None:
+            raise ValueError(f"delay_ms: only for mode delay (not mode {self.mode})")
+        return self
+
     @property
     def options(self) -> str:
-        return (f"method={self.method},mode={self.mode},calls={self.calls},skip={self.skip},"
+        opts = (f"method={self.method},mode={self.mode},calls={self.calls},skip={self.skip},"
                 f"after_ms={round(self.after_s * 1000)}")
+        if self.delay_ms is not None:
+            opts += f",delay_ms={self.delay_ms}"
+        if self.thread is not None:
+            opts += f",thread={self.thread}"
+        return opts
 
 
 class Scenario(_Strict):

@@ -82,6 +82,31 @@ def test_a_plant_becomes_the_agent_mounted_first_on_every_variant(tmp_path):
     assert by_name["a"] == [PLANT_JAR, "broker-patches/target/pop-retry-wakeup.jar"] and by_name["b"] == [PLANT_JAR]
 
 
+def test_a_delay_plant_says_its_delay_and_thread_in_the_agents_options():
+    sc = _sc(plant=[{"method": "org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords", "mode": "delay",
+                     "delay_ms": 3000, "calls": 5, "thread": "PopConsumerCache"},
+                    {"method": "org.x.B#write", "mode": "throw", "thread": "Revive Service"}])
+    assert [p.options for p in sc.plant] == [
+        "method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,mode=delay,calls=5,skip=0,after_ms=0,"
+        "delay_ms=3000,thread=PopConsumerCache",
+        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,thread=Revive Service"]
+
+
+@pytest.mark.parametrize("plant, needle", [
+    ({"mode": "delay"}, "delay_ms: required with mode delay"),
+    ({"mode": "fail", "delay_ms": 100}, "delay_ms: only for mode delay (not mode fail)"),
+    ({"mode": "delay", "delay_ms": 0}, "plant.0.delay_ms"),
+    ({"mode": "delay", "delay_ms": 600_001}, "plant.0.delay_ms"),
+    ({"mode": "fail", "thread": ""}, "plant.0.thread"),
+    ({"mode": "fail", "thread": "a=b"}, "plant.0.thread"),
+    ({"mode": "fail", "thread": "x" * 101}, "plant.0.thread"),
+])
+def test_bad_delay_and_thread_plants_name_the_field(plant, needle):
+    with pytest.raises(ConfigError) as e:
+        _sc(plant=[{"method": "a.B#m", **plant}])
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_run_refuses_a_build_older_than_the_scenario_applies_to(tmp_path):
     from harness.deploy.readiness import NotApplicable
     from harness.run.sequence import Run
@@ -130,7 +155,8 @@ def test_the_run_says_how_many_failures_were_planted_and_warns_when_none_was():
     from harness.run.sequence import planted_line
 
     installed = "installed: org.x.A#read (1 overload), mode fail, calls 3, skip 0, after_ms 5000"
-    report = {"pop-fault.jar": [installed, "planted failure 1/3 in org.x.A#read", "planted failure 2/3 in org.x.A#read"],
+    report = {"pop-fault.jar": [installed, "planted failure 1/3 in org.x.A#read",
+                                "planted failure 2/3 in org.x.A#read"],
               "pop-retry-wakeup.jar": ["planted failure (not this agent's line)"]}
     assert planted_line("v", report) == "v: 2 failure(s) planted (pop-fault)"
     assert planted_line("v", {"broker/pop-fault.jar": ["planted failure 1/1 in org.x.A#read"]}) == \

@@ -31,6 +31,17 @@ final class FaultAdvice {
         }
     }
 
+    /** mode=delay: the call sleeps delay_ms on entry, then the body runs (any return type). */
+    static final class Delay {
+        private Delay() {
+        }
+
+        @Advice.OnMethodEnter
+        static void enter(@PlantId int id) {
+            Faults.delay(id);
+        }
+    }
+
     /** mode=false: the body is skipped, and a skipped boolean method returns its default, false. */
     static final class False {
         private False() {

@@ -13,24 +13,31 @@ import java.util.regex.Pattern;
  * by {@code ,}:
  * <pre>
  *   method=&lt;fully.qualified.Class&gt;#&lt;methodName&gt;   required; every overload of that name the class declares
- *   mode=throw|fail|false                          required
- *   calls=N      how many calls fail (default 1; 1 to 1000000)
+ *   mode=throw|fail|false|delay                    required
+ *   delay_ms=D   mode=delay only, and required there: each planted call sleeps D ms on entry (1 to 600000)
+ *   calls=N      how many calls fail (or are delayed) (default 1; 1 to 1000000)
  *   skip=M       the first M qualifying calls pass through untouched (default 0)
  *   after_ms=T   calls within T ms of the agent's install pass through and are not counted (default 0)
+ *   thread=S     only calls on a thread whose name contains S qualify; others pass through and are not counted
+ *                (default: every thread; 1 to 100 characters, no {@code , ; =})
  * </pre>
- * e.g. {@code method=org.apache.rocketmq.broker.processor.PopReviveService#getBizMessage,mode=fail,calls=3,after_ms=5000}.
- * Keys are case-sensitive; a key given twice, an unknown key, a blank plant or a malformed value is an error.
+ * e.g. {@code method=org.apache.rocketmq.broker.processor.PopReviveService#getBizMessage,mode=fail,calls=3,after_ms=5000}
+ * or {@code method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,mode=delay,delay_ms=3000,
+ * thread=PopConsumerCache}. Keys are case-sensitive; a key given twice, an unknown key, a blank plant, a malformed
+ * value, delay_ms without mode=delay or mode=delay without delay_ms is an error.
  */
 final class FaultOptions {
     static final int MAX_CALLS = 1_000_000;
     static final long MAX_SKIP = 1_000_000_000L;
     static final long MAX_AFTER_MS = 86_400_000L; // a day
+    static final long MAX_DELAY_MS = 600_000L; // ten minutes
+    static final int MAX_THREAD = 100;
     private static final String IDENT = "[A-Za-z_$][A-Za-z0-9_$]*";
     private static final Pattern CLASS_NAME = Pattern.compile(IDENT + "(\\." + IDENT + ")*");
     private static final Pattern METHOD_NAME = Pattern.compile(IDENT);
     private static final Pattern WHOLE = Pattern.compile("[0-9]+");
-    private static final String GRAMMAR = "method=<Class>#<method>,mode=throw|fail|false[,calls=N][,skip=M]"
-        + "[,after_ms=T], plants separated by ';'";
+    private static final String GRAMMAR = "method=<Class>#<method>,mode=throw|fail|false|delay[,delay_ms=D]"
+        + "[,calls=N][,skip=M][,after_ms=T][,thread=S], plants separated by ';'";
 
     private FaultOptions() {
     }
@@ -42,7 +49,9 @@ final class FaultOptions {
         /** The body runs; the CompletableFuture it returns is replaced by one completed exceptionally. */
         FAIL,
         /** The body does not run; the method returns false (boolean methods only). */
-        FALSE;
+        FALSE,
+        /** The body runs after a sleep of delay_ms on entry (any return type). */
+        DELAY;
 
         String word() {
             return name().toLowerCase(Locale.ROOT);
@@ -57,14 +66,30 @@ final class FaultOptions {
         final int calls;
         final long skip;
         final long afterMs;
+        /** The sleep of mode=delay, ms; 0 for the other modes. */
+        final long delayMs;
+        /** The part of a thread's name a qualifying call's thread has; null: every thread. */
+        final String thread;
 
         Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs) {
+            this(className, methodName, mode, calls, skip, afterMs, 0, null);
+        }
+
+        Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs, long delayMs,
+             String thread) {
             this.className = className;
             this.methodName = methodName;
             this.mode = mode;
             this.calls = calls;
             this.skip = skip;
             this.afterMs = afterMs;
+            this.delayMs = delayMs;
+            this.thread = thread;
+        }
+
+        /** Whether a call on the thread named {@code threadName} qualifies (the thread filter, if any). */
+        boolean onThread(String threadName) {
+            return thread == null || (threadName != null && threadName.contains(thread));
         }
 
         String target() {
@@ -72,7 +97,8 @@ final class FaultOptions {
         }
 
         String settings() {
-            return "mode " + mode.word() + ", calls " + calls + ", skip " + skip + ", after_ms " + afterMs;
+            return "mode " + mode.word() + (mode == Mode.DELAY ? ", delay_ms " + delayMs : "") + ", calls " + calls
+                + ", skip " + skip + ", after_ms " + afterMs + (thread == null ? "" : ", thread " + thread);
         }
     }
 
@@ -111,6 +137,8 @@ final class FaultOptions {
                 case "calls":
                 case "skip":
                 case "after_ms":
+                case "delay_ms":
+                case "thread":
                     break;
                 default:
                     throw new IllegalArgumentException("unknown option '" + key + "' in '" + plant + "' (expected "
@@ -133,7 +161,7 @@ final class FaultOptions {
         }
         String modeWord = values.get("mode");
         if (modeWord == null) {
-            throw new IllegalArgumentException("missing option mode=throw|fail|false in '" + plant + "'");
+            throw new IllegalArgumentException("missing option mode=throw|fail|false|delay in '" + plant + "'");
         }
         Mode mode;
         switch (modeWord) {
@@ -146,14 +174,34 @@ final class FaultOptions {
             case "false":
                 mode = Mode.FALSE;
                 break;
+            case "delay":
+                mode = Mode.DELAY;
+                break;
             default:
                 throw new IllegalArgumentException("malformed option 'mode=" + modeWord
-                    + "' (expected mode=throw, mode=fail or mode=false)");
+                    + "' (expected mode=throw, mode=fail, mode=false or mode=delay)");
+        }
+        long delayMs = 0;
+        if (mode == Mode.DELAY) {
+            if (!values.containsKey("delay_ms")) {
+                throw new IllegalArgumentException("missing option delay_ms=D (required with mode=delay) in '" + plant
+                    + "'");
+            }
+            delayMs = number(values, "delay_ms", 0, 1, MAX_DELAY_MS);
+        } else if (values.containsKey("delay_ms")) {
+            throw new IllegalArgumentException("option delay_ms is only for mode=delay (not mode=" + modeWord
+                + ") in '" + plant + "'");
         }
         long calls = number(values, "calls", 1, 1, MAX_CALLS);
         long skip = number(values, "skip", 0, 0, MAX_SKIP);
         long afterMs = number(values, "after_ms", 0, 0, MAX_AFTER_MS);
-        return new Spec(className, methodName, mode, (int) calls, skip, afterMs);
+        String thread = values.get("thread");
+        if (thread != null && (thread.isEmpty() || thread.length() > MAX_THREAD || thread.indexOf(',') >= 0
+            || thread.indexOf(';') >= 0 || thread.indexOf('=') >= 0)) {
+            throw new IllegalArgumentException("malformed option 'thread=" + thread + "' (expected part of a thread's"
+                + " name, 1 to " + MAX_THREAD + " characters without , ; =)");
+        }
+        return new Spec(className, methodName, mode, (int) calls, skip, afterMs, delayMs, thread);
     }
 
     private static long number(Map<String, String> values, String key, long dflt, long min, long max) {

@@ -26,17 +26,18 @@ import net.bytebuddy.matcher.ElementMatcher;
 import net.bytebuddy.utility.JavaModule;
 
 /**
- * A fault injector, never a fix: plants a failure in a named broker method so the harness can reproduce
- * upstream defects that follow a failure (e.g. apache/rocketmq#10985, revive losing a retry after an
- * asynchronous read of the original message failed). Arguments: {@link FaultOptions}.
+ * A fault injector, never a fix: plants a failure (or a delay) in a named broker method so the harness can
+ * reproduce upstream defects that follow a failure (e.g. apache/rocketmq#10985, revive losing a retry after an
+ * asynchronous read of the original message failed) or a slow step. Arguments: {@link FaultOptions}.
  *
  * <p>Every overload of the method's name that the class declares (with a body, and for {@code fail} returning
  * a supertype of CompletableFuture, for {@code false} returning boolean) gets the plant's advice
  * ({@link FaultAdvice}); the counters are {@link Faults}. Lines on the broker's output, prefixed
  * {@code [pop-fault] } like every agent's: {@code waiting for Class#method} at premain (so the agent is never
- * silent), {@code installed: Class#method (k overloads), mode m, calls N, skip M, after_ms T} once the class
- * was transformed, {@code not installed: ...} when the options or the class do not fit (the harness treats that
- * as an error), and {@code planted failure k/N in Class#method} per failed call.
+ * silent), {@code installed: Class#method (k overloads), mode m[, delay_ms D], calls N, skip M, after_ms T[, thread
+ * S]} once the class was transformed, {@code not installed: ...} when the options or the class do not fit (the
+ * harness treats that as an error), {@code planted failure k/N in Class#method} per failed call and
+ * {@code planted delay k/N of D ms in Class#method (thread name)} per delayed call.
  */
 public final class PopFaultAgent {
     static final String NAME = "pop-fault";
@@ -160,6 +161,9 @@ public final class PopFaultAgent {
                 break;
             case FALSE:
                 mode = FaultAdvice.False.class;
+                break;
+            case DELAY:
+                mode = FaultAdvice.Delay.class;
                 break;
             default:
                 mode = FaultAdvice.Throw.class;

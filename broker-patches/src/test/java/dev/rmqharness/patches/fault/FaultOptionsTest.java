@@ -1,6 +1,8 @@
 package dev.rmqharness.patches.fault;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -21,7 +23,31 @@ class FaultOptionsTest {
         assertEquals(1, s.calls);
         assertEquals(0, s.skip);
         assertEquals(0, s.afterMs);
+        assertEquals(0, s.delayMs);
+        assertNull(s.thread);
         assertEquals("mode fail, calls 1, skip 0, after_ms 0", s.settings());
+    }
+
+    @Test
+    void aDelayPlantWithAThreadFilter() {
+        FaultOptions.Spec s = FaultOptions.parse("method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,"
+            + " mode=delay, delay_ms=3000, calls=5, thread=PopConsumerCache").get(0);
+        assertEquals(FaultOptions.Mode.DELAY, s.mode);
+        assertEquals(3000, s.delayMs);
+        assertEquals(5, s.calls);
+        assertEquals("PopConsumerCache", s.thread);
+        assertEquals("mode delay, delay_ms 3000, calls 5, skip 0, after_ms 0, thread PopConsumerCache", s.settings());
+        assertTrue(s.onThread("PopConsumerCache"));
+        assertTrue(s.onThread("xPopConsumerCache-1"));
+        assertFalse(s.onThread("main"));
+        assertFalse(s.onThread(null));
+
+        assertEquals(600000, FaultOptions.parse("method=a.B#m,mode=delay,delay_ms=600000").get(0).delayMs);
+        assertEquals(1, FaultOptions.parse("method=a.B#m,mode=delay,delay_ms=1").get(0).delayMs);
+        FaultOptions.Spec thrown = FaultOptions.parse("method=a.B#m,mode=throw,thread=Revive Service").get(0);
+        assertEquals("Revive Service", thrown.thread);
+        assertEquals("mode throw, calls 1, skip 0, after_ms 0, thread Revive Service", thrown.settings());
+        assertTrue(FaultOptions.parse("method=a.B#m,mode=fail").get(0).onThread("anything"));
     }
 
     @Test
@@ -58,7 +84,22 @@ class FaultOptionsTest {
         assertBad(m + ",mode=fail,skip=-3", "skip=-3");
         assertBad(m + ",mode=fail,after_ms=1.5", "after_ms=1.5");
         assertBad(m + ",mode=fail,after_ms=86400001", "after_ms=86400001");
-        assertBad(m + ",mode=fail,delay_ms=5", "unknown option 'delay_ms'");
+        assertBad(m + ",mode=fail,delay=5", "unknown option 'delay'");
+        assertBad(m + ",mode=fail,delay_ms=5", "option delay_ms is only for mode=delay (not mode=fail)");
+        assertBad(m + ",mode=throw,delay_ms=5", "option delay_ms is only for mode=delay");
+        assertBad(m + ",mode=delay", "missing option delay_ms=D (required with mode=delay)");
+        assertBad(m + ",mode=delay,delay_ms=0", "delay_ms=0");
+        assertBad(m + ",mode=delay,delay_ms=600001", "delay_ms=600001");
+        assertBad(m + ",mode=delay,delay_ms=", "delay_ms=");
+        assertBad(m + ",mode=delay,delay_ms=1s", "delay_ms=1s");
+        assertBad(m + ",mode=delay,delay_ms=5,delay_ms=6", "delay_ms given twice");
+        assertBad(m + ",mode=delay,delay_ms=5,thread=a,thread=b", "thread given twice");
+        assertBad(m + ",mode=fail,thread=", "malformed option 'thread='");
+        assertBad(m + ",mode=fail,thread=  ", "malformed option 'thread='");
+        assertBad(m + ",mode=fail,thread=a=b", "malformed option 'thread=a=b'");
+        assertBad(m + ",mode=fail,thread=" + new String(new char[101]).replace('\0', 'x'), "1 to 100 characters");
+        assertBad(m + ",mode=fail,thread=a,b", "malformed option 'b'");
+        assertBad(m + ",mode=Delay,delay_ms=5", "mode=Delay");
         assertBad(m + ",mode=fail,mode=throw", "mode given twice");
         assertBad(m + ",mode=fail,", "malformed option ''");
         assertBad(m + ",mode=fail,calls", "malformed option 'calls'");

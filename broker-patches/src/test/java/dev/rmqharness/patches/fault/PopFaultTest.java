@@ -248,6 +248,102 @@ class PopFaultTest {
         }
     }
 
+    /** Runs {@code call} on a thread of that name and returns what it returned (or threw). */
+    private static Object onThread(String name, java.util.concurrent.Callable<Object> call) throws Exception {
+        Object[] out = new Object[1];
+        Thread thread = new Thread(() -> {
+            try {
+                out[0] = call.call();
+            } catch (Exception e) {
+                out[0] = e;
+            }
+        }, name);
+        thread.start();
+        thread.join(10_000);
+        assertFalse(thread.isAlive());
+        return out[0];
+    }
+
+    private static long msOf(java.util.concurrent.Callable<Object> call, Object expected) throws Exception {
+        long start = System.nanoTime();
+        assertEquals(expected, call.call());
+        return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    }
+
+    @Test
+    void delaySleepsOnEntryThenRunsTheBodyForTheCountedCallsOnly() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#read,mode=delay,delay_ms=250,calls=2,skip=1");
+        Object service = type.getConstructor().newInstance();
+        Method sync = type.getMethod("read", long.class);
+        Method async = type.getMethod("read", int.class);
+        String me = Thread.currentThread().getName();
+
+        assertEquals("sync1", sync.invoke(service, 1L)); // skipped
+        assertEquals(0, Faults.planted(0));
+        assertTrue(msOf(() -> sync.invoke(service, 2L), "sync2") >= 250, "the first delayed call");
+        assertTrue(msOf(() -> ((CompletableFuture<?>) async.invoke(service, 3)).get(), "msg3") >= 250,
+            "another overload (any return type), same plant");
+        assertEquals("sync4", sync.invoke(service, 4L)); // past calls: untouched
+        assertEquals(4, bodyRuns(service), "delay lets the body run");
+        assertEquals(2, Faults.planted(0));
+        assertEquals(Arrays.asList(
+            "[pop-fault] planted delay 1/2 of 250 ms in " + SERVICE + "#read (thread " + me + ")",
+            "[pop-fault] planted delay 2/2 of 250 ms in " + SERVICE + "#read (thread " + me + ")"), lines());
+    }
+
+    @Test
+    void aDelayInterruptedEndsEarlyWithTheInterruptFlagSetAgain() throws Exception {
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=delay,delay_ms=600000");
+        Object service = type.getConstructor().newInstance();
+        Thread.currentThread().interrupt();
+        Object returned;
+        try {
+            returned = type.getMethod("count").invoke(service);
+        } finally {
+            assertTrue(Thread.interrupted(), "the interrupt flag is set again (and cleared here)");
+        }
+        assertEquals(7, returned);
+        assertEquals(1, bodyRuns(service));
+        assertEquals(1, Faults.planted(0));
+    }
+
+    @Test
+    void callsOnAnotherThreadAreNotDelayedNorCounted() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=delay,delay_ms=200,skip=1,thread=FaultWorker");
+        Object service = type.getConstructor().newInstance();
+        Method count = type.getMethod("count");
+        for (int i = 0; i < 3; i++) {
+            assertEquals(7, onThread("other-" + i, () -> count.invoke(service))); // skip is not spent here
+        }
+        assertEquals(0, Faults.planted(0));
+        assertTrue(lines().isEmpty(), String.valueOf(lines()));
+        assertEquals(7, onThread("PopFaultWorker-1", () -> count.invoke(service))); // the one skipped
+        assertEquals(0, Faults.planted(0));
+        assertEquals(7, onThread("other", () -> count.invoke(service)));
+        Object took = onThread("PopFaultWorker-2", () -> msOf(() -> count.invoke(service), 7));
+        assertTrue((Long) took >= 200, "the delayed call took " + took + " ms");
+        assertEquals(7, onThread("PopFaultWorker-3", () -> count.invoke(service))); // past calls
+        assertEquals(1, Faults.planted(0));
+        assertEquals(7, bodyRuns(service));
+        assertEquals(Arrays.asList("[pop-fault] planted delay 1/1 of 200 ms in " + SERVICE
+            + "#count (thread PopFaultWorker-2)"), lines());
+    }
+
+    @Test
+    void theThreadFilterHoldsForEveryMode() throws Exception {
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=throw,calls=1,thread=Revive");
+        Object service = type.getConstructor().newInstance();
+        Method count = type.getMethod("count");
+        assertEquals(7, count.invoke(service)); // this thread's name has no "Revive"
+        assertEquals(7, onThread("revive", () -> count.invoke(service))); // case-sensitive
+        Object thrown = onThread("PopReviveService", () -> count.invoke(service));
+        assertTrue(thrown instanceof InvocationTargetException, String.valueOf(thrown));
+        assertEquals("rmq-harness planted failure", ((InvocationTargetException) thrown).getCause().getMessage());
+        assertEquals(1, Faults.planted(0));
+    }
+
     @Test
     void installLinesCountTheOverloadsTaken() {
         TypeDescription service = TypeDescription.ForLoadedType.of(Service.class);
@@ -260,6 +356,12 @@ class PopFaultTest {
             thrown.installed);
         assertEquals("installed: " + SERVICE + "#revive (1 overload), mode false, calls 1, skip 0, after_ms 0",
             PopFaultAgent.plan(service, spec("method=" + SERVICE + "#revive,mode=false")).installed);
+        assertEquals("installed: " + SERVICE + "#read (3 overloads), mode delay, delay_ms 50, calls 2, skip 0, "
+            + "after_ms 0, thread PopConsumerCache", PopFaultAgent.plan(service,
+            spec("method=" + SERVICE + "#read,mode=delay,delay_ms=50,calls=2,thread=PopConsumerCache")).installed);
+        assertEquals("installed: " + SERVICE + "#count (1 overload), mode throw, calls 1, skip 0, after_ms 0, "
+            + "thread x", PopFaultAgent.plan(service, spec("method=" + SERVICE + "#count,mode=throw,thread=x"))
+            .installed);
     }
 
     @Test
