@@ -266,7 +266,33 @@ def render_sweep(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: 
         path = plots_dir / f"{name}-releases.png"
         _releases(sc["releases"], sc["changed"], sc["metric"], sc["releases"][0]["statistic"], path)
         plots[name] = [{"file": f"plots/{path.name}", "title": f"{sc['metric']} per release"}]
+    if summary.get("defects"):
+        (out / "defects.md").write_text(defects_markdown(summary))
     return _page("sweep.html.j2", out, summary=summary, plots=plots)
+
+
+def defects_markdown(summary: dict) -> str:
+    """The sweep's defect table as Markdown (the report's defects.md): docs/findings/upstream-defects.md quotes
+    it, and a sweep over the same archives writes it again."""
+    facts = {f["name"]: f for f in summary.get("variant_facts", [])}
+    heads = [f"{facts.get(v, {}).get('version') or v}{' (h)' if facts.get(v, {}).get('hybrid') else ''}"
+             for v in summary["variants"]]
+    lines = ["| scenario | " + " | ".join(heads) + " | first shows | last shows | upstream |",
+             "|---|" + "---|" * (len(heads) + 3)]
+    for r in summary["defects"]:
+        cells = []
+        for v in summary["variants"]:
+            c = r["releases"].get(v, {})
+            state = c.get("state", "-")
+            cells.append(f"**{state}**" if state == "present" else state)
+        lines.append(f"| {r['scenario']} | " + " | ".join(cells)
+                     + f" | {r['first_present'] or '-'} | {r['last_present'] or '-'} | {r['reference']} |")
+    why = [f"- `{k}`: {v}" for k, v in summary.get("not_applicable", {}).items()]
+    failed = [f"- `{k}`: {v}" for k, v in summary.get("failed_runs", {}).items()]
+    return ("\n".join(lines) + "\n\n(h): a hybrid release (docs/releases.md). Runs: "
+            + ", ".join(f"`{r['run_id']}`" for r in summary.get("runs", [])) + "\n"
+            + ("\nNot applicable:\n" + "\n".join(why) + "\n" if why else "")
+            + ("\nRuns that failed:\n" + "\n".join(failed) + "\n" if failed else ""))
 
 
 def _history(points: list[dict], change_points: list[dict], label: str, statistic: str, title: str,

@@ -143,7 +143,7 @@ def planted_line(variant: str, report: dict[str, list[str]]) -> str:
     run says it: a scenario whose plant never fired measured the broker without the failure."""
     name = Path(PLANT_JAR).name
     lines = [ln for jar, said in report.items() if jar.endswith(name) for ln in said]
-    n = sum("planted failure" in ln for ln in lines)
+    n = sum("planted failure" in ln or "planted delay" in ln for ln in lines)
     if n:
         return f"{variant}: {n} failure(s) planted (pop-fault)"
     return (f"warning: {variant}: no failure was planted (pop-fault: "

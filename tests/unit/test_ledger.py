@@ -156,3 +156,33 @@ def test_only_scenarios_whose_cycles_drain_have_a_late_threshold():
 
     burst, steady = load_scenario("burst"), load_scenario("steady")
     assert burst.late_after_ms == burst.cycles.drain_timeout_s * 1000 and steady.late_after_ms is None
+
+
+def test_a_suspended_nack_expects_the_same_attempt_back_and_a_raised_one_is_not_explained():
+    from harness.measure.latency import retry_outcomes
+
+    rows = [
+        # Back as the same attempt, as the suspend flag asks: a retry, not a repeat.
+        _sent("kept"), _ev("received", "kept", 1, 10), _ev("nacked", "kept", 1, 11, detail="change_invisible, suspend"),
+        _ev("received", "kept", 1, 2000), _ev("acked", "kept", 1, 2001),
+        # Back with its reconsume times raised after all (apache/rocketmq#10465): nothing asked for attempt 2.
+        _sent("raised"), _ev("received", "raised", 1, 10),
+        _ev("nacked", "raised", 1, 11, detail="change_invisible, suspend"),
+        _ev("received", "raised", 2, 2000), _ev("acked", "raised", 2, 2001),
+        # Delivered a third time as the same attempt: one more than the suspended nack asked for.
+        _sent("thrice"), _ev("received", "thrice", 1, 10),
+        _ev("nacked", "thrice", 1, 11, detail="change_invisible, suspend"),
+        _ev("received", "thrice", 1, 2000), _ev("received", "thrice", 1, 3000), _ev("acked", "thrice", 1, 3001),
+        # An ordinary nack is unchanged: attempt 2 is its retry, attempt 1 again a repeat.
+        _sent("plain"), _ev("received", "plain", 1, 10), _ev("nacked", "plain", 1, 11),
+        _ev("received", "plain", 1, 500), _ev("received", "plain", 2, 2000), _ev("acked", "plain", 2, 2001),
+    ]
+    led, cls = _ledger(rows)
+    assert cls == {("kept", "G"): "acked_after_retry", ("raised", "G"): "duplicated",
+                   ("thrice", "G"): "duplicated", ("plain", "G"): "duplicated"}
+    why = led.set_index("ledger_id")["why"]
+    assert why["raised"] == "an attempt came back without a nack"
+    assert why["thrice"] == why["plain"] == "an attempt delivered twice"
+    # No retry delivery (attempt > 1) can show a suspended nack's return: only the plain nack expects one.
+    out = retry_outcomes(pd.DataFrame(rows), {"G": 3})
+    assert list(out["ledger_id"]) == ["plain"] and out["redelivered"].all()

@@ -164,3 +164,18 @@ def test_the_run_says_how_many_failures_were_planted_and_warns_when_none_was():
     none = planted_line("v", {"pop-fault.jar": [installed]})
     assert none.startswith("warning: v: no failure was planted") and installed in none
     assert "printed nothing" in planted_line("v", {})
+
+
+def test_the_defect_table_as_markdown_marks_present_and_hybrids():
+    from harness.report.html import defects_markdown
+
+    facts = [{"name": "a", "version": "5.4.0", "hybrid": None},
+             {"name": "b", "version": "5.5.1", "hybrid": "proxy from 5.5.0"}]
+    summary = {"variants": ["a", "b"], "variant_facts": facts,
+               "defects": [{"scenario": "kv", "reference": "apache/rocketmq#10276", "first_present": "5.4.0",
+                            "last_present": "5.4.0", "releases": {"a": {"state": PRESENT}, "b": {"state": ABSENT}}}],
+               "runs": [{"run_id": "r1"}], "not_applicable": {"kv@c": "needs 5.3.2"}, "failed_runs": {}}
+    md = defects_markdown(summary)
+    assert "| scenario | 5.4.0 | 5.5.1 (h) | first shows | last shows | upstream |" in md
+    assert "| kv | **present** | absent | 5.4.0 | 5.4.0 | apache/rocketmq#10276 |" in md
+    assert "`kv@c`: needs 5.3.2" in md and "`r1`" in md
