@@ -55,7 +55,8 @@ class Received:
 
 
 # What send_all takes per message: body, tag, message group (FIFO topics).
-Outgoing = tuple[bytes, str | None, str | None]
+# A message to send: its body, tag, message group and priority (None: without).
+Outgoing = tuple[bytes, str | None, str | None, int | None]
 
 
 class Producer(Protocol):

@@ -106,7 +106,7 @@ class GrpcProducer:
 
     def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
         # The client sends one message per request; one trip through the thread bridge for all of them.
-        return self._offload(lambda: _each(lambda m: self._client.send(self._message(*m)).message_id, messages))
+        return self._offload(lambda: _each(lambda m: self._client.send(self._message(*m[:3])).message_id, messages))
 
 
 class GrpcPopConsumer:

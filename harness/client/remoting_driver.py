@@ -19,6 +19,7 @@ from harness.client.admin import RemotingAdmin
 from harness.client.driver import Delivery, Offload, Outgoing, Received, direct
 from harness.client.remoting import Command, Connection
 from harness.client.remoting_messages import (
+    PRIORITY,
     SHARDING_KEY,
     TAGS,
     UNIQ_KEY,
@@ -62,16 +63,19 @@ class RemotingProducer:
         self._next = itertools.count()
 
     def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
-        result = self.send_all([(body, tag, message_group)])[0]
+        result = self.send_all([(body, tag, message_group, None)])[0]
         if isinstance(result, Exception):
             raise result
         return result
 
-    def _request(self, body: bytes, tag: str | None, message_group: str | None) -> tuple[str, Command]:
+    def _request(self, body: bytes, tag: str | None, message_group: str | None,
+                 priority: int | None = None) -> tuple[str, Command]:
         msg_id = uuid.uuid4().hex.upper()
         props = {UNIQ_KEY: msg_id, WAIT: "true"}
         if tag:
             props[TAGS] = tag
+        if priority is not None:  # the broker queues it by priority (RIP-80), whatever queue is asked for
+            props[PRIORITY] = str(priority)
         if message_group:
             props[SHARDING_KEY] = message_group
             # One queue per message group keeps its order, as the proxy's FIFO sends do.

@@ -27,6 +27,7 @@ UNIQ_KEY = "UNIQ_KEY"
 POP_CK = "POP_CK"
 SHARDING_KEY = "__SHARDINGKEY"  # the message group of a FIFO message
 WAIT = "WAIT"
+PRIORITY = "_SYS_MSG_PRIORITY_"  # a message's priority on a PRIORITY topic (MessageConst.PROPERTY_PRIORITY)
 NAME_VALUE = "\x01"
 PROPERTY = "\x02"
 

@@ -73,8 +73,10 @@ class _Strict(BaseModel):
 class Topic(_Strict):
     name: ResourceName
     queues: int = Field(4, ge=1, le=64)
-    message_type: Literal["NORMAL", "FIFO"] = Field("NORMAL", description="FIFO: messages carry a message "
-                                                    "group and are delivered in order within it")
+    message_type: Literal["NORMAL", "FIFO", "PRIORITY"] = Field(
+        "NORMAL", description="FIFO: messages carry a message group and are delivered in order within it; PRIORITY "
+        "(RIP-80, 5.4.0; remoting): messages carry a priority (produce.priorities), the broker queues each by it and "
+        "pops the highest first")
 
 
 class Group(_Strict):
@@ -131,8 +133,15 @@ class Produce(_Strict):
     message_groups: int = Field(0, ge=0, le=10_000, description="FIFO topics: messages spread over this many "
                                 "message groups in turn (message i in group i % n); 0: none")
 
+    priorities: list[Annotated[int, Field(ge=0, le=1_000)]] = Field(
+        default_factory=list, description="PRIORITY topics: priorities given to the messages in turn (the "
+        "_SYS_MSG_PRIORITY_ property; the broker queues a message at min(priority, queues - 1))")
+
     def tag(self, index: int) -> str | None:
         return self.tags[index % len(self.tags)] if self.tags else None
+
+    def priority(self, index: int) -> int | None:
+        return self.priorities[index % len(self.priorities)] if self.priorities else None
 
     def message_group(self, index: int) -> str | None:
         return f"mg{index % self.message_groups}" if self.message_groups else None
@@ -433,6 +442,15 @@ class Scenario(_Strict):
             kind = "FIFO" if fifo_topic else "NORMAL"
             raise ValueError(f"produce.message_groups: {self.produce.message_groups} for the {kind} topic "
                              f"{self.produce_topic} (a FIFO topic takes messages with a message group, and only it)")
+        priority_topic = next(t for t in self.topics if t.name == self.produce_topic).message_type == "PRIORITY"
+        if priority_topic != bool(self.produce.priorities):
+            kind = "PRIORITY" if priority_topic else "non-PRIORITY"
+            given = "none" if priority_topic else self.produce.priorities
+            raise ValueError(f"produce.priorities: {given} for the {kind} topic {self.produce_topic} (a PRIORITY "
+                             "topic takes messages with a priority, and only it)")
+        if any(t.message_type == "PRIORITY" for t in self.topics) and self.protocol != "remoting":
+            raise ValueError("topics: a PRIORITY topic's messages carry their priority as a property, which only the "
+                             "remoting driver sends (protocol remoting)")
         if self.series and self.series.of is None:
             points = ", ".join(f"{self.name}@{n}" for n in self.series.groups)
             raise ValueError(f"series: {self.name} is a series of scenarios ({points}): run one point "

@@ -84,14 +84,14 @@ class ProducerUser(User):
             ledger_id = rt.next_id("m")
             body = MessageBody(ledger_id, self.topic, intended, started, self.spec.run_id, cycle, tag,
                                message_group).encode()
-            msgs.append((ledger_id, owed, intended, tag, message_group, body))
+            msgs.append((ledger_id, owed, intended, tag, message_group, body, produce.priority(self.sent_count - 1)))
         try:
-            results: list[str | Exception] = self.producer.send_all([(m[5], m[3], m[4]) for m in msgs])
+            results: list[str | Exception] = self.producer.send_all([(m[5], m[3], m[4], m[6]) for m in msgs])
         except Exception as e:  # noqa: BLE001 - every client failure is data
             results = [e] * n
         ended = time.time_ns()
         out: list[tuple[str, list[str]] | None] = []
-        for (ledger_id, owed, intended, tag, message_group, body), result in zip(msgs, results, strict=True):
+        for (ledger_id, owed, intended, tag, message_group, body, _), result in zip(msgs, results, strict=True):
             labels = rt.labels(intended)
             if isinstance(result, Exception):
                 rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
