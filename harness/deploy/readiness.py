@@ -157,6 +157,26 @@ def wait_serving(ep: Endpoints, protocol: str, deadline: Deadline, alive: Callab
         d.close()
 
 
+def create_on_slaves(ep: Endpoints, topics: Sequence[tuple[str, int, str]], groups: Sequence[tuple[str, int, bool]],
+                     log: Callable[[str], None] = print) -> None:
+    """The scenario's topics (name, queues, message type) and groups (name, retry max times, orderly), as created on
+    the masters, created on every slave of ``ep`` too: a slave copies its master's only every 60 s (RocketMQ's
+    SlaveSynchronize), which a run would otherwise wait out before its load (wait_replicated). The copy, when it
+    comes, brings the same configs. A slave that refuses is said, and the run waits for the copy as before. A cluster
+    the harness does not own (``ep.suffix``) is left to copy its own."""
+    if ep.suffix:
+        return
+    for node in (n for n in ep.brokers if not n.master):
+        try:
+            for name, queues, message_type in topics:
+                remoting.create_topic(node.address, name, queues=queues, message_type=message_type)
+            for name, retry_max_times, orderly in groups:
+                remoting.create_group(node.address, name, retry_max_times=retry_max_times, orderly=orderly)
+        except remoting.RemotingError as e:
+            log(f"{ep.variant}: the {node.name} {node.address} did not take the scenario's topics and groups "
+                f"({e}); waiting for it to copy them from its master")
+
+
 def wait_replicated(ep: Endpoints, topics: Sequence[str], groups: Sequence[str], timeout_s: float = 120.0,
                     log: Callable[[str], None] = print) -> float:
     """Until every slave of ``ep`` has ``topics`` and ``groups`` (a slave copies its master's every 60 s): a

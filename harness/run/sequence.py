@@ -84,22 +84,28 @@ def new_run_id(scenario: str) -> str:
 
 def create_resources(ep: Endpoints, scenario: Scenario, log: Callable[[str], None] = print) -> None:
     d = driver(scenario.protocol, ep)
-    topics, groups = [t.name for t in scenario.topics], [g.name for g in scenario.groups]
+    # What was created, as the brokers were asked for it: (name, queues, message type), (name, retries, orderly).
+    topics: list[tuple[str, int, str]] = []
+    groups: list[tuple[str, int, bool]] = []
     try:
         for t in scenario.topics:
             d.create_topic(t.name, queues=t.queues, message_type=t.message_type)
+            topics.append((t.name, t.queues, t.message_type))
         for g in scenario.groups:
             d.create_group(g.name, retry_max_times=g.retry_max_times, orderly=g.fifo)
+            groups.append((g.name, g.retry_max_times, g.fifo))
             if g.read_dlq:
                 # The broker creates the DLQ (1 queue, read + write) on its first dead letter; made here so
                 # the reader can subscribe before that.
                 d.create_topic(g.dlq_topic, queues=1)
                 d.create_group(g.dlq_reader, retry_max_times=g.dlq_reader_retry_max_times)
-                topics.append(g.dlq_topic)
-                groups.append(g.dlq_reader)
+                topics.append((g.dlq_topic, 1, "NORMAL"))
+                groups.append((g.dlq_reader, g.dlq_reader_retry_max_times, False))
     finally:
         d.close()
-    waited = readiness.wait_replicated(ep, [ep.physical(t) for t in topics], [ep.physical(g) for g in groups],
+    readiness.create_on_slaves(ep, [(ep.physical(n), q, m) for n, q, m in topics],
+                               [(ep.physical(n), r, o) for n, r, o in groups], log=log)
+    waited = readiness.wait_replicated(ep, [ep.physical(t[0]) for t in topics], [ep.physical(g[0]) for g in groups],
                                        log=log)
     if waited > 1:
         log(f"{ep.variant}: every slave has the scenario's topics and groups ({waited:.0f} s)")
