@@ -335,6 +335,13 @@ class Plant(_Strict):
     skip: int = Field(0, ge=0, le=1_000_000, description="qualifying calls let through before the first failure")
     after_s: float = Field(0.0, ge=0, le=86_400, description="calls within this many seconds of the broker's "
                            "start pass (not counted): start-up is not the failure's moment")
+    exception: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.$]*$")] | None = Field(
+        None, description="mode throw or fail only: the planted exception's class (fully qualified, e.g. "
+        "org.apache.rocketmq.client.exception.MQBrokerException), made from the planted class's loader with the "
+        "constructor (String), or (int, String) with code; default RuntimeException (also when it cannot be made: "
+        "the agent says so once)")
+    code: int | None = Field(None, ge=-2**31, le=2**31 - 1, description="with exception only: the int its "
+                             "(int, String) constructor gets (e.g. a ResponseCode)")
 
     @model_validator(mode="after")
     def _delay_ms_with_delay(self) -> Plant:
@@ -342,6 +349,10 @@ class Plant(_Strict):
             raise ValueError("delay_ms: required with mode delay")
         if self.mode != "delay" and self.delay_ms is not None:
             raise ValueError(f"delay_ms: only for mode delay (not mode {self.mode})")
+        if self.exception is not None and self.mode not in ("throw", "fail"):
+            raise ValueError(f"exception: only for mode throw or fail (not mode {self.mode})")
+        if self.code is not None and self.exception is None:
+            raise ValueError("code: only with exception (it goes to the exception's (int, String) constructor)")
         return self
 
     @property
@@ -352,6 +363,10 @@ class Plant(_Strict):
             opts += f",delay_ms={self.delay_ms}"
         if self.thread is not None:
             opts += f",thread={self.thread}"
+        if self.exception is not None:
+            opts += f",exception={self.exception}"
+        if self.code is not None:
+            opts += f",code={self.code}"
         return opts
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 import secrets
 import shutil
 import threading
@@ -144,14 +145,21 @@ def _external_of(backend: Backend) -> ExternalBackend | None:
     return getattr(backend, "external", None)
 
 
+_PLANTED = re.compile(r"planted (?:failure|delay) \d+/\d+ ")
+
+
 def planted_line(variant: str, report: dict[str, list[str]]) -> str:
-    """How many failures the pop-fault agent planted in a variant's brokers (its `planted failure` lines), as the
-    run says it: a scenario whose plant never fired measured the broker without the failure."""
+    """How many failures the pop-fault agent planted in a variant's brokers (its `planted failure k/N` and
+    `planted delay k/N` lines), as the run says it: a scenario whose plant never fired measured the broker without
+    the failure. A plant whose exception could not be made (`planted failure: cannot make ...`, it failed with
+    RuntimeException instead) is warned about."""
     name = Path(PLANT_JAR).name
     lines = [ln for jar, said in report.items() if jar.endswith(name) for ln in said]
-    n = sum("planted failure" in ln or "planted delay" in ln for ln in lines)
+    n = sum(bool(_PLANTED.search(ln)) for ln in lines)
     if n:
-        return f"{variant}: {n} failure(s) planted (pop-fault)"
+        fallback = [ln for ln in lines if "planted failure: cannot make" in ln]
+        warn = f"; warning: {'; '.join(fallback)}" if fallback else ""
+        return f"{variant}: {n} failure(s) planted (pop-fault){warn}"
     return (f"warning: {variant}: no failure was planted (pop-fault: "
             f"{'; '.join(lines[-2:]) or 'printed nothing'}): the run measured it without")
 

@@ -107,6 +107,39 @@ def test_bad_delay_and_thread_plants_name_the_field(plant, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_an_exception_plant_says_its_class_and_code_in_the_agents_options():
+    mq = "org.apache.rocketmq.client.exception.MQBrokerException"
+    sc = _sc(plant=[{"method": "org.apache.rocketmq.proxy.processor.ConsumerProcessor#changeInvisibleTime",
+                     "mode": "fail", "exception": mq, "code": 1, "thread": "GrpcConsumerThreadPool"},
+                    {"method": "org.x.B#write", "mode": "throw", "exception": "org.x.B$Failed"},
+                    {"method": "org.x.B#write", "mode": "throw", "exception": "a.E", "code": -2},
+                    {"method": "org.x.B#write", "mode": "fail"}])
+    assert [p.options for p in sc.plant] == [
+        "method=org.apache.rocketmq.proxy.processor.ConsumerProcessor#changeInvisibleTime,mode=fail,calls=1,skip=0,"
+        f"after_ms=0,thread=GrpcConsumerThreadPool,exception={mq},code=1",
+        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=org.x.B$Failed",
+        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=a.E,code=-2",
+        "method=org.x.B#write,mode=fail,calls=1,skip=0,after_ms=0"]
+    assert (sc.plant[3].exception, sc.plant[3].code) == (None, None)
+
+
+@pytest.mark.parametrize("plant, needle", [
+    ({"mode": "false", "exception": "a.E"}, "exception: only for mode throw or fail (not mode false)"),
+    ({"mode": "delay", "delay_ms": 5, "exception": "a.E"}, "exception: only for mode throw or fail (not mode delay)"),
+    ({"mode": "throw", "code": 3}, "code: only with exception"),
+    ({"mode": "fail", "exception": ""}, "plant.0.exception"),
+    ({"mode": "fail", "exception": "1a.E"}, "plant.0.exception"),
+    ({"mode": "fail", "exception": "a.E,code=3"}, "plant.0.exception"),
+    ({"mode": "fail", "exception": "a.E(int)"}, "plant.0.exception"),
+    ({"mode": "fail", "exception": "a.E", "code": 2**31}, "plant.0.code"),
+    ({"mode": "fail", "exception": "a.E", "code": "x"}, "plant.0.code"),
+])
+def test_bad_exception_plants_name_the_field(plant, needle):
+    with pytest.raises(ConfigError) as e:
+        _sc(plant=[{"method": "a.B#m", **plant}])
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
 def test_a_run_refuses_a_build_older_than_the_scenario_applies_to(tmp_path):
     from harness.deploy.readiness import NotApplicable
     from harness.run.sequence import Run
@@ -169,6 +202,12 @@ def test_the_run_says_how_many_failures_were_planted_and_warns_when_none_was():
     none = planted_line("v", {"pop-fault.jar": [installed]})
     assert none.startswith("warning: v: no failure was planted") and installed in none
     assert "printed nothing" in planted_line("v", {})
+    # The line of an exception=X that could not be made is no planted failure, but the run warns about it.
+    fallback = ("planted failure: cannot make a.E(String): class not found by the loader of org.x.A (app); "
+                "threw RuntimeException instead")
+    said = planted_line("v", {"pop-fault.jar": [installed, fallback, "planted failure 1/3 in org.x.A#read"]})
+    assert said == f"v: 1 failure(s) planted (pop-fault); warning: {fallback}"
+    assert planted_line("v", {"pop-fault.jar": [fallback]}).startswith("warning: v: no failure was planted")
 
 
 def test_the_defect_table_as_markdown_marks_present_and_hybrids():

@@ -18,15 +18,18 @@ final class FaultAdvice {
     @interface PlantId {
     }
 
-    /** mode=throw: the call throws on entry, the body does not run. */
+    /**
+     * mode=throw: the call throws on entry, the body does not run; the exception (exception=X, checked or not) is
+     * made from the planted class's loader ({@link Advice.Origin} is that class).
+     */
     static final class Throw {
         private Throw() {
         }
 
         @Advice.OnMethodEnter
-        static void enter(@PlantId int id) {
+        static void enter(@PlantId int id, @Advice.Origin Class<?> origin) {
             if (Faults.hit(id)) {
-                throw Faults.failure();
+                throw Faults.failure(id, origin);
             }
         }
     }
@@ -67,10 +70,10 @@ final class FaultAdvice {
         }
 
         @Advice.OnMethodExit
-        static void exit(@PlantId int id,
+        static void exit(@PlantId int id, @Advice.Origin Class<?> origin,
                          @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object returned) {
             if (Faults.hit(id)) {
-                returned = Faults.failedFuture();
+                returned = Faults.failedFuture(id, origin);
             }
         }
     }

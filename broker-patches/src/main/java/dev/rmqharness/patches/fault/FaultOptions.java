@@ -20,11 +20,16 @@ import java.util.regex.Pattern;
  *   after_ms=T   calls within T ms of the agent's install pass through and are not counted (default 0)
  *   thread=S     only calls on a thread whose name contains S qualify; others pass through and are not counted
  *                (default: every thread; 1 to 100 characters, no {@code , ; =})
+ *   exception=X  mode=throw and mode=fail only: the planted exception is a new fully.qualified.X (loaded, at the
+ *                moment of failure, by the planted method's class's loader) instead of RuntimeException; its
+ *                constructor (String), or (int, String) with code
+ *   code=C       with exception only: the int passed to X(int, String) (-2147483648 to 2147483647)
  * </pre>
  * e.g. {@code method=org.apache.rocketmq.broker.processor.PopReviveService#getBizMessage,mode=fail,calls=3,after_ms=5000}
  * or {@code method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,mode=delay,delay_ms=3000,
  * thread=PopConsumerCache}. Keys are case-sensitive; a key given twice, an unknown key, a blank plant, a malformed
- * value, delay_ms without mode=delay or mode=delay without delay_ms is an error.
+ * value, delay_ms without mode=delay or mode=delay without delay_ms, exception with mode=false or mode=delay, or code
+ * without exception is an error.
  */
 final class FaultOptions {
     static final int MAX_CALLS = 1_000_000;
@@ -36,17 +41,19 @@ final class FaultOptions {
     private static final Pattern CLASS_NAME = Pattern.compile(IDENT + "(\\." + IDENT + ")*");
     private static final Pattern METHOD_NAME = Pattern.compile(IDENT);
     private static final Pattern WHOLE = Pattern.compile("[0-9]+");
+    private static final Pattern INT = Pattern.compile("-?[0-9]{1,10}");
     private static final String GRAMMAR = "method=<Class>#<method>,mode=throw|fail|false|delay[,delay_ms=D]"
-        + "[,calls=N][,skip=M][,after_ms=T][,thread=S], plants separated by ';'";
+        + "[,calls=N][,skip=M][,after_ms=T][,thread=S][,exception=<Class>[,code=C]], plants separated by ';'";
 
     private FaultOptions() {
     }
 
     /** How a planted method fails. */
     enum Mode {
-        /** Throws RuntimeException on entry; the body does not run. */
+        /** Throws RuntimeException (or exception=X) on entry; the body does not run. */
         THROW,
-        /** The body runs; the CompletableFuture it returns is replaced by one completed exceptionally. */
+        /** The body runs; the CompletableFuture it returns is replaced by one completed exceptionally (RuntimeException
+         * or exception=X). */
         FAIL,
         /** The body does not run; the method returns false (boolean methods only). */
         FALSE,
@@ -70,6 +77,10 @@ final class FaultOptions {
         final long delayMs;
         /** The part of a thread's name a qualifying call's thread has; null: every thread. */
         final String thread;
+        /** The planted exception's class name (throw, fail); null: RuntimeException. */
+        final String exception;
+        /** The int its (int, String) constructor gets; null: its (String) constructor. */
+        final Integer code;
 
         Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs) {
             this(className, methodName, mode, calls, skip, afterMs, 0, null);
@@ -77,6 +88,11 @@ final class FaultOptions {
 
         Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs, long delayMs,
              String thread) {
+            this(className, methodName, mode, calls, skip, afterMs, delayMs, thread, null, null);
+        }
+
+        Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs, long delayMs,
+             String thread, String exception, Integer code) {
             this.className = className;
             this.methodName = methodName;
             this.mode = mode;
@@ -85,6 +101,8 @@ final class FaultOptions {
             this.afterMs = afterMs;
             this.delayMs = delayMs;
             this.thread = thread;
+            this.exception = exception;
+            this.code = code;
         }
 
         /** Whether a call on the thread named {@code threadName} qualifies (the thread filter, if any). */
@@ -97,7 +115,9 @@ final class FaultOptions {
         }
 
         String settings() {
-            return "mode " + mode.word() + (mode == Mode.DELAY ? ", delay_ms " + delayMs : "") + ", calls " + calls
+            return "mode " + mode.word() + (mode == Mode.DELAY ? ", delay_ms " + delayMs : "")
+                + (exception == null ? "" : ", exception " + exception + (code == null ? "" : "(code " + code + ")"))
+                + ", calls " + calls
                 + ", skip " + skip + ", after_ms " + afterMs + (thread == null ? "" : ", thread " + thread);
         }
     }
@@ -139,6 +159,8 @@ final class FaultOptions {
                 case "after_ms":
                 case "delay_ms":
                 case "thread":
+                case "exception":
+                case "code":
                     break;
                 default:
                     throw new IllegalArgumentException("unknown option '" + key + "' in '" + plant + "' (expected "
@@ -201,7 +223,32 @@ final class FaultOptions {
             throw new IllegalArgumentException("malformed option 'thread=" + thread + "' (expected part of a thread's"
                 + " name, 1 to " + MAX_THREAD + " characters without , ; =)");
         }
-        return new Spec(className, methodName, mode, (int) calls, skip, afterMs, delayMs, thread);
+        String exception = values.get("exception");
+        if (exception != null) {
+            if (mode != Mode.THROW && mode != Mode.FAIL) {
+                throw new IllegalArgumentException("option exception is only for mode=throw or mode=fail (not mode="
+                    + modeWord + ") in '" + plant + "'");
+            }
+            if (!CLASS_NAME.matcher(exception).matches()) {
+                throw new IllegalArgumentException("malformed option 'exception=" + exception
+                    + "' (expected exception=<fully.qualified.ExceptionClass>)");
+            }
+        }
+        Integer code = null;
+        String codeWord = values.get("code");
+        if (codeWord != null) {
+            if (exception == null) {
+                throw new IllegalArgumentException("option code needs exception=<Class> (the code goes to its (int, "
+                    + "String) constructor) in '" + plant + "'");
+            }
+            long c = INT.matcher(codeWord).matches() ? Long.parseLong(codeWord) : Long.MAX_VALUE;
+            if (c < Integer.MIN_VALUE || c > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException("malformed option 'code=" + codeWord + "' (expected a whole number"
+                    + " from " + Integer.MIN_VALUE + " to " + Integer.MAX_VALUE + ")");
+            }
+            code = (int) c;
+        }
+        return new Spec(className, methodName, mode, (int) calls, skip, afterMs, delayMs, thread, exception, code);
     }
 
     private static long number(Map<String, String> values, String key, long dflt, long min, long max) {

@@ -1,9 +1,12 @@
 package dev.rmqharness.patches.fault;
 
 import dev.rmqharness.patches.common.AgentLog;
+import java.lang.reflect.Constructor;
+import java.lang.reflect.InvocationTargetException;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -12,7 +15,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code thread} when given); of those, the first {@code skip} pass, the next {@code calls} fail (or are delayed),
  * every later one passes. A failed call prints {@code planted failure k/N in Class#method}, a delayed one
  * {@code planted delay k/N of D ms in Class#method (thread name)}, k unique per plant (a counter, so exactly N
- * lines).
+ * lines). A plant with {@code exception=X} fails with a new X, made by reflection when the call fails, from the
+ * planted method's class's loader (the broker's classes are not visible to the agent's); when X cannot be made, the
+ * call fails with RuntimeException and the plant prints once {@code planted failure: cannot make X(...): why; threw
+ * RuntimeException instead}.
  */
 public final class Faults {
     /** The message of every planted exception. */
@@ -28,6 +34,8 @@ public final class Faults {
         final long afterNanos;
         final AtomicLong qualified = new AtomicLong();
         final AtomicLong planted = new AtomicLong();
+        /** Whether the plant said its exception could not be made (said once). */
+        final AtomicBoolean saidFallback = new AtomicBoolean();
         volatile boolean exhausted;
 
         Plant(FaultOptions.Spec spec, long installedAtNanos) {
@@ -127,15 +135,86 @@ public final class Faults {
         }
     }
 
-    /** The planted exception. */
+    /** The planted exception (without exception=X). */
     public static RuntimeException failure() {
         return new RuntimeException(MESSAGE);
     }
 
-    /** A future completed exceptionally with the planted exception. */
+    /**
+     * The planted exception of plant {@code id}, thrown by mode=throw's advice as {@code throw Faults.failure(..)}:
+     * a RuntimeException is returned, any other Throwable (a checked exception such as MQBrokerException, an Error)
+     * is thrown from here, unchecked by the compiler and undeclared by the planted method, as the JVM allows.
+     */
+    public static RuntimeException failure(int id, Class<?> origin) {
+        Throwable t = planted(id, origin);
+        if (t instanceof RuntimeException) {
+            return (RuntimeException) t;
+        }
+        throw Faults.<RuntimeException>sneaky(t);
+    }
+
+    @SuppressWarnings("unchecked")
+    static <T extends Throwable> RuntimeException sneaky(Throwable t) throws T {
+        throw (T) t;
+    }
+
+    /**
+     * What plant {@code id} fails with, made now: a new exception=X from {@code origin}'s loader (origin: the
+     * planted method's class), by X(int, String) with code and X(String) without, with {@link #MESSAGE}; the
+     * RuntimeException without exception=X, or when X cannot be made (said once per plant).
+     */
+    static Throwable planted(int id, Class<?> origin) {
+        Plant plant = plant(id);
+        if (plant == null || plant.spec.exception == null) {
+            return failure();
+        }
+        FaultOptions.Spec spec = plant.spec;
+        String signature = spec.exception + (spec.code == null ? "(String)" : "(int, String)");
+        String why;
+        try {
+            ClassLoader loader = origin == null ? null : origin.getClassLoader();
+            Class<?> type = Class.forName(spec.exception, true, loader);
+            if (!Throwable.class.isAssignableFrom(type)) {
+                why = "not a Throwable";
+            } else if (spec.code == null) {
+                Constructor<?> c = type.getConstructor(String.class);
+                return (Throwable) c.newInstance(MESSAGE);
+            } else {
+                Constructor<?> c = type.getConstructor(int.class, String.class);
+                return (Throwable) c.newInstance(spec.code, MESSAGE);
+            }
+        } catch (ClassNotFoundException e) {
+            why = "class not found by " + (origin == null ? "the bootstrap loader" : loaderName(origin));
+        } catch (NoSuchMethodException e) {
+            why = "no public constructor " + (spec.code == null ? "(String)" : "(int, String)");
+        } catch (InvocationTargetException e) {
+            why = "the constructor threw " + e.getCause();
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+            why = e.toString();
+        }
+        if (plant.saidFallback.compareAndSet(false, true)) {
+            AgentLog.info(PopFaultAgent.NAME, "planted failure: cannot make " + signature + ": " + why
+                + "; threw RuntimeException instead");
+        }
+        return failure();
+    }
+
+    private static String loaderName(Class<?> origin) {
+        ClassLoader loader = origin.getClassLoader();
+        return "the loader of " + origin.getName() + " (" + (loader == null ? "bootstrap" : loader.toString()) + ")";
+    }
+
+    /** A future completed exceptionally with the planted exception (without exception=X). */
     public static CompletableFuture<Object> failedFuture() {
         CompletableFuture<Object> f = new CompletableFuture<>();
         f.completeExceptionally(failure());
+        return f;
+    }
+
+    /** A future completed exceptionally with plant {@code id}'s exception, made from {@code origin}'s loader. */
+    public static CompletableFuture<Object> failedFuture(int id, Class<?> origin) {
+        CompletableFuture<Object> f = new CompletableFuture<>();
+        f.completeExceptionally(planted(id, origin));
         return f;
     }
 }

@@ -34,9 +34,10 @@ import net.bytebuddy.utility.JavaModule;
  * a supertype of CompletableFuture, for {@code false} returning boolean) gets the plant's advice
  * ({@link FaultAdvice}); the counters are {@link Faults}. Lines on the broker's output, prefixed
  * {@code [pop-fault] } like every agent's: {@code waiting for Class#method} at premain (so the agent is never
- * silent), {@code installed: Class#method (k overloads), mode m[, delay_ms D], calls N, skip M, after_ms T[, thread
- * S]} once the class was transformed, {@code not installed: ...} when the options or the class do not fit (the
- * harness treats that as an error), {@code planted failure k/N in Class#method} per failed call and
+ * silent), {@code installed: Class#method (k overloads), mode m[, delay_ms D][, exception X[(code C)]], calls N, skip M,
+ * after_ms T[, thread S]} once the class was transformed, {@code not installed: ...} when the options or the class do not fit (the
+ * harness treats that as an error), {@code planted failure k/N in Class#method} per failed call (and once per plant
+ * {@code planted failure: cannot make X(...): why; threw RuntimeException instead} when exception=X cannot be made),
  * {@code planted delay k/N of D ms in Class#method (thread name)} per delayed call.
  */
 public final class PopFaultAgent {

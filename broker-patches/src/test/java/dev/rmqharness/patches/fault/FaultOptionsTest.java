@@ -68,6 +68,52 @@ class FaultOptionsTest {
     }
 
     @Test
+    void anExceptionAndItsCode() {
+        String mq = "org.apache.rocketmq.client.exception.MQBrokerException";
+        FaultOptions.Spec s = FaultOptions.parse("method=org.apache.rocketmq.proxy.processor.ConsumerProcessor"
+            + "#changeInvisibleTime,mode=fail,exception=" + mq + ",code=1,thread=GrpcConsumerThreadPool").get(0);
+        assertEquals(FaultOptions.Mode.FAIL, s.mode);
+        assertEquals(mq, s.exception);
+        assertEquals(Integer.valueOf(1), s.code);
+        assertEquals("mode fail, exception " + mq + "(code 1), calls 1, skip 0, after_ms 0, thread "
+            + "GrpcConsumerThreadPool", s.settings());
+
+        FaultOptions.Spec plain = FaultOptions.parse("method=a.B#m, mode=throw, exception=a.B$Failed").get(0);
+        assertEquals("a.B$Failed", plain.exception);
+        assertNull(plain.code);
+        assertEquals("mode throw, exception a.B$Failed, calls 1, skip 0, after_ms 0", plain.settings());
+        assertEquals(Integer.valueOf(-2147483648),
+            FaultOptions.parse("method=a.B#m,mode=throw,code=-2147483648,exception=E").get(0).code);
+        assertEquals(Integer.valueOf(2147483647),
+            FaultOptions.parse("method=a.B#m,mode=fail,exception=E,code=2147483647").get(0).code);
+        FaultOptions.Spec none = FaultOptions.parse("method=a.B#m,mode=fail").get(0);
+        assertNull(none.exception);
+        assertNull(none.code);
+    }
+
+    @Test
+    void badExceptionsSayWhatIsWrong() {
+        String m = "method=a.B#m";
+        assertBad(m + ",mode=false,exception=a.E", "option exception is only for mode=throw or mode=fail (not mode=false)");
+        assertBad(m + ",mode=delay,delay_ms=5,exception=a.E", "only for mode=throw or mode=fail (not mode=delay)");
+        assertBad(m + ",mode=throw,code=3", "option code needs exception=<Class>");
+        assertBad(m + ",mode=false,code=3", "option code needs exception=<Class>");
+        assertBad(m + ",mode=throw,exception=", "malformed option 'exception='");
+        assertBad(m + ",mode=throw,exception=a..E", "malformed option 'exception=a..E'");
+        assertBad(m + ",mode=throw,exception=1a.E", "malformed option 'exception=1a.E'");
+        assertBad(m + ",mode=throw,exception=a.E(int)", "malformed option 'exception=a.E(int)'");
+        assertBad(m + ",mode=throw,exception=a.E#x", "malformed option 'exception=a.E#x'");
+        assertBad(m + ",mode=throw,exception=a.E,code=", "malformed option 'code='");
+        assertBad(m + ",mode=throw,exception=a.E,code=1.5", "malformed option 'code=1.5'");
+        assertBad(m + ",mode=throw,exception=a.E,code=0x10", "malformed option 'code=0x10'");
+        assertBad(m + ",mode=throw,exception=a.E,code=2147483648", "malformed option 'code=2147483648'");
+        assertBad(m + ",mode=throw,exception=a.E,code=-2147483649", "malformed option 'code=-2147483649'");
+        assertBad(m + ",mode=throw,exception=a.E,code=99999999999", "malformed option 'code=99999999999'");
+        assertBad(m + ",mode=throw,exception=a.E,exception=b.E", "exception given twice");
+        assertBad(m + ",mode=throw,exception=a.E,code=1,code=2", "code given twice");
+    }
+
+    @Test
     void badOptionsSayWhatIsWrong() {
         String m = "method=" + REVIVE + "#getBizMessage";
         assertBad(null, "no plant");

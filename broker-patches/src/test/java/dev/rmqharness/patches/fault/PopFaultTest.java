@@ -27,6 +27,7 @@ import net.bytebuddy.ByteBuddy;
 import net.bytebuddy.description.type.TypeDescription;
 import net.bytebuddy.dynamic.DynamicType;
 import net.bytebuddy.dynamic.loading.ClassLoadingStrategy;
+import net.bytebuddy.dynamic.scaffold.subclass.ConstructorStrategy;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -82,6 +83,30 @@ class PopFaultTest {
 
     public abstract static class Abstract {
         public abstract CompletableFuture<String> read();
+    }
+
+    /** A checked exception with a code and no (String) constructor, as MQBrokerException. */
+    public static class CodedException extends Exception {
+        public final int code;
+
+        public CodedException(int code, String message) {
+            super(message);
+            this.code = code;
+        }
+    }
+
+    /** A checked exception with a (String) constructor only. */
+    public static class PlainException extends Exception {
+        public PlainException(String message) {
+            super(message);
+        }
+    }
+
+    /** An unchecked one. */
+    public static class PlainRuntimeException extends IllegalStateException {
+        public PlainRuntimeException(String message) {
+            super(message);
+        }
     }
 
     private static final String SERVICE = Service.class.getName();
@@ -400,5 +425,129 @@ class PopFaultTest {
         Object first = type.getMethod("poll").invoke(odd);
         assertEquals("rmq-harness planted failure", failureOf(first).getMessage());
         assertFalse(((CompletableFuture<?>) type.getMethod("poll").invoke(odd)).isCompletedExceptionally());
+    }
+
+    private static final String CODED = CodedException.class.getName();
+    private static final String PLAIN = PlainException.class.getName();
+
+    @Test
+    void throwThrowsTheNamedExceptionCheckedOrNotWithOrWithoutACode() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=throw,calls=2,exception=" + CODED + ",code=17;"
+            + "method=" + SERVICE + "#revive,mode=throw,exception=" + PLAIN + ";"
+            + "method=" + SERVICE + "#read,mode=throw,exception=" + PlainRuntimeException.class.getName());
+        Object service = type.getConstructor().newInstance();
+        Method count = type.getMethod("count");
+        for (int i = 0; i < 2; i++) {
+            Throwable coded = assertThrows(InvocationTargetException.class, () -> count.invoke(service)).getCause();
+            assertSame(CodedException.class, coded.getClass());
+            assertEquals(17, ((CodedException) coded).code);
+            assertEquals("rmq-harness planted failure", coded.getMessage());
+        }
+        Throwable plain = assertThrows(InvocationTargetException.class,
+            () -> type.getMethod("revive", String.class).invoke(service, "x")).getCause();
+        assertSame(PlainException.class, plain.getClass());
+        assertEquals("rmq-harness planted failure", plain.getMessage());
+        Throwable unchecked = assertThrows(InvocationTargetException.class,
+            () -> type.getMethod("read", long.class).invoke(service, 1L)).getCause();
+        assertSame(PlainRuntimeException.class, unchecked.getClass());
+        assertEquals(7, count.invoke(service));
+        assertEquals(1, bodyRuns(service));
+        assertEquals(Arrays.asList(
+            "[pop-fault] planted failure 1/2 in " + SERVICE + "#count",
+            "[pop-fault] planted failure 2/2 in " + SERVICE + "#count",
+            "[pop-fault] planted failure 1/1 in " + SERVICE + "#revive",
+            "[pop-fault] planted failure 1/1 in " + SERVICE + "#read"), lines());
+    }
+
+    @Test
+    void failCompletesTheFutureWithTheNamedExceptionWithOrWithoutACode() throws Exception {
+        captureErr();
+        Class<?> coded = planted("method=" + SERVICE + "#read,mode=fail,exception=" + CODED + ",code=-3");
+        Object service = coded.getConstructor().newInstance();
+        Throwable first = failureOf(coded.getMethod("read", int.class).invoke(service, 1));
+        assertSame(CodedException.class, first.getClass());
+        assertEquals(-3, ((CodedException) first).code);
+        assertEquals("rmq-harness planted failure", first.getMessage());
+        assertEquals("msg2", ((CompletableFuture<?>) coded.getMethod("read", int.class).invoke(service, 2)).get());
+
+        Faults.uninstall();
+        Class<?> plain = planted("method=" + SERVICE + "#read,mode=fail,exception=" + PLAIN);
+        Object other = plain.getConstructor().newInstance();
+        Throwable second = failureOf(plain.getMethod("read", String.class).invoke(other, "k"));
+        assertSame(PlainException.class, second.getClass());
+        assertEquals("rmq-harness planted failure", second.getMessage());
+        assertEquals(1, bodyRuns(other), "fail lets the body run");
+        assertEquals(Arrays.asList(
+            "[pop-fault] planted failure 1/1 in " + SERVICE + "#read",
+            "[pop-fault] planted failure 1/1 in " + SERVICE + "#read"), lines());
+    }
+
+    @Test
+    void anExceptionThatCannotBeMadeFallsBackToRuntimeExceptionAndSaysSoOnce() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#count,mode=throw,calls=2,exception=no.such.Missing;"
+            + "method=" + SERVICE + "#read,mode=fail,calls=2,exception=" + PLAIN + ",code=5;"
+            + "method=" + SERVICE + "#revive,mode=throw,exception=java.lang.String");
+        Object service = type.getConstructor().newInstance();
+        Method count = type.getMethod("count");
+        for (int i = 0; i < 2; i++) {
+            Throwable t = assertThrows(InvocationTargetException.class, () -> count.invoke(service)).getCause();
+            assertSame(RuntimeException.class, t.getClass());
+            assertEquals("rmq-harness planted failure", t.getMessage());
+        }
+        for (int i = 0; i < 2; i++) {
+            Throwable f = failureOf(type.getMethod("read", int.class).invoke(service, i));
+            assertSame(RuntimeException.class, f.getClass(), "PlainException has no (int, String) constructor");
+        }
+        Throwable notThrowable = assertThrows(InvocationTargetException.class,
+            () -> type.getMethod("revive", String.class).invoke(service, "x")).getCause();
+        assertSame(RuntimeException.class, notThrowable.getClass());
+        List<String> lines = lines();
+        assertEquals(8, lines.size(), String.valueOf(lines));
+        List<String> fallbacks = lines.stream().filter(l -> l.contains("cannot make")).collect(Collectors.toList());
+        assertEquals(3, fallbacks.size(), String.valueOf(lines));
+        assertTrue(fallbacks.get(0).startsWith("[pop-fault] planted failure: cannot make no.such.Missing(String): "
+            + "class not found by the loader of " + SERVICE + " ("), fallbacks.get(0));
+        assertTrue(fallbacks.get(0).endsWith("; threw RuntimeException instead"), fallbacks.get(0));
+        assertEquals("[pop-fault] planted failure: cannot make " + PLAIN + "(int, String): no public constructor "
+            + "(int, String); threw RuntimeException instead", fallbacks.get(1));
+        assertEquals("[pop-fault] planted failure: cannot make java.lang.String(String): not a Throwable; threw "
+            + "RuntimeException instead", fallbacks.get(2));
+        assertEquals("[pop-fault] planted failure 1/2 in " + SERVICE + "#count", lines.get(0));
+    }
+
+    @Test
+    void theExceptionComesFromThePlantedClasssLoaderNotTheAgents() throws Exception {
+        String hidden = "dev.rmqharness.hidden.HiddenException";
+        assertThrows(ClassNotFoundException.class, () -> Class.forName(hidden));
+        DynamicType.Unloaded<?> exception = new ByteBuddy()
+            .subclass(Exception.class, ConstructorStrategy.Default.IMITATE_SUPER_CLASS_PUBLIC).name(hidden).make();
+        List<FaultOptions.Spec> specs = FaultOptions.parse("method=" + SERVICE + "#count,mode=throw,exception="
+            + hidden + ";method=" + SERVICE + "#read,mode=fail,exception=" + hidden);
+        Faults.install(specs, System.nanoTime());
+        Class<?> type = new ByteBuddy().redefine(Service.class).visit(PopFaultAgent.advice(specs.get(0), 0))
+            .visit(PopFaultAgent.advice(specs.get(1), 1)).make().include(exception)
+            .load(PopFaultTest.class.getClassLoader(), ClassLoadingStrategy.Default.CHILD_FIRST).getLoaded();
+        Object service = type.getConstructor().newInstance();
+        Throwable thrown = assertThrows(InvocationTargetException.class,
+            () -> type.getMethod("count").invoke(service)).getCause();
+        assertEquals(hidden, thrown.getClass().getName());
+        assertSame(type.getClassLoader(), thrown.getClass().getClassLoader());
+        assertEquals("rmq-harness planted failure", thrown.getMessage());
+        Throwable failed = failureOf(type.getMethod("read", int.class).invoke(service, 1));
+        assertEquals(hidden, failed.getClass().getName());
+    }
+
+    @Test
+    void installLinesSayTheException() {
+        TypeDescription service = TypeDescription.ForLoadedType.of(Service.class);
+        assertEquals("installed: " + SERVICE + "#read (2 overloads), mode fail, exception " + CODED + "(code 1), "
+            + "calls 1, skip 0, after_ms 0; 1 other overload of that name run untouched (abstract, native, or of "
+            + "another return type)", PopFaultAgent.plan(service,
+            spec("method=" + SERVICE + "#read,mode=fail,exception=" + CODED + ",code=1")).installed);
+        assertEquals("installed: " + SERVICE + "#count (1 overload), mode throw, exception " + PLAIN + ", calls 1, "
+            + "skip 0, after_ms 0", PopFaultAgent.plan(service,
+            spec("method=" + SERVICE + "#count,mode=throw,exception=" + PLAIN)).installed);
     }
 }
