@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.errors import ConfigError, HarnessError
-from harness.deploy.readiness import NotApplicable
+from harness.core.errors import ConfigError, HarnessError, NotApplicable
 from harness.inputs.scenario import Scenario, builtin_names, load_scenario, load_scenarios, on_protocol
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run, refuse_on_external

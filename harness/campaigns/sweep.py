@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.errors import HarnessError
-from harness.deploy.readiness import NotApplicable
+from harness.core.errors import HarnessError, NotApplicable
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run

@@ -39,3 +39,13 @@ class ConfigError(HarnessError):
 
     def __init__(self, message: str, detail: str = "") -> None:
         super().__init__(message, EXIT_USAGE, detail)
+
+
+class NotApplicable(ConfigError):
+    """A build the scenario cannot ask: it predates what the scenario needs, does not know a setting the scenario
+    turns on, or (a hybrid) cannot run the code that setting turns on; a run would measure something else.
+    Campaigns (matrix, sweep) run the other builds and show this one as not applicable."""
+
+    def __init__(self, variant: str, message: str) -> None:
+        super().__init__(message)
+        self.variant = variant

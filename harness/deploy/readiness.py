@@ -17,7 +17,7 @@ from harness.client import remoting
 from harness.client.driver import Driver, NotReady
 from harness.client.registry import driver
 from harness.contracts.endpoints import BrokerNode, Endpoints
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import HarnessError, NotApplicable
 from harness.core.waiting import Deadline, Pending, wait_until
 
 # What every backend creates and sends through a variant before calling it ready.
@@ -221,15 +221,6 @@ def agent_problems(broker_output: str, jars: Sequence[str]) -> list[str]:
         problems += [f"{jar}: {ln}" for ln in said if "not installed" in ln]
     crashes = [ln.strip() for ln in broker_output.splitlines() if "NoClassDefFoundError" in ln and "rmqharness" in ln]
     return problems + crashes[:3]
-
-
-class NotApplicable(ConfigError):
-    """A build the scenario cannot ask: it predates what the scenario needs (``applies``), or does not know a
-    setting the scenario turns on; a run would silently measure something else. Campaigns run the rest."""
-
-    def __init__(self, variant: str, message: str) -> None:
-        super().__init__(message)
-        self.variant = variant
 
 
 class UnknownSetting(NotApplicable):

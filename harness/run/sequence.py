@@ -32,7 +32,7 @@ from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
 from harness.contracts.modules import hybrid_note
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError, NotApplicable
 from harness.deploy import readiness
 from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
@@ -210,7 +210,7 @@ class Run:
                 refuse_on_external(v, scenario, probe)
             why = scenario.not_applicable(v.version)
             if why:
-                raise readiness.NotApplicable(v.name, f"variant {v.name}: {why}")
+                raise NotApplicable(v.name, f"variant {v.name}: {why}")
         self.variants = [v if v.is_external else v.model_copy(update={
             "broker": {**v.broker, **scenario.broker_overrides()}, "proxy": {**v.proxy, **scenario.proxy}})
             for v in variants]
@@ -388,7 +388,7 @@ class Run:
         logged and kept in the manifest."""
         why = self.scenario.not_applicable(ep.version)  # an external cluster's version is known only now
         if why:
-            raise readiness.NotApplicable(ep.variant, f"variant {ep.variant}: {why}")
+            raise NotApplicable(ep.variant, f"variant {ep.variant}: {why}")
         ignored = readiness.ignored_settings(ep, written) if written else []
         required = self.scenario.required_settings()
         missing = [k for k in ignored if k in required]

@@ -141,7 +141,7 @@ def test_bad_exception_plants_name_the_field(plant, needle):
 
 
 def test_a_run_refuses_a_build_older_than_the_scenario_applies_to(tmp_path):
-    from harness.deploy.readiness import NotApplicable
+    from harness.core.errors import NotApplicable
     from harness.run.sequence import Run
 
     variants = parse_variants({"variants": {"old": {"version": "5.1.4"}, "new": {"version": "5.5.0"}}})

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.contracts.modules import ModuleJar, borrowed, hybrid_note
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError, NotApplicable
 from harness.core.paths import cache_dir
 from harness.deploy.local import linkage
 
@@ -94,9 +94,9 @@ class Distribution:
         """One line when the variant's broker settings turn on code of this hybrid that does not link."""
         for reference, setting in self.unlinked:
             if str(broker.get(setting, "false")).lower() == "true":
-                raise ConfigError(f"variant {variant}: {setting}=true runs code of this {self.hybrid} that does not "
-                                  f"link ({reference}); remove the setting or use a build whose modules are all "
-                                  f"{self.version}")
+                raise NotApplicable(variant, f"variant {variant}: {setting}=true runs code of this {self.hybrid} that "
+                                    f"does not link ({reference}); remove the setting or use a build whose modules "
+                                    f"are all {self.version}")
 
 
 # --- which release each module comes from ------------------------------------------------------------------
