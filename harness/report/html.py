@@ -239,7 +239,10 @@ def _releases(rows: list[dict], changed: list[dict], metric: str, statistic: str
         p90 = np.array([_num(r["p90"]) for r in rows])
         ax.scatter(x, np.clip(p90, floor, None), marker="^", facecolors="none", edgecolors="tab:red",
                    label="p90 of retries")
-        _ms_axis(ax, "y")
+        if np.isfinite(shown).any() or np.isfinite(p90).any():
+            _ms_axis(ax, "y")
+        else:  # no release had a retry to measure (a scenario without nacks): nothing to put on a log axis
+            ax.set_ylabel(f"{metric}: no retries to measure")
     else:
         ax.set_ylim(-0.05, 1.05)
         ax.set_ylabel("share of retries")
