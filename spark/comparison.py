@@ -152,6 +152,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     nested = [nest(r) for r in rows]
     add_probes(archives, nested)
     add_hybrids(archives, nested)
+    add_offsets(archives, nested)
     add_fifo(fifo_rows, nested)
     for r in nested:
         mine = [f for f in impacts if (f["scenario"], f["variant"]) == (r["scenario"], r["variant"])]
@@ -187,6 +188,22 @@ def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
         if got and all(g is not None for g in got):
             total = {k: sum(g[k] for g in got) for k in got[0]}
             r["probe"] = {**total, **per_nack(total, r.get("nacks") or 0)}
+
+
+def add_offsets(archives: Sequence[Archive], rows: list[dict]) -> None:
+    """Each row's ``offsets``: the lag its groups left when each run's load stopped (harness.run.offsets, in the
+    run's own summary rows), summed over the pair's runs; none when a run of the pair did not read it (summaries
+    before schema 10, or brokers that would not tell), so `offsets.*` rules say "no data"."""
+    per: dict[tuple[str, str], list[dict | None]] = {}
+    for a in archives:
+        name = scenario_of(a).name
+        for row in a.manifest.get("summary", []):
+            per.setdefault((name, row["variant"]), []).append(row.get("offsets"))
+    for r in rows:
+        got = per.get((r["scenario"], r["variant"]), [])
+        if got and all(g is not None for g in got):
+            r["offsets"] = {"lag": sum(g["lag"] for g in got),
+                            "groups": {k: sum(g["groups"].get(k, 0) for g in got) for k in got[0]["groups"]}}
 
 
 def add_hybrids(archives: Sequence[Archive], rows: list[dict]) -> None:

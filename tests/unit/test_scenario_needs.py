@@ -257,3 +257,22 @@ def test_a_sweep_plot_of_a_scenario_without_retries_is_drawn(tmp_path):
     rows = [{"variant": v, "version": v, "level": None, "ci": None, "p90": None} for v in ("5.4.0", "5.5.1")]
     _releases(rows, [], "wakeup_ms", "median", tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_the_lag_each_run_read_reaches_the_analysis_summed_and_none_when_a_run_did_not_read_it(monkeypatch):
+    from types import SimpleNamespace
+
+    import spark.comparison as comparison
+
+    def archive(name, rows):
+        return SimpleNamespace(name=name, manifest={"summary": rows})
+
+    runs = [archive("a", [{"variant": "v", "offsets": {"lag": 16, "groups": {"G": 16}}},
+                          {"variant": "w", "offsets": {"lag": 0, "groups": {"G": 0}}}]),
+            archive("b", [{"variant": "v", "offsets": {"lag": 4, "groups": {"G": 4}}},
+                          {"variant": "w"}])]  # an older run: no lag read
+    rows = [{"scenario": "s", "variant": "v"}, {"scenario": "s", "variant": "w"}]
+    monkeypatch.setattr(comparison, "scenario_of", lambda a: SimpleNamespace(name="s"))
+    comparison.add_offsets(runs, rows)
+    assert rows[0]["offsets"] == {"lag": 20, "groups": {"G": 20}}
+    assert "offsets" not in rows[1]
