@@ -129,9 +129,9 @@ def defect_table(per_scenario: dict, c: Collected, variants: Sequence[str], vers
                 states[v] = {"state": NOT_APPLICABLE, "why": not_applicable[f"{name}@{v}"]}
             elif f"{name}@{v}" in failed or name in failed:
                 states[v] = {"state": RUN_FAILED, "why": failed.get(f"{name}@{v}") or failed.get(name)}
-            elif name in c.scenarios and c.scenarios[name].not_applicable(versions.get(v)):
+            elif name in c.scenarios and (why := c.scenarios[name].not_applicable(versions.get(v))):
                 # A sweep drawn again from archives knows the releases the scenario applies to from the scenario.
-                states[v] = {"state": NOT_APPLICABLE, "why": c.scenarios[name].not_applicable(versions.get(v))}
+                states[v] = {"state": NOT_APPLICABLE, "why": why}
         shows = [v for v in variants if states.get(v, {}).get("state") == PRESENT]
         sc = c.scenarios.get(name)
         rows.append({"scenario": name, "reference": sc.reference if sc else "", "releases": states,
