@@ -16,7 +16,7 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar broker-patches/target/pop-fault.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents test test-fast test-agents lint run bench bench-faults bench-soak bench-gate bench-external clean \
+.PHONY: setup system-packages python jars agents browser-tools test test-fast test-agents lint run bench bench-faults bench-soak bench-gate bench-external clean \
 	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down \
 	s3-tools s3-up s3-down
 
@@ -54,11 +54,17 @@ jars: python
 agents: $(AGENT_JARS)
 
 $(AGENT_JARS) &: $(AGENT_SOURCES)
-	mvn -B -q -f broker-patches/pom.xml package -DskipTests
+	mvn -B -q -Dstyle.color=never -f broker-patches/pom.xml package -DskipTests
 	touch $(AGENT_JARS)
 
 test-agents:
-	set -o pipefail; mvn -B -f broker-patches/pom.xml test | grep -E "Tests run:|FAIL|ERROR|BUILD"
+	set -o pipefail; mvn -B -Dstyle.color=never -f broker-patches/pom.xml test | grep -E "Tests run:|FAIL|ERROR|BUILD"
+
+# Headless Chromium and its chromedriver from Debian, only when missing: the browser layer opens reports in them.
+browser-tools:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install chromium chromium-driver" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
 
 lint: python
 	$(BIN)/ruff check .
@@ -67,7 +73,7 @@ lint: python
 # waiting on the brokers' timers), then the cluster's, which has the machine to itself. A file's tests stay on
 # one worker (--dist loadfile): a module's run of real brokers (its fixture) is made once, not once a worker.
 TEST_WORKERS ?= 2
-test: setup k8s-tools cluster-tools s3-tools lint test-agents
+test: setup k8s-tools cluster-tools s3-tools browser-tools lint test-agents
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS) --dist loadfile
 	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m cluster
 

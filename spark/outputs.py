@@ -31,9 +31,33 @@ def summary_of(c: Collected, result: dict, per_variant: list[dict] | None = None
         "generated_at": dt.datetime.now(dt.UTC).isoformat(),
         **result,
         "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants,
-                  "variant_order": a.manifest.get("variant_order")} for a in c.archives],
+                  "variant_order": a.manifest.get("variant_order"), **what_ran(a.manifest)} for a in c.archives],
         "per_variant": c.per_variant if per_variant is None else per_variant,
     })
+
+
+def what_ran(manifest: dict) -> dict:
+    """What a report's first screen says of a run (summary schema 11): the scenario, the harness, the host, when
+    and how long, and each build with its agents, as its manifest recorded them (None where an older manifest
+    did not)."""
+    scenario = manifest.get("scenario") or {}
+    return {
+        "scenario": {"name": scenario.get("name"), "description": scenario.get("description"),
+                     "protocol": scenario.get("protocol"), "retry_topic": scenario.get("retry_topic"),
+                     "topology": scenario.get("topology"), "duration_s": scenario.get("duration_s"),
+                     "cycles": (scenario.get("cycles") or {}).get("count")},
+        "harness": {"version": manifest.get("harness_version"), "git_sha": manifest.get("harness_git_sha")},
+        "host": manifest.get("host"),
+        "started_at": manifest.get("started_at"),
+        "duration_s": manifest.get("duration_s"),
+        "builds": [{"variant": v["name"], "version": v.get("version"), "jars": v.get("jars"),
+                    "external": bool(v.get("external")),
+                    "agents": [{"jar": Path(g["jar"]).name, "options": g.get("options") or "",
+                                "report": (v.get("agent_report") or {}).get(Path(g["jar"]).name, [])}
+                               for g in v.get("agents") or []],
+                    "clock_offset_ms": v.get("clock_offset_ms")}
+                   for v in manifest.get("variants", [])],
+    }
 
 
 def write_rows(parts: object, directories: Mapping[str, Path]) -> dict[str, int]:

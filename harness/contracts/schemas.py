@@ -80,6 +80,9 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     10: "the sweep's defects (per scenario and release: present, absent, no data, not applicable, run failed; the "
         "first and last release that shows it) and each release row's defect; per variant offsets (the lag each "
         "group left when the load stopped)",
+    11: "each run's scenario (name, description, protocol, retry topic, topology, duration, cycles), harness "
+        "(version, git sha), host, started_at, duration_s and builds (per variant: version, jars, external, agents "
+        "with what each said when installed, clock offset): what a report's first screen says ran",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

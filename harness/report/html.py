@@ -13,6 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.contracts.verdict import AGGREGATE, REGRESSION, STATISTIC  # noqa: E402
+from harness.report import interactive  # noqa: E402
+from harness.report.finding import sentence  # noqa: E402
 from harness.report.formats import fmt  # noqa: E402
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -153,8 +155,16 @@ def _page(template: str, out: Path, **context: object) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     path = out / "report.html"
-    path.write_text(env.get_template(template).render(fmt=fmt, **context))
+    path.write_text(env.get_template(template).render(fmt=fmt, **{"live": {}, "library": None, **context}))
     return path
+
+
+LIVE = ("wakeup-cycles", "wakeup-cdf")  # the PNGs _live draws again, interactive
+
+
+def _live(medians: dict[str, tuple], wakeups: dict[str, np.ndarray]) -> list[str]:
+    """A scenario's interactive plots: the cycle levels and the wakeup CDF (harness.report.interactive)."""
+    return [interactive.cycles(medians, "wakeup_ms"), interactive.cdf(wakeups, "wakeup_ms")]
 
 
 def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
@@ -166,6 +176,7 @@ def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
     plots_dir.mkdir(parents=True, exist_ok=True)
     variants = [summary["baseline"], summary["candidate"]]
     plots: dict[str, list[dict]] = {}
+    live: dict[str, list[str]] = {}
     for scenario in sorted({c["scenario"] for c in summary["comparisons"]}):
         sub = plot[plot["scenario"] == scenario]
         per = {v: sub[sub["variant"] == v] for v in variants}
@@ -184,9 +195,11 @@ def render(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
             metric = "redelivery_ms" if name.startswith("redelivery") else "wakeup_ms"
             path = plots_dir / f"{scenario}-{name}.png"
             fn(arg, metric, path)
-            items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
+            items.append({"file": f"plots/{path.name}", "title": name.replace("-", " "), "live": name in LIVE})
         plots[scenario] = items + _fault_plots(summary["per_variant"], timeline, scenario, variants, plots_dir)
-    return _page("report.html.j2", out, summary=summary, plots=plots)
+        live[scenario] = _live(medians, {v: w[1] for v, w in wake.items()})
+    return _page("report.html.j2", out, summary=summary, plots=plots, live=live,
+                 library=interactive.write_library(plots_dir), finding=sentence(summary))
 
 
 def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out: Path,
@@ -197,9 +210,12 @@ def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out:
     plots_dir.mkdir(parents=True, exist_ok=True)
     variants = summary["variants"]
     plots: dict[str, list[dict]] = {}
+    live: dict[str, list[str]] = {}
     for scenario in sorted({r["scenario"] for r in summary["per_variant"]}):
         sub = plot[plot["scenario"] == scenario]
         medians = _cycle_medians(samples, scenario, variants)
+        live[scenario] = _live(medians, {v: sub[sub["variant"] == v]["wakeup_ms"].to_numpy(dtype=float)
+                                         for v in variants})
         items = []
         for name, fn, arg in (
             ("wakeup-cycles", _cycles, medians),
@@ -207,13 +223,14 @@ def render_matrix(summary: dict, plot: pd.DataFrame, samples: pd.DataFrame, out:
         ):
             path = plots_dir / f"{scenario}-{name}.png"
             fn(arg, "wakeup_ms", path)
-            items.append({"file": f"plots/{path.name}", "title": name.replace("-", " ")})
+            items.append({"file": f"plots/{path.name}", "title": name.replace("-", " "), "live": name in LIVE})
         plots[scenario] = items + _fault_plots(summary["per_variant"], timeline, scenario, variants, plots_dir)
     for name, rows in summary.get("series", {}).items():
         path = plots_dir / f"series-{name}.png"
         _series(rows, name, variants, path)
         plots[f"series:{name}"] = [{"file": f"plots/{path.name}", "title": f"{name} as a curve"}]
-    return _page("matrix.html.j2", out, summary=summary, plots=plots)
+    return _page("matrix.html.j2", out, summary=summary, plots=plots, live=live,
+                 library=interactive.write_library(plots_dir))
 
 
 def _num(v: object) -> float:
