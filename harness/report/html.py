@@ -6,6 +6,7 @@ from pathlib import Path
 
 import jinja2
 import matplotlib
+from markupsafe import Markup, escape
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -151,11 +152,16 @@ def _cycle_medians(samples: pd.DataFrame, scenario: str, variants: list[str]) ->
     return out
 
 
+def _unbroken(v: object, unit: str = "ms") -> Markup:
+    """A figure as harness.report.formats spells it, its number and unit kept on one line in a table cell."""
+    return escape(fmt(v, unit)).replace(" ", Markup("&nbsp;"))
+
+
 def _page(template: str, out: Path, **context: object) -> Path:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     path = out / "report.html"
-    path.write_text(env.get_template(template).render(fmt=fmt, **{"live": {}, "library": None, **context}))
+    path.write_text(env.get_template(template).render(fmt=_unbroken, **{"live": {}, "library": None, **context}))
     return path
 
 
