@@ -340,3 +340,25 @@ def test_ctrl_c_and_sigkill_of_a_comparison(phase: str, archive: Path, tmp_path:
         assert json.loads((archive / "manifest.json").read_text())["run_id"] == "synth-1"
         assert not (archive / INCOMPLETE).exists()
         _report(h, code, gone, left)
+
+
+def test_two_runs_started_together_both_finish_with_complete_archives(tmp_path: Path, harnesses: list[Harness]):
+    """Two CI jobs (or two people) on one machine: neither run is signalled; each takes port slots of its own
+    (the lock, not the ports' state, keeps them apart: neither's brokers listen yet when the other looks)."""
+    never = "\x00"  # a line no run prints: neither harness is signalled
+    harnesses += [_run(tmp_path, name, never, signal.SIGINT) for name in ("first", "second")]
+    for h in harnesses:
+        try:
+            code = h.proc.wait(PHASE_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{h.name}: still running after {PHASE_WITHIN_S:.0f} s:\n{h.output()}")
+        assert code == 0, f"{h.name}: exit {code}\n{h.output()}"
+    slots = []
+    for h in harnesses:
+        archive = h.home / "runs" / h.run_id
+        manifest = json.loads((archive / "manifest.json").read_text())
+        assert (archive / "events" / "unpatched.parquet").is_file()
+        [row] = manifest["summary"]
+        assert row["sent"] > 0 and row["ledger"]["lost"] == 0, row
+        slots.append(manifest["variants"][0]["endpoints"]["broker"])
+    assert slots[0] != slots[1]
