@@ -35,6 +35,53 @@ SHIPPED = ("harness", "spark")
 
 # How long a Spark JVM that never became a session gets to exit on SIGTERM before it is killed.
 ABANDONED_JVM_STOP_S = 10.0
+# Spark's logging for the JVMs started here (warnings and errors; none of the banner every start prints): its
+# log4j2.properties, read from SPARK_CONF_DIR, which the JVM's launcher reads when it starts: set before that.
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+# What the Spark JVM writes to stderr on every start and no logging setting reaches: the JVM's own note on the
+# incubator module Spark's launcher always adds (--add-modules=jdk.incubator.vector). Dropped; the rest passes.
+JVM_NOISE = (b"WARNING: Using incubator modules: ",)
+
+
+def logging_conf(env: dict[str, str]) -> None:
+    """Point SPARK_CONF_DIR at CONF_DIR, unless the user's (SPARK_CONF_DIR, or a Spark installation's conf/)
+    says how Spark logs."""
+    home = env.get("SPARK_HOME")
+    if not env.get("SPARK_CONF_DIR") and not (home and (Path(home) / "conf").is_dir()):
+        env["SPARK_CONF_DIR"] = str(CONF_DIR)
+
+
+def _forward(read_fd: int, write_fd: int, drop: tuple[bytes, ...]) -> None:
+    """Copy lines from ``read_fd`` to ``write_fd`` until the writers are gone, but those starting with ``drop``."""
+    with os.fdopen(read_fd, "rb", buffering=0) as src:
+        for raw in iter(src.readline, b""):
+            if not raw.startswith(drop):
+                os.write(write_fd, raw)
+    os.close(write_fd)
+
+
+@contextmanager
+def stderr_filtered(drop: tuple[bytes, ...] = JVM_NOISE) -> Iterator[None]:
+    """Processes started in the block write their stderr through a pipe that drops the lines starting with
+    ``drop`` and passes the rest to this process's stderr, for as long as they run (pyspark starts its JVM with
+    our stderr, and offers no other way to it). This process's own stderr is its own again after the block."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to filter
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 2)  # inheritable: the children's fd 2
+    os.close(write_fd)
+    threading.Thread(target=_forward, args=(read_fd, os.dup(saved), drop), name="stderr-filter",
+                     daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the children keep the pipe: the filter ends when the last of them does
+        os.close(saved)
 
 
 def _descendants() -> dict[int, psutil.Process]:
@@ -147,6 +194,7 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
     # task's time. Keep freed memory in the process instead (the workers inherit this environment).
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
     os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
+    logging_conf(os.environ)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
@@ -176,7 +224,8 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
     if log:
         log(f"starting Spark ({master or 'spark-submit'})")
     try:
-        spark = builder.getOrCreate()
+        with stderr_filtered():
+            spark = builder.getOrCreate()
     except BaseException:
         # Interrupted (Ctrl-C) or failed while the JVM came up: pyspark has already deleted the file that JVM
         # announces its port in, so it never hears from its driver and outlives this process (measured: still

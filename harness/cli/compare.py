@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from harness.cli.options import adopt
+from harness.cli.options import add_format_option, adopt
 from harness.contracts.verdict import VerdictRule, gate_exit
-from harness.report.terminal import console, print_comparison, warn
+from harness.report.terminal import TABLE, log_to, print_comparison_as, progress_console, warn
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -14,6 +14,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     adopt(cmp_, parser())
+    add_format_option(cmp_)
     cmp_.set_defaults(func=compare_)
 
 
@@ -21,15 +22,21 @@ def compare_(args: argparse.Namespace) -> int:
     from spark.jobs.compare import run
 
     VerdictRule.from_args(args)  # a bad option is refused before Spark starts
-    with console.status("comparing on Spark ..."):
-        summary = run(args, warn=warn)
-    print_comparison(summary)
+    fmt = getattr(args, "format", TABLE)
+    out = progress_console(fmt)
+    with out.status("comparing on Spark ..."):
+        summary = run(args, warn=warn, log=log_to(out))
+    print_comparison_as(summary, fmt)
     return gate_exit(args, [summary["verdict"]])
 
 
-def compare_archives(archives: list[str], baseline: str, candidate: str, gate: bool = False) -> int:
-    """`compare` with its defaults, after a run (`run --compare`; ``gate``: its --fail-on-regression)."""
+def compare_archives(archives: list[str], baseline: str, candidate: str, gate: bool = False,
+                     fmt: str = TABLE) -> int:
+    """`compare` with its defaults, after a run (`run --compare`; ``gate``: its --fail-on-regression; ``fmt``: its
+    --format)."""
     from spark.jobs.compare import parser
 
-    return compare_(parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate,
-                                         *(["--fail-on-regression"] if gate else [])]))
+    args = parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate,
+                                *(["--fail-on-regression"] if gate else [])])
+    args.format = fmt
+    return compare_(args)

@@ -45,6 +45,7 @@ examples:
   rmq-harness run --variant unpatched --variant patched --compare        # what `make run` does
   rmq-harness run --variant unpatched --variant patched --fail-on-regression   # exit 3 on a regression
   rmq-harness run --variant patched --scenario steady --duration 120
+  rmq-harness run --variant unpatched --variant patched --compare --format tsv   # rows for programs, on stdout
   rmq-harness run --variants my-builds.yaml --variant mine --fault kill9:broker@30+10""",
     "k8s": """\
 examples:
@@ -78,7 +79,8 @@ examples:
     "compare": """\
 examples:
   rmq-harness compare runs/RUN_ID --baseline unpatched --candidate patched
-  rmq-harness compare runs/A runs/B --baseline unpatched --candidate patched --fail-on-regression""",
+  rmq-harness compare runs/A runs/B --baseline unpatched --candidate patched --fail-on-regression
+  rmq-harness compare runs/RUN_ID --baseline unpatched --candidate patched --format json   # for programs""",
 }
 
 

@@ -14,6 +14,7 @@ from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS, Scenario
 from harness.inputs.variants import ORDERS, RANDOM
+from harness.report.terminal import FORMATS, TABLE
 
 ENV_PREFIX = "RMQ_HARNESS_"
 # Environment names that are not RMQ_HARNESS_<OPTION>, each with why. The variants file: RMQ_HARNESS_VARIANTS
@@ -164,6 +165,14 @@ def adopt(target: argparse.ArgumentParser, source: argparse.ArgumentParser, leav
     for action in source._actions:
         if action.dest not in ("help", *leave):
             target._add_action(action)
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    """--format: tables for people, or the same results as rows for programs on stdout (progress on stderr)."""
+    parser.add_argument("--format", choices=FORMATS, default=TABLE,
+                        help="how the results print: table, for people; tsv (a header line, a line a variant or "
+                             "comparison, a blank line after each block) or json (one document a line), for programs: "
+                             "only they go to stdout, progress goes to stderr")
 
 
 def run_id(value: str) -> str:

@@ -8,13 +8,23 @@ import json
 from pathlib import Path
 
 from harness.cli.compare import compare_archives
-from harness.cli.options import run_options, scenario_of
+from harness.cli.options import add_format_option, run_options, scenario_of
 from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
 from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
-from harness.report.terminal import console, print_faults, print_probes, print_summary
+from harness.report.terminal import (
+    TABLE,
+    console,
+    log_to,
+    place,
+    print_faults,
+    print_probes,
+    print_summary,
+    print_summary_as,
+    progress_console,
+)
 from harness.run import outbox
 
 
@@ -25,6 +35,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--backend", choices=("local", "k8s"), default="local",
                      help="local: brokers on this machine (default); k8s: the Helm release's brokers, from inside "
                           "its load-test pod (from a workstation: `rmq-harness k8s run`)")
+    add_format_option(run)
     run.set_defaults(func=run_)
 
     k8s_opts = argparse.ArgumentParser(add_help=False)
@@ -75,7 +86,8 @@ def _check_compare(args: argparse.Namespace, variants: list[str]) -> None:
 def _then_compare(args: argparse.Namespace, archive: Path | str, variants: list[str]) -> int:
     if not (args.compare or args.fail_on_regression):
         return 0
-    return compare_archives([str(archive)], variants[0], variants[1], gate=args.fail_on_regression)
+    return compare_archives([str(archive)], variants[0], variants[1], gate=args.fail_on_regression,
+                            fmt=getattr(args, "format", TABLE))
 
 
 def run_(args: argparse.Namespace) -> int:
@@ -87,8 +99,10 @@ def run_(args: argparse.Namespace) -> int:
     scenario = scenario_of(args)
     variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
     _check_compare(args, [v.name for v in variants])
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[counts]}"), console=console, transient=False)
+    out = progress_console(args.format)
+    # The bars live in a terminal; piped (a CI log) they would print once, at the end, what the summary says.
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), TimeElapsedColumn(),
+                        TextColumn("{task.fields[counts]}"), console=out, disable=not out.is_terminal)
     tasks = {v.name: progress.add_task(v.name, total=scenario.duration_s, counts="starting brokers")
              for v in variants}
 
@@ -96,19 +110,18 @@ def run_(args: argparse.Namespace) -> int:
         for name, c in counts.items():
             mean = f"{c.mean_wakeup_s:.2f} s" if c.mean_wakeup_s is not None else "-"
             progress.update(tasks[name], completed=min(elapsed, scenario.duration_s),
-                            counts=f"sent {c.sent:.0f}  delivered {c.deliveries:.0f}  retries {c.retries:.0f}  "
-                                   f"mean wakeup {mean}")
+                            counts=f"sent {c.sent:.0f}  retries {c.retries:.0f}  mean wakeup {mean}")
 
     with progress:
-        result = Run(variants, scenario, args.runs_dir, log=lambda line: progress.console.print(f"[dim]{line}[/]"),
-                     on_tick=on_tick, probe=args.probe, site=SITES[args.backend], run_id=args.run_id,
-                     order=args.order, keep_resources=args.keep_resources,
-                     ui=args.ui).execute()
-    print_summary(result.summary)
-    print_faults(result.summary)
-    if result.probes:
-        print_probes(result.probes)
-    console.print(f"run archive: {result.archive}")
+        result = Run(variants, scenario, args.runs_dir, log=log_to(out), on_tick=on_tick, probe=args.probe,
+                     site=SITES[args.backend], run_id=args.run_id, order=args.order,
+                     keep_resources=args.keep_resources, ui=args.ui).execute()
+    print_summary_as(result.summary, args.format, result.archive)
+    if args.format == TABLE:
+        print_faults(result.summary)
+        if result.probes:
+            print_probes(result.probes)
+        console.print(f"run archive: {place(result.archive)}", markup=False)
     return _then_compare(args, result.archive, [v.name for v in variants])
 
 

@@ -129,8 +129,8 @@ def publish_dir(final: Path, fill: Callable[[Path], None], what: str = "report",
                 log: Callable[[str], None] | None = None) -> Path:
     """A directory ``fill`` writes into its staging, published whole or not at all."""
     with staged(final, what) as staging:
-        if log:
-            log(f"writing the {what}: {staging}")
+        if log:  # where it ends up is said once it is there; the staging directory is gone by then
+            log(f"writing the {what} ...")
         fill(staging)
     return final
 

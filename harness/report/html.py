@@ -30,7 +30,7 @@ def _ms_axis(ax: object, axis: str = "x") -> None:
 def _save(fig: object, ax: object, title: str, path: Path, legend: bool = True) -> None:
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    if legend:
+    if legend and ax.get_legend_handles_labels()[0]:  # no labelled artists: matplotlib warns, draws nothing
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

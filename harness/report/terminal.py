@@ -3,8 +3,11 @@ sweep, a bisection, a calibration, the history), over the dicts the run and the 
 
 from __future__ import annotations
 
+import json
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -13,11 +16,24 @@ from rich.text import Text
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.verdict import IMPROVEMENT, INCONCLUSIVE, NOT_ENOUGH, REGRESSION, SHARE, STATISTIC
 from harness.core.errors import one_line
+from harness.core.publish import json_safe
 from harness.report import formats
+from harness.report.records import COMPARISON_FIELDS, SUMMARY_FIELDS, comparison_records, summary_record
 
-# Piped output (CI logs, files) gets wide lines rather than tables squeezed to 80 columns.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+# How results print: tables for people, or rows for programs on stdout (progress then goes to stderr).
+TABLE, TSV, JSON = "table", "tsv", "json"
+FORMATS = (TABLE, TSV, JSON)
+# Piped output with no COLUMNS (a file, a pipe into less) gets wide lines; a terminal its own width, and COLUMNS
+# wins wherever it is set (CI logs set it to the width they show): rich reads both itself when given no width.
+PIPED_WIDTH = 160
+
+
+def _width(stream: object) -> int | None:
+    return None if stream.isatty() or os.environ.get("COLUMNS", "").strip().isdigit() else PIPED_WIDTH
+
+
+console = Console(highlight=False, width=_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
 COLOUR = {IMPROVEMENT: "green", REGRESSION: "red", NOT_ENOUGH: "yellow", INCONCLUSIVE: "yellow"}
@@ -30,12 +46,44 @@ def line(label: str, colour: str, message: object) -> Text:
 
 
 def log(text: str) -> None:
-    """A progress line, dimmed."""
-    console.print(f"[dim]{text}[/]")
+    """A progress line, dimmed, wrapped at the width; taken as written (a PID list is no markup)."""
+    console.print(Text(one_line(text), style="dim"))
+
+
+def log_to(out: Console) -> Callable[[str], None]:
+    """``log`` onto ``out``: stdout beside the tables, stderr when stdout carries rows (--format tsv|json)."""
+    return lambda text: out.print(Text(one_line(text), style="dim"))
+
+
+def progress_console(fmt: str) -> Console:
+    """Where a command's progress goes when its results print as ``fmt``: rows for programs keep stdout."""
+    return console if fmt == TABLE else err_console
+
+
+def labelled(label: str, colour: str, message: object) -> Table:
+    """``label message`` wrapped at the width under the message's first word (a hanging indent): a wrapped
+    warning still reads as one, its first line starting with its label; the message as written (``line``)."""
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(label, style=colour), Text(one_line(message)))
+    return grid
 
 
 def warn(text: str) -> None:
-    err_console.print(line("warning:", "yellow", text), soft_wrap=True)
+    err_console.print(labelled("warning:", "yellow", text))
+
+
+def place(path: str | Path) -> str:
+    """A path as the reader can use it from here: relative when under the working directory (shorter lines); a
+    URI (s3://) as it is."""
+    if "://" in str(path):
+        return str(path)
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def print_endpoints(rows: Sequence[Endpoints], health: dict[str, tuple[bool, str]] | None = None) -> None:
@@ -55,30 +103,99 @@ def print_endpoints(rows: Sequence[Endpoints], health: dict[str, tuple[bool, str
         console.print(grid, soft_wrap=True)
 
 
-def _stalled(st: dict | None) -> str:
+# A cell wraps (on spaces) past this many columns, or past its column's name when that is longer: names and
+# figures stay whole, and a long cell (a fault's open wait) takes lines, not the width of the others.
+CELL_WIDTH = 18
+
+
+def _text(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
+def _column_width(header: str, cells: Sequence[str | Text]) -> int:
+    """A column's width on the screen: its name whole (each line of it), its cells up to CELL_WIDTH."""
+    name = max(Text(part).cell_len for part in header.split("\n"))
+    return max(name, min(CELL_WIDTH, max((_text(c).cell_len for c in cells), default=0)))
+
+
+def _chunks(label_width: int, widths: Sequence[int], room: int) -> list[range]:
+    """The columns in runs that fit ``room`` beside the label column (at least one a run): a run's width is
+    its columns' and the label column's, plus padding (2) and a border (1) each, plus the last border."""
+    runs, start, used = [], 0, label_width + 4
+    for i, w in enumerate(widths):
+        if i > start and used + w + 3 > room:
+            runs.append(range(start, i))
+            start, used = i, label_width + 4
+        used += w + 3
+    runs.append(range(start, len(widths)))
+    return runs
+
+
+def _transposed(title: str, labels: Sequence[str], columns: Sequence[tuple[str, Sequence[str | Text]]]) -> None:
+    """Figures as rows (``labels``), one column per name (a variant, a metric, a fault): at every width each name
+    whole, never cut (rich would ellipsize a squeezed column: 'patch…'); the columns that do not fit beside
+    the first ones go to tables below, each with the row labels."""
+    label_width = max((Text(label).cell_len for label in labels), default=0)
+    widths = [_column_width(header, cells) for header, cells in columns]
+    for n, run in enumerate(_chunks(label_width, widths, console.width)):
+        t = Table(title=title if n == 0 else None, title_justify="left")
+        t.add_column("", no_wrap=True, overflow="fold")
+        for i in run:
+            t.add_column(columns[i][0], justify="right", overflow="fold", min_width=min(widths[i], console.width),
+                         max_width=widths[i])
+        for r, label in enumerate(labels):
+            t.add_row(label, *(_text(columns[i][1][r]) for i in run))
+        console.print(t)
+
+
+def note(text: str) -> None:
+    """What a table's figures mean, under it: dimmed, wrapped at the width."""
+    console.print(Text(text, style="dim"))
+
+
+def _several(items: Iterable[str]) -> bool:
+    return len(set(items)) > 1
+
+
+def _stalled(r: Mapping) -> str:
     """Retries that waited for a poll to run out, of those asked for (archives before summary schema 4: -)."""
-    return f"{st['count']}/{st['retries']}" if st else "-"
+    return "-" if r["stalled"] is None else f"{r['stalled']}/{r['stalled_of']}"
+
+
+# The rows of a run's summary table: a figure's name, and how a record (harness.report.records) spells it.
+SUMMARY_ROWS: tuple[tuple[str, Callable[[Mapping], str]], ...] = (
+    ("cycles", lambda r: str(r["cycles"])),
+    ("sent", lambda r: str(r["sent"])),
+    ("retries", lambda r: str(r["retries"])),
+    ("wakeup n", lambda r: str(r["wakeup_n"])),
+    ("wakeup p50", lambda r: formats.ms(r["wakeup_p50_ms"])),
+    ("wakeup p90", lambda r: formats.ms(r["wakeup_p90_ms"])),
+    ("wakeup max", lambda r: formats.ms(r["wakeup_max_ms"])),
+    ("pickup n", lambda r: str(r["pickup_n"])),
+    ("pickup p50", lambda r: formats.ms(r["pickup_p50_ms"])),
+    ("redelivery p50", lambda r: formats.ms(r["redelivery_p50_ms"])),
+    ("nack -> retry p50", lambda r: formats.ms(r["nack_retry_p50_ms"])),
+    ("stalled", _stalled),
+    ("never redelivered", lambda r: f"{r['never_redelivered']}/{r['retries_expected']}"),
+    ("lost", lambda r: str(r["lost"])),
+    ("duplicated", lambda r: str(r["duplicated"])),
+    ("cross-topic", lambda r: str(r["cross_topic"])),
+    ("errors", lambda r: str(r["errors"])),
+)
+SUMMARY_NOTE = ("wakeup: receive - the retry copy's store time, for a poll already waiting; pickup: the same, for a "
+                "poll that started later; redelivery: receive - nack due; nack -> retry: receive - nack (the "
+                "seed's measure); stalled: retries that waited for a poll to run out.")
 
 
 def print_summary(summary: Sequence[dict]) -> None:
-    t = Table(title="retry wakeup (receive - retry copy's store time, for a poll already waiting), pickup (the same, "
-                    "for a poll that started later), redelivery (receive - nack due) and nack -> retry (receive - "
-                    "nack, the seed's measure)")
-    for col in ("scenario", "variant", "cycles", "sent", "retries", "wakeup n", "p50", "p90", "max", "pickup n",
-                "p50 ", "redelivery p50", "nack->retry p50", "stalled", "never redelivered", "lost", "dup", "cross",
-                "errors"):
-        t.add_column(col, justify="left" if col in ("scenario", "variant") else "right")
-    for s in summary:
-        w, p, r, ledger = s["wakeup_ms"], s["pickup_ms"], s["redelivery_ms"], s["ledger"]
-        nr = s.get("nack_retry_ms") or {}
-        t.add_row(s["scenario"], variant_label(s["variant"], s.get("hybrid")), str(s["cycles"]), str(s["sent"]),
-                  str(s["retry_deliveries"]),
-                  str(w["n"]), formats.ms(w["p50"]), formats.ms(w["p90"]), formats.ms(w["max"]), str(p["n"]),
-                  formats.ms(p["p50"]),
-                  formats.ms(r["p50"]), formats.ms(nr.get("p50")), _stalled(s.get("stalled")),
-                  f"{ledger['retries_never_redelivered']}/{ledger['retries_expected']}",
-                  str(ledger["lost"]), str(ledger["duplicated"]), str(ledger["cross_topic"]), str(s["errors"]))
-    console.print(t)
+    """A run's figures per variant: one column a variant (its scenario above its name when they differ)."""
+    records = [summary_record(s) for s in summary]
+    several = _several(r["scenario"] for r in records)
+    columns = [((f"{r['scenario']}\n" if several else "") + variant_label(r["variant"], r["hybrid"]),
+                [spell(r) for _, spell in SUMMARY_ROWS]) for r in records]
+    title = "per variant" if several or not records else f"{records[0]['scenario']}, per variant"
+    _transposed(title, [label for label, _ in SUMMARY_ROWS], columns)
+    note(SUMMARY_NOTE)
     print_hybrids({s["variant"]: s.get("hybrid") for s in summary})
 
 
@@ -89,9 +206,9 @@ def variant_label(name: str, hybrid: str | None) -> str:
 
 def print_hybrids(notes: Mapping[str, str | None]) -> None:
     """One line per hybrid release under a table: which of its modules came from which release."""
-    for name, note in notes.items():
-        if note:
-            console.print(f"[yellow]{name} is a {note}[/] (its own are not on Maven Central; the manifest lists "
+    for name, text in notes.items():
+        if text:
+            console.print(f"[yellow]{name} is a {text}[/] (its own are not on Maven Central; the manifest lists "
                           "every module jar with its sha256)")
 
 
@@ -100,34 +217,48 @@ def _open_ms(ms: float | None, still_open: bool | None, how: str) -> str:
     return "-" if ms is None else f">= {formats.ms(ms)} ({how})" if still_open else formats.ms(ms)
 
 
+def _count(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+FAULT_ROWS: tuple[tuple[str, Callable[[Mapping], str]], ...] = (
+    ("away", lambda f: "-" if f["window_s"] is None else f"{f['window_s']:.1f} s"),
+    ("in flight", lambda f: _count(f["exposed"])),
+    ("lost", lambda f: _count(f["lost"])),
+    ("duplicated", lambda f: _count(f["duplicated"])),
+    ("dead-lettered", lambda f: _count(f["dead_lettered"])),
+    ("acked after retry", lambda f: _count(f["acked_after_retry"])),
+    ("longest wait", lambda f: _open_ms(f["longest_wait_ms"], f["longest_wait_open"], "never delivered")),
+    ("sends stopped", lambda f: _open_ms(f.get("send_gap_ms"), f.get("send_gap_open"), "none since")),
+    ("deliveries stopped", lambda f: _open_ms(f.get("delivery_gap_ms"), f.get("delivery_gap_open"), "none since")),
+    ("error", lambda f: f["error"] or "-"),
+)
+FAULT_NOTE = ("in flight: the (message, group) pairs sent before the target was back and not yet acked when the "
+              "fault began; longest wait: for a delivery of one of them; sends and deliveries stopped: the longest "
+              "gap between successful ones, overlapping the fault.")
+
+
 def print_faults(summary: Sequence[dict]) -> None:
-    """Per fault and variant: how long its target was away, what happened to the messages in flight, and how
-    long sends and deliveries stopped."""
+    """Per fault and variant (a column each): how long its target was away, what happened to the messages in
+    flight, and how long sends and deliveries stopped."""
     rows = [f for s in summary for f in s.get("faults") or []]
     if not rows:
         return
-    t = Table(title="faults: the (message, group) pairs in flight across each (sent before its target was back, "
-                    "not yet acked when it began), the longest wait for a delivery, and the longest gaps between "
-                    "successful sends and between deliveries, overlapping it")
-    for col in ("fault", "at", "variant", "away", "in flight", "lost", "dup", "dlq", "acked after retry",
-                "longest wait", "sends stopped", "deliveries stopped", "error"):
-        t.add_column(col, justify="left" if col in ("fault", "variant", "error") else "right")
-    for f in rows:
-        away = "-" if f["window_s"] is None else f"{f['window_s']:.1f} s"
-        counts = (str(f[k]) if f[k] is not None else "-"
-                  for k in ("exposed", "lost", "duplicated", "dead_lettered", "acked_after_retry"))
-        t.add_row(f["label"], f"{f['at_s']:g} s", f["variant"], away, *counts,
-                  _open_ms(f["longest_wait_ms"], f["longest_wait_open"], "never delivered"),
-                  _open_ms(f.get("send_gap_ms"), f.get("send_gap_open"), "none since"),
-                  _open_ms(f.get("delivery_gap_ms"), f.get("delivery_gap_open"), "none since"), f["error"] or "")
-    console.print(t)
+    columns = [(f"{f['variant']}\n{f['label']}\nat {f['at_s']:g} s", [spell(f) for _, spell in FAULT_ROWS])
+               for f in rows]
+    _transposed("faults", [label for label, _ in FAULT_ROWS], columns)
+    note(FAULT_NOTE)
 
 
 def print_probes(probes: dict[str, list[dict]]) -> None:
     """Wakeups seen by the broker-side probe, per variant, group and cause."""
-    t = Table(title="pop long-poll wakeups seen inside the broker (pop-wakeup-probe)")
-    for col in ("variant", "group", "cause", "wakeups", "found nothing, re-suspended"):
-        t.add_column(col, justify="right" if col in ("wakeups", "found nothing, re-suspended") else "left")
+    t = Table(title="long-poll wakeups inside the broker (pop-wakeup-probe)", title_justify="left")
+    t.add_column("variant", no_wrap=True, overflow="fold",
+                 min_width=min(max(map(len, probes), default=1), console.width // 2))
+    for col in ("group", "cause"):
+        t.add_column(col, overflow="fold")
+    for col in ("wakeups", "found nothing, re-suspended"):
+        t.add_column(col, justify="right")
     for variant, samples in probes.items():
         rows: dict[tuple[str, str], list[float]] = {}
         for s in samples:
@@ -139,25 +270,80 @@ def print_probes(probes: dict[str, list[dict]]) -> None:
     console.print(t)
 
 
+def _interval(r: Mapping) -> str:
+    return "-" if r["ci_low"] is None else f"{formats.number(r['ci_low'])}-{formats.number(r['ci_high'])}"
+
+
 def print_comparison(summary: dict) -> None:
-    level = f"{1 - summary['rule']['alpha'] * (2 if summary['rule'].get('one_sided') else 1):.0%}"
-    t = Table(title=f"{summary['candidate']} against {summary['baseline']} (unit: the cycle)")
-    for col in ("scenario", "metric", "cycles b/c", "baseline", "candidate", "ratio", f"{level} interval", "p (adj.)",
-                "verdict"):
-        t.add_column(col, justify="left" if col in ("scenario", "metric", "verdict") else "right")
-    for c in summary["comparisons"]:
-        ci = f"{formats.number(c['ci'][0])}-{formats.number(c['ci'][1])}" if c["ci"] else "-"
-        ratio = formats.number(c["ratio_of_medians"])
-        p = formats.p_value(c["p_adjusted"])
-        colour = COLOUR.get(c["verdict"], "white")
-        level_of = formats.share if c.get("statistic") == "share" else formats.ms
-        t.add_row(c["scenario"], c["metric"] + (" (primary)" if c["primary"] else ""),
-                  f"{c['n_baseline']}/{c['n_candidate']}", level_of(c["median_baseline"]),
-                  level_of(c["median_candidate"]), ratio, ci, p, f"[{colour}]{c['verdict']}[/] ({c['reason']})")
-    console.print(t)
+    """A comparison: one column a metric, its figures as rows; why each verdict, and where the report went."""
+    rule = summary["rule"]
+    level = f"{1 - rule['alpha'] * (2 if rule.get('one_sided') else 1):.0%}"
+    base, cand = summary["baseline"], summary["candidate"]
+    records = comparison_records(summary)
+    several = _several(r["scenario"] for r in records)
+    labels = ["cycles b/c", f"{base} (baseline)", f"{cand} (candidate)", "ratio", f"{level} interval", "p (adj.)",
+              "verdict"]
+    columns = []
+    for r in records:
+        name = (f"{r['scenario']}\n" if several else "") + r["metric"] + (" (primary)" if r["primary"] else "")
+        columns.append((name, [f"{r['cycles_baseline']}/{r['cycles_candidate']}",
+                               formats.level(r["level_baseline"], r["statistic"]),
+                               formats.level(r["level_candidate"], r["statistic"]), formats.number(r["ratio"]),
+                               _interval(r), formats.p_value(r["p_adjusted"]),
+                               Text(r["verdict"], style=COLOUR.get(r["verdict"], "white"))]))
+    _transposed(f"{cand} against {base}, per cycle", labels, columns)
+    for r in records:
+        note(f"{r['scenario'] + ' ' if several else ''}{r['metric']}: {r['reason']}")
     colour = {IMPROVEMENT: "green", REGRESSION: "red"}.get(summary["verdict"], "yellow")
-    console.print(f"verdict: [bold {colour}]{summary['verdict']}[/]   rule: {summary['rule']['text']}")
-    console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
+    # The rule in full is in summary.json and the report (README: "The verdict rule"): not four lines here.
+    console.print(Text.assemble("verdict: ", (summary["verdict"], f"bold {colour}")))
+    console.print(f"report: {place(summary['report'])}", markup=False)
+    console.print(f"summary: {place(Path(summary['out']) / 'summary.json')}", markup=False)
+
+
+def print_records(records: Sequence[Mapping], fields: Sequence[str], fmt: str, **about: object) -> None:
+    """Rows for programs, on stdout as written (never wrapped): ``tsv``, a header line and a line per record
+    (empty for none), then a blank line, so that the blocks of one command stay apart; ``json``, one document
+    a line with ``about`` and the records as ``rows``."""
+    if fmt == JSON:
+        doc = {**about, "rows": [{k: r[k] for k in fields} for r in records]}
+        sys.stdout.write(json.dumps(json_safe(doc), allow_nan=False) + "\n")
+    else:
+        sys.stdout.write("\t".join(fields) + "\n")
+        for r in records:
+            sys.stdout.write("\t".join(_tsv(r[k]) for k in fields) + "\n")
+        sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _tsv(v: object) -> str:
+    """A TSV field: empty for none, six significant digits for a figure, text with tabs and breaks as spaces."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return format(v, ".6g")
+    return " ".join(str(v).split())
+
+
+def print_summary_as(summary: Sequence[dict], fmt: str, archive: str | Path | None = None) -> None:
+    """A run's figures per variant as ``fmt`` (a table, or rows for programs)."""
+    if fmt == TABLE:
+        print_summary(summary)
+        return
+    print_records([summary_record(s) for s in summary], SUMMARY_FIELDS, fmt, kind="variants",
+                  **({"run_archive": str(archive)} if archive is not None else {}))
+
+
+def print_comparison_as(summary: dict, fmt: str) -> None:
+    """A comparison as ``fmt`` (a table, or rows for programs)."""
+    if fmt == TABLE:
+        print_comparison(summary)
+        return
+    print_records(comparison_records(summary), COMPARISON_FIELDS, fmt, kind="comparison",
+                  verdict=summary["verdict"], report=summary["report"],
+                  summary=str(Path(summary["out"]) / "summary.json"))
 
 
 def print_matrix(summary: dict) -> None:

@@ -482,6 +482,18 @@ def call_main(capsys, case: Case, d: Path) -> tuple[int, str, str, str]:
     return code, out, err, " ".join(argv)
 
 
+def messages(err: str) -> list[str]:
+    """stderr's messages, each a line with the indented lines that continue it (a warning wraps at the width
+    under its first word), joined."""
+    out: list[str] = []
+    for line in err.splitlines():
+        if line.strip() and line[:1].isspace() and out:
+            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+        elif line.strip():
+            out.append(line.rstrip())
+    return out
+
+
 def assert_refused(capsys, case: Case, warnings: tuple[str, ...] | None = None) -> str:
     """Exit 2, one error line naming one of ``case.names``, no traceback, nothing written or changed; with
     ``warnings``, one ``warning:`` line saying each of them and no other."""
@@ -494,7 +506,7 @@ def assert_refused(capsys, case: Case, warnings: tuple[str, ...] | None = None) 
         names = [n.replace("{T}", str(d)) for n in case.names]
     assert code == EXIT_USAGE, f"{where}: exit {code}\n{err}"
     assert "Traceback" not in out + err, f"{where}: {err}"
-    lines = [line for line in err.splitlines() if line.strip()]
+    lines = messages(err)
     errors = [line for line in lines if ERROR_LINE.match(line)]
     assert len(errors) == 1, f"{where}: {len(errors)} error lines in {err!r}"
     others = [line for line in lines if line is not errors[0]]

@@ -301,11 +301,20 @@ def version_dir(version: str) -> Path:
     return cache_dir() / "rocketmq" / version
 
 
+def maven_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for mvn with no colour codes in its output, which reaches error messages. -B and
+    -Dstyle.color=never leave two resets ('\\x1b[0m\\x1b[0m') before the first error line of Maven 3.8.7: its
+    console library writes them as it starts, before the command line's -D are read; only a JVM option stops it."""
+    out = dict(os.environ if env is None else env)
+    out["MAVEN_OPTS"] = f"{out.get('MAVEN_OPTS', '')} -Djansi.noreset=true".strip()
+    return out
+
+
 def _maven(mvn: str, version: str, work: Path, pom: str, goal: list[str]) -> None:
     """Run one maven-dependency-plugin goal on ``pom``; a module Maven Central lacks is a ConfigError naming it."""
     (work / "pom.xml").write_text(pom)
-    proc = subprocess.run([mvn, "-B", "-q", "-f", str(work / "pom.xml"), *goal, "-DincludeScope=runtime"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run([mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(work / "pom.xml"), *goal,
+                           "-DincludeScope=runtime"], capture_output=True, text=True, check=False, env=maven_env())
     if proc.returncode != 0:
         out = proc.stdout + proc.stderr
         artifact = _missing_artifact(out)

@@ -1,0 +1,154 @@
+"""What a run prints, read in an 80-column CI log: every line fits and no variant name is ever cut ('patch…');
+and results as rows for programs when asked (--format tsv|json)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from harness.cli.main import parse
+from harness.report import terminal
+from harness.report.records import COMPARISON_FIELDS, SUMMARY_FIELDS
+
+LONG = ("5.3.3-with-a-long-name", "5.3.3-with-an-even-longer-name-for-ci", "unpatched")
+
+
+def _variant(name: str, scenario: str = "burst") -> dict:
+    """One variant of a run's summary (the manifest's), with every figure the tables show."""
+    ms = {"n": 305, "p50": 16918.13, "p90": 16998.2, "p99": 17100.0, "max": 17180.5}
+    return {"scenario": scenario, "variant": name, "cycles": 15, "sent": 480, "retry_deliveries": 480, "errors": 0,
+            "wakeup_ms": ms, "pickup_ms": {**ms, "n": 0, "p50": None}, "redelivery_ms": ms, "nack_retry_ms": ms,
+            "stalled": {"retries": 480, "count": 256, "share": 0.53}, "hybrid": None,
+            "ledger": {"retries_never_redelivered": 0, "retries_expected": 480, "lost": 0, "duplicated": 0,
+                       "cross_topic": 0},
+            "faults": [{"label": "kill9 broker", "at_s": 30.0, "variant": name, "window_s": 10.2, "exposed": 120,
+                        "lost": 0, "duplicated": 3, "dead_lettered": 0, "acked_after_retry": 40,
+                        "longest_wait_ms": 12345.0, "longest_wait_open": True, "send_gap_ms": 10400.0,
+                        "send_gap_open": False, "delivery_gap_ms": 9000.0, "delivery_gap_open": True,
+                        "error": None}]}
+
+
+def _comparison(baseline: str, candidate: str, tmp: Path) -> dict:
+    def one(metric: str, primary: bool, reason: str) -> dict:
+        return {"scenario": "burst", "metric": metric, "primary": primary, "statistic": "median", "n_baseline": 8,
+                "n_candidate": 15, "median_baseline": 16918.13, "median_candidate": 13.48,
+                "ratio_of_medians": 0.000797, "difference": -16904.6, "ci": [0.000646, 0.00236],
+                "p_adjusted": 4.1e-06, "verdict": "improvement", "reason": reason}
+
+    return {"baseline": baseline, "candidate": candidate, "verdict": "improvement",
+            "rule": {"alpha": 0.05, "one_sided": False, "text": "unit: the cycle. " + "a long rule; " * 40},
+            "comparisons": [one("wakeup_ms", True, "candidate lower"),
+                            one("redelivery_ms", False, "candidate lower; paired by run (3 runs); " * 3)],
+            "out": str(tmp / "reports" / "r"), "report": str(tmp / "reports" / "r" / "report.html")}
+
+
+@pytest.fixture
+def screen(monkeypatch) -> io.StringIO:
+    """The terminal's consoles as an 80-column CI log (not a terminal: no colour codes to strip)."""
+    out = io.StringIO()
+    monkeypatch.setattr(terminal, "console", Console(file=out, width=80, highlight=False))
+    monkeypatch.setattr(terminal, "err_console", Console(file=out, width=80, highlight=False))
+    return out
+
+
+def _lines(out: io.StringIO) -> list[str]:
+    return out.getvalue().splitlines()
+
+
+def _fits(lines: list[str], width: int = 80) -> None:
+    assert lines
+    too_long = [line for line in lines if cell_len(line) > width]
+    assert not too_long, too_long
+    assert not [line for line in lines if "…" in line]  # rich's ellipsis: something was cut
+
+
+def test_a_runs_summary_fits_80_columns_with_every_variant_name_whole(screen):
+    terminal.print_summary([_variant(n) for n in LONG])
+    lines = _lines(screen)
+    _fits(lines)
+    for name in LONG:
+        assert any(name in line for line in lines), name
+    # Every figure has its row, whatever table its variant landed in.
+    assert sum(line.startswith("│ never redelivered") for line in lines) >= 1
+    assert any("256/480" in line for line in lines)  # stalled
+
+
+def test_a_summary_of_several_scenarios_names_each_above_its_variant(screen):
+    terminal.print_summary([_variant("patched", "burst"), _variant("patched", "steady")])
+    text = screen.getvalue()
+    _fits(_lines(screen))
+    assert "burst" in text and "steady" in text
+
+
+def test_a_comparison_fits_80_columns_names_both_variants_whole_and_the_rule_is_not_repeated(screen, tmp_path,
+                                                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    terminal.print_comparison(_comparison(LONG[0], LONG[1], tmp_path))
+    lines = _lines(screen)
+    _fits(lines)
+    text = "\n".join(lines)
+    assert f"{LONG[0]} (baseline)" in text and f"{LONG[1]} (candidate)" in text
+    assert "a long rule" not in text  # summary.json and the report have it
+    assert "verdict: improvement" in lines
+    assert "report: reports/r/report.html" in lines  # relative to where the reader is
+
+
+def test_faults_fit_80_columns(screen):
+    terminal.print_faults([_variant(n) for n in LONG])
+    lines = _lines(screen)
+    _fits(lines)
+    for name in LONG:
+        assert any(name in line for line in lines), name
+
+
+def test_progress_lines_and_warnings_wrap_at_the_width(screen):
+    long = "unpatched: broker clock - load generator clock between -4.7 and 5.8 ms; " * 4
+    terminal.log(long + "[5407, 5409]")  # no markup: a PID list stays as written
+    terminal.warn(long)
+    lines = _lines(screen)
+    _fits(lines)
+    assert "[5407, 5409]" in " ".join(screen.getvalue().split())
+
+
+def test_piped_output_takes_columns_when_it_is_set(monkeypatch):
+    piped = io.StringIO()
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert terminal._width(piped) == terminal.PIPED_WIDTH
+    monkeypatch.setenv("COLUMNS", "80")
+    assert terminal._width(piped) is None  # rich reads COLUMNS itself
+    assert Console(file=piped, width=terminal._width(piped)).width == 80
+
+
+def test_rows_for_programs_as_tsv(capsys):
+    terminal.print_summary_as([_variant(n) for n in LONG], "tsv", archive="runs/r")
+    header, *rows, blank = capsys.readouterr().out.split("\n")[:-1]
+    assert header.split("\t") == list(SUMMARY_FIELDS) and blank == ""
+    assert [r.split("\t")[1] for r in rows] == list(LONG)
+    first = dict(zip(SUMMARY_FIELDS, rows[0].split("\t"), strict=True))
+    assert first["wakeup_p50_ms"] == "16918.1" and first["pickup_p50_ms"] == "" and first["stalled"] == "256"
+
+
+def test_rows_for_programs_as_json(capsys, tmp_path):
+    terminal.print_summary_as([_variant("patched")], "json", archive="runs/r")
+    terminal.print_comparison_as(_comparison("unpatched", "patched", tmp_path), "json")
+    variants, comparison = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert variants["kind"] == "variants" and variants["run_archive"] == "runs/r"
+    assert list(variants["rows"][0]) == list(SUMMARY_FIELDS) and variants["rows"][0]["wakeup_p50_ms"] == 16918.13
+    assert comparison["verdict"] == "improvement" and comparison["report"].endswith("report.html")
+    assert [list(r) for r in comparison["rows"]] == [list(COMPARISON_FIELDS)] * 2
+    assert comparison["rows"][0]["ci_low"] == 0.000646 and comparison["rows"][0]["baseline"] == "unpatched"
+
+
+def test_format_is_an_option_of_run_and_compare_with_its_environment_name(monkeypatch):
+    assert parse(["run"]).format == "table"
+    assert parse(["compare", "runs/a", "--baseline", "a", "--candidate", "b", "--format", "json"]).format == "json"
+    monkeypatch.setenv("RMQ_HARNESS_FORMAT", "tsv")
+    assert parse(["run"]).format == "tsv"
+    monkeypatch.setenv("RMQ_HARNESS_FORMAT", "csv")
+    with pytest.raises(Exception, match="RMQ_HARNESS_FORMAT='csv': expected one of table, tsv, json"):
+        parse(["run"])
