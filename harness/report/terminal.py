@@ -18,6 +18,7 @@ from harness.contracts.verdict import IMPROVEMENT, INCONCLUSIVE, NOT_ENOUGH, REG
 from harness.core.errors import one_line
 from harness.core.publish import json_safe
 from harness.report import formats
+from harness.report.finding import sentence
 from harness.report.records import COMPARISON_FIELDS, SUMMARY_FIELDS, comparison_records, summary_record
 
 # How results print: tables for people, or rows for programs on stdout (progress then goes to stderr).
@@ -297,6 +298,7 @@ def print_comparison(summary: dict) -> None:
     colour = {IMPROVEMENT: "green", REGRESSION: "red"}.get(summary["verdict"], "yellow")
     # The rule in full is in summary.json and the report (README: "The verdict rule"): not four lines here.
     console.print(Text.assemble("verdict: ", (summary["verdict"], f"bold {colour}")))
+    console.print(sentence(summary), markup=False)
     console.print(f"report: {place(summary['report'])}", markup=False)
     console.print(f"summary: {place(Path(summary['out']) / 'summary.json')}", markup=False)
 

@@ -44,6 +44,8 @@ def _comparison(baseline: str, candidate: str, tmp: Path) -> dict:
             "rule": {"alpha": 0.05, "one_sided": False, "text": "unit: the cycle. " + "a long rule; " * 40},
             "comparisons": [one("wakeup_ms", True, "candidate lower"),
                             one("redelivery_ms", False, "candidate lower; paired by run (3 runs); " * 3)],
+            "per_variant": [{"scenario": "burst", "variant": v, "ledger": {"lost": 0, "duplicated": 0}}
+                            for v in (baseline, candidate)],
             "out": str(tmp / "reports" / "r"), "report": str(tmp / "reports" / "r" / "report.html")}
 
 
@@ -95,6 +97,7 @@ def test_a_comparison_fits_80_columns_names_both_variants_whole_and_the_rule_is_
     assert f"{LONG[0]} (baseline)" in text and f"{LONG[1]} (candidate)" in text
     assert "a long rule" not in text  # summary.json and the report have it
     assert "verdict: improvement" in lines
+    assert f"{LONG[1]} wakes a poll already waiting for a retry in 13 ms against 16.92 s" in " ".join(text.split())
     assert "report: reports/r/report.html" in lines  # relative to where the reader is
 
 
