@@ -22,6 +22,7 @@ event, and calls run in the calling greenlet; docs/operations.md says what it ne
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -139,9 +140,9 @@ class Session:
     """
 
     def __init__(self, stub: MessagingServiceStub, client_id: str, settings: pb.Settings,
-                 headers: Callable[[], tuple], log: Callable[[str], None]) -> None:
+                 headers: Callable[[], tuple], log: Callable[[str], None], offload: Offload = direct) -> None:
         self._stub, self.client_id, self.settings = stub, client_id, settings
-        self._headers, self._log = headers, log
+        self._headers, self._log, self._offload = headers, log, offload
         self.settled = threading.Event()
         self.streams = 0  # Telemetry streams opened so far: 1, then one more per reconnect
         self._stopped = threading.Event()
@@ -205,10 +206,10 @@ class Session:
     def close(self) -> None:
         self._stopped.set()
         if self.settings.HasField("subscription"):
+            request = svc.NotifyClientTerminationRequest(group=self.settings.subscription.group)
             try:  # tells the proxy to drop this consumer now rather than when its heartbeats stop
-                self._stub.NotifyClientTermination(
-                    svc.NotifyClientTerminationRequest(group=self.settings.subscription.group),
-                    metadata=self._headers(), timeout=2.0)
+                self._offload(lambda: self._stub.NotifyClientTermination(request, metadata=self._headers(),
+                                                                          timeout=2.0))
             except grpc.RpcError:
                 pass
         if self._call is not None:
@@ -240,9 +241,13 @@ class _Client:
     def headers(self) -> tuple[tuple[str, str], ...]:
         return wire.metadata(self.client_id, self.namespace)
 
-    def unary(self, method: Callable[..., T], request: object, what: str) -> T:
+    def unary(self, method: Callable[..., T], request: object, what: str, here: bool = False) -> T:
+        """One request and its answer, through ``offload``; ``here``: on the calling thread, for the driver's
+        own real threads (the hub's pool belongs to the workers' thread: another thread would get a hub and
+        a pool of its own)."""
+        run = direct if here else self.offload
         try:
-            return self.offload(lambda: method(request, metadata=self.headers(), timeout=REQUEST_TIMEOUT_S))
+            return run(lambda: method(request, metadata=self.headers(), timeout=REQUEST_TIMEOUT_S))
         except grpc.RpcError as e:
             raise _transport(e, what) from None
 
@@ -277,9 +282,10 @@ class NativePopConsumer:
         self._queues = [wire.any_queue(topic, client.namespace)]  # until the route is known
         self._turn = itertools.count()
 
-    def refresh_route(self) -> None:
+    def refresh_route(self, here: bool = False) -> None:
+        """The topic's readable queues, which receives take in turn (``here``: see _Client.unary)."""
         request = wire.query_route(self.topic, self._target, self._c.namespace)
-        queues = wire.readable_queues(self._c.unary(self._c.stub.QueryRoute, request, f"route of {self.topic}"))
+        queues = wire.readable_queues(self._c.unary(self._c.stub.QueryRoute, request, f"route of {self.topic}", here))
         if queues:
             self._queues = queues
 
@@ -369,7 +375,7 @@ class NativeGrpcDriver(RemotingAdmin):
 
     def _client(self, settings: pb.Settings) -> tuple[_Client, Session]:
         client = _Client(self._stub, wire.new_client_id(next(self._ids)), "", self._offload)
-        session = Session(self._stub, client.client_id, settings, client.headers, self._log).start()
+        session = Session(self._stub, client.client_id, settings, client.headers, self._log, self._offload).start()
         self._sessions.append(session)
         self._keeper.every(HEARTBEAT_S, session.heartbeat)
         return client, session
@@ -391,7 +397,7 @@ class NativeGrpcDriver(RemotingAdmin):
             consumer.refresh_route()
         except (TransportError, wire.ProxyError) as e:
             self._log(f"route of {topic}: {e} (receives let the proxy pick a broker until it is known)")
-        self._keeper.every(ROUTE_REFRESH_S, consumer.refresh_route)
+        self._keeper.every(ROUTE_REFRESH_S, functools.partial(consumer.refresh_route, here=True))
         return consumer
 
     def close(self) -> None:

@@ -197,3 +197,67 @@ def test_registry_picks_the_client_by_environment(monkeypatch):
     monkeypatch.setenv(registry.GRPC_CLIENT_ENV, "java")
     with pytest.raises(ValueError, match="no such gRPC client"):
         registry.grpc_client()
+
+
+# A Locust worker's process: gevent patches all but threads and queues (harness.workload.launch), RPCs go through
+# the hub's pool (offload) or, with init_gevent, run in the greenlets themselves.
+_WORKER = """
+import sys, time
+from gevent import monkey
+monkey.patch_all(thread=False, queue=False)
+import gevent
+from harness.client import grpc_native
+from harness.contracts.endpoints import Endpoints
+from harness.workload import gevent_bridge
+ep = Endpoints(variant="v", version="x", grpc=sys.argv[1], remoting="r", broker="b", namesrv="n", metrics="m")
+gevent_bridge.ensure_threads(16)
+d = grpc_native.NativeGrpcDriver(ep, offload=gevent_bridge.offload)
+consumers = [d.pop_consumer("G", "T", 5) for _ in range(4)]
+ticks = []
+def tick():
+    while True:
+        ticks.append(time.monotonic())
+        gevent.sleep(0.01)
+gevent.spawn(tick)
+gevent.sleep(0.05)
+start = time.monotonic()
+gevent.joinall([gevent.spawn(c.receive, 32, 15) for c in consumers], raise_error=True)
+took = time.monotonic() - start
+print(took, max(b - a for a, b in zip(ticks, ticks[1:])), grpc_native._gevent_initialised)
+d.close()
+"""
+
+
+class SlowPoll(FakeProxy):
+    """Every receive is a long poll that finds nothing after POLL_S."""
+
+    POLL_S = 1.0
+
+    def ReceiveMessage(self, request, context):  # noqa: N802
+        time.sleep(self.POLL_S)
+        yield from super().ReceiveMessage(request, context)
+
+
+@pytest.mark.parametrize("init_gevent", [False, True])
+def test_long_polls_of_a_gevent_worker_wait_together_and_the_hub_keeps_running(init_gevent: bool, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from harness.core.paths import REPO_ROOT
+
+    server, port = _serve(SlowPoll())
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop(grpc_native.INIT_GEVENT_ENV, None)
+    if init_gevent:
+        env[grpc_native.INIT_GEVENT_ENV] = "1"
+    try:
+        out = subprocess.run([sys.executable, "-c", _WORKER, f"127.0.0.1:{port}"], env=env, capture_output=True,
+                             text=True, timeout=30, cwd=tmp_path)
+    finally:
+        server.stop(0)
+    assert out.returncode == 0, out.stderr[-2000:]
+    took, longest_gap, initialised = out.stdout.split()
+    assert float(took) < 1.8 * SlowPoll.POLL_S  # four 1 s polls side by side, not one after another
+    assert float(longest_gap) < 0.5  # no greenlet (the ticker) was held up by a poll
+    assert initialised == str(init_gevent)
