@@ -69,6 +69,7 @@ def build(
     variant_order: dict[str, Any] | None = None,
     external: Mapping[str, dict[str, Any]] | None = None,
     ui: bool = False,
+    grpc_client: str | None = None,
     modules: Mapping[str, Sequence[ModuleJar]] | None = None,
 ) -> Manifest:
     by_name = {ep.variant: ep for ep in endpoints}
@@ -105,4 +106,5 @@ def build(
         events_check=events_check or {},
         variant_order=variant_order,
         ui=ui,
+        grpc_client=grpc_client,
     )

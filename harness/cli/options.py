@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.contracts.verdict import add_gate_option
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT, GRPC_CLIENTS
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS, Scenario
@@ -207,6 +208,10 @@ def run_options() -> argparse.ArgumentParser:
                    help="serve Locust's web UI per variant while the run goes: on 127.0.0.1 here, through the "
                         "release's load-test Service with `k8s run` (addresses printed when the load starts; the "
                         "run starts and ends by itself as without it)")
+    p.add_argument("--grpc-client", choices=GRPC_CLIENTS, default=DEFAULT_GRPC_CLIENT,
+                   help="the client the gRPC workers drive: official (rocketmq-python-client; default), native (the "
+                        "harness's own, docs/operations.md) or native-gevent (the same with grpcio's init_gevent); "
+                        "recorded in the manifest")
     p.add_argument("--keep-resources", action="store_true",
                    help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
                         "are removed after the run by default")

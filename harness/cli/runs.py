@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.cli.compare import compare_archives
 from harness.cli.options import add_format_option, run_options, scenario_of
 from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
@@ -115,7 +116,7 @@ def run_(args: argparse.Namespace) -> int:
     with progress:
         result = Run(variants, scenario, args.runs_dir, log=log_to(out), on_tick=on_tick, probe=args.probe,
                      site=SITES[args.backend], run_id=args.run_id, order=args.order,
-                     keep_resources=args.keep_resources, ui=args.ui).execute()
+                     keep_resources=args.keep_resources, ui=args.ui, grpc_client=args.grpc_client).execute()
     print_summary_as(result.summary, args.format, result.archive)
     if args.format == TABLE:
         print_faults(result.summary)
@@ -134,6 +135,9 @@ def k8s_run(args: argparse.Namespace) -> int:
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
     _check_compare(args, names)
+    if args.grpc_client != DEFAULT_GRPC_CLIENT:
+        raise ConfigError(f"--grpc-client {args.grpc_client} with `k8s run`: the release's run Job drives the official "
+                          "client; use `run --backend k8s` (workers as pods) or drop it")
     if args.ui and len(names) > UI_PORTS:
         raise ConfigError(f"--ui with {len(names)} variants: the chart's load-test Service forwards Locust's UI for "
                           f"{UI_PORTS}; run at most {UI_PORTS} variants with --ui, or drop it")

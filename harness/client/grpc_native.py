@@ -15,8 +15,8 @@ What the official client does that the proxy needs, done here (request contents:
 Under gevent. The harness's Locust workers keep threads real (harness.workload.launch), and so does this
 driver: every RPC runs whole on a real thread of the hub's pool through ``offload`` (one hop per RPC, however
 many messages its stream carries), the Telemetry streams and the heartbeats on threads of their own.
-grpcio's ``grpc.experimental.gevent.init_gevent()`` is the other way (``cooperate_with_gevent``, opt-in with
-RMQ_HARNESS_GRPC_INIT_GEVENT=1): each wait on a completion queue goes to the same pool, one hop per stream
+grpcio's ``grpc.experimental.gevent.init_gevent()`` is the other way (``cooperate_with_gevent``, the client
+"native-gevent", GeventGrpcDriver): each wait on a completion queue goes to the same pool, one hop per stream
 event, and calls run in the calling greenlet; docs/operations.md says what it needs.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
@@ -51,7 +50,6 @@ HEARTBEAT_S = 10.0  # the official clients' period
 ROUTE_REFRESH_S = 30.0  # the Java client's route cache period
 RENEW_BACKOFF_S = 1.0  # the Java client's pause before it opens a broken Telemetry stream again
 TICK_S = 0.5  # how often the housekeeper looks for work that is due
-INIT_GEVENT_ENV = "RMQ_HARNESS_GRPC_INIT_GEVENT"
 # A receive's stream read in the calling thread (grpcio's default reads it on a thread of the channel's own);
 # after a proxy restart, a new connection tried at least every 2 s (grpcio's default backs off up to 120 s).
 CHANNEL_OPTIONS = [(grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
@@ -360,13 +358,14 @@ class NativeGrpcDriver(RemotingAdmin):
 
     protocol = "grpc"
     _ids = itertools.count()
+    init_gevent = False  # GeventGrpcDriver: grpcio's init_gevent instead of a pool thread per call
 
     def __init__(self, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None) -> None:
         self.endpoints = endpoints
         logger = _file_logger(log_file)
         self._log = lambda line: logger.warning("[rmq-harness] %s", line)
         # With init_gevent on, calls run in the calling greenlet; without, whole on a pool thread (offload).
-        gevent_native = os.environ.get(INIT_GEVENT_ENV) == "1" and cooperate_with_gevent()
+        gevent_native = self.init_gevent and cooperate_with_gevent()
         self._offload = direct if gevent_native else offload
         self._channel = grpc.insecure_channel(endpoints.grpc, options=CHANNEL_OPTIONS)
         self._stub = MessagingServiceStub(self._channel)
@@ -406,3 +405,10 @@ class NativeGrpcDriver(RemotingAdmin):
         for s in sessions:
             s.close()
         self._channel.close()
+
+
+class GeventGrpcDriver(NativeGrpcDriver):
+    """The native driver with grpcio's init_gevent: calls run in the calling greenlet, each completion-queue wait
+    on the hub's pool (cooperate_with_gevent; without gevent's patched sockets it is the native driver)."""
+
+    init_gevent = True

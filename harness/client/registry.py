@@ -3,13 +3,13 @@ registry imports the drivers, and nothing imports the registry but the stages th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from importlib import import_module
 from pathlib import Path
 
 from harness.client.driver import Driver, Offload, direct
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT, GRPC_CLIENTS
 
 # protocol -> (module, class); imported on first use (the gRPC client starts threads when imported).
 DRIVERS: dict[str, tuple[str, str]] = {
@@ -17,32 +17,25 @@ DRIVERS: dict[str, tuple[str, str]] = {
     "remoting": ("harness.client.remoting_driver", "RemotingDriver"),
 }
 PROTOCOLS = tuple(DRIVERS)
-# gRPC has two clients: rocketmq-python-client ("official", the default) and the project's own ("native",
-# harness.client.grpc_native). Both report protocol "grpc"; the choice comes from this variable, which the
-# Locust workers inherit (a CLI option --grpc-client would set it, by the RMQ_HARNESS_<OPTION> rule).
-GRPC_CLIENT_ENV = "RMQ_HARNESS_GRPC_CLIENT"
-GRPC_CLIENTS: dict[str, tuple[str, str]] = {
+# Each gRPC client a run can drive (harness.contracts.workers.GRPC_CLIENTS), by its driver. All report protocol
+# "grpc"; the run's --grpc-client chooses (WorkloadSpec.grpc_client) and the manifest records it.
+GRPC_DRIVERS: dict[str, tuple[str, str]] = {
     "official": DRIVERS["grpc"],
     "native": ("harness.client.grpc_native", "NativeGrpcDriver"),
+    "native-gevent": ("harness.client.grpc_native", "GeventGrpcDriver"),
 }
-DEFAULT_GRPC_CLIENT = "official"
-
-
-def grpc_client(name: str | None = None) -> str:
-    """The gRPC client to use: ``name``, else $RMQ_HARNESS_GRPC_CLIENT, else the official one."""
-    chosen = name or os.environ.get(GRPC_CLIENT_ENV) or DEFAULT_GRPC_CLIENT
-    if chosen not in GRPC_CLIENTS:
-        raise ValueError(f"{GRPC_CLIENT_ENV}={chosen!r}: no such gRPC client (known: {', '.join(GRPC_CLIENTS)})")
-    return chosen
+assert tuple(GRPC_DRIVERS) == GRPC_CLIENTS
 
 
 def driver(protocol: str, endpoints: Endpoints, offload: Offload = direct, log_file: Path | None = None,
-           client: str | None = None) -> Driver:
+           client: str = DEFAULT_GRPC_CLIENT) -> Driver:
     """The driver for ``protocol`` (one of PROTOCOLS) against one variant's endpoints; for gRPC, through
-    ``client`` (see grpc_client)."""
+    ``client`` (one of GRPC_CLIENTS)."""
     if protocol not in DRIVERS:
         raise ValueError(f"no client driver for protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
-    module, name = GRPC_CLIENTS[grpc_client(client)] if protocol == "grpc" else DRIVERS[protocol]
+    if client not in GRPC_DRIVERS:
+        raise ValueError(f"no gRPC client {client!r} (known: {', '.join(GRPC_CLIENTS)})")
+    module, name = GRPC_DRIVERS[client] if protocol == "grpc" else DRIVERS[protocol]
     cls: Callable[..., Driver] = getattr(import_module(module), name)
     inner = cls(endpoints, offload=offload, log_file=log_file)
     if not endpoints.suffix:

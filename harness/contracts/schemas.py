@@ -48,6 +48,7 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
     7: "per variant modules: each RocketMQ server module jar it ran (artifact, version, sha256), so a hybrid "
        "release (modules of an earlier release where its own are not published) is on record; each summary row's "
        "hybrid (harness.contracts.modules.hybrid_note)",
+    8: "grpc_client: the gRPC client the workers drove (official, native, native-gevent; null for remoting)",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",

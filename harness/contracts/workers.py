@@ -19,6 +19,10 @@ ENV_SPEC_JSON = "RMQ_HARNESS_WORKLOAD_JSON"
 # Kubernetes sets it in every pod of an Indexed Job (0-based): which worker the pod is. The pods of one
 # variant share one spec; this index names each of them.
 ENV_INDEX = "JOB_COMPLETION_INDEX"
+# The gRPC clients a run's workers can drive (`run --grpc-client`; harness.client.registry maps each to its
+# driver): rocketmq-python-client, the harness's own, the harness's own with grpcio's init_gevent.
+GRPC_CLIENTS = ("official", "native", "native-gevent")
+DEFAULT_GRPC_CLIENT = "official"
 
 
 def worker_name(n: int) -> str:

@@ -32,6 +32,7 @@ from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import EventLog
 from harness.contracts.modules import hybrid_note
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError, HarnessError, NotApplicable
 from harness.deploy import readiness
 from harness.deploy.base import Backend
@@ -196,8 +197,13 @@ class Run:
         order: str = RANDOM,
         keep_resources: bool = False,
         ui: bool = False,
+        grpc_client: str = DEFAULT_GRPC_CLIENT,
     ) -> None:
         self.scenario = scenario
+        if grpc_client != DEFAULT_GRPC_CLIENT and scenario.protocol != "grpc":
+            raise ConfigError(f"--grpc-client {grpc_client} with scenario {scenario.name} over {scenario.protocol}: "
+                              "the gRPC client drives gRPC scenarios only; drop it or run a gRPC form")
+        self.grpc_client = grpc_client if scenario.protocol == "grpc" else None
         # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
         # a variant that says otherwise would silently run something else.
         for v in variants:
@@ -257,7 +263,9 @@ class Run:
                 create_resources(ep, self.scenario, self.log)
             workers = site.workers or ProcessWorkers(site.bind_host, site.advertise_host, site.worker_port)
             fleet = LocustFleet(self.run_id, self.scenario, endpoints, self.work, staging.dir, workers, log=self.log,
-                                ui=site.ui if self.ui else None)
+                                ui=site.ui if self.ui else None, grpc_client=self.grpc_client or DEFAULT_GRPC_CLIENT)
+            if self.grpc_client and self.grpc_client != DEFAULT_GRPC_CLIENT:
+                self.log(f"gRPC client: {self.grpc_client} (--grpc-client; the manifest records it)")
             prom.start(scrape_targets(self.run_id, endpoints, fleet.prepare()), SCRAPE_INTERVAL_S)
             self.log(f"Prometheus for this run: {prom.url} (scraping every second)")
             window_start = time.time()
@@ -334,6 +342,7 @@ class Run:
             modules=modules,
             external={name: ext.report(name) for name in ext.variants} if (ext := _external_of(backend)) else {},
             ui=self.ui,
+            grpc_client=self.grpc_client,
         ))
         shutil.rmtree(self.work, ignore_errors=True)
         archive = outbox.deliver(archive, self.bucket, self.log)

@@ -204,9 +204,10 @@ class LocustFleet:
 
     def __init__(self, run_id: str, scenario: Scenario, endpoints: Sequence[Endpoints], work: Path,
                  out: Callable[[str, str], Path], workers: WorkerStarter,
-                 log: Callable[[str], None] = print, ui: UiAt | None = None) -> None:
+                 log: Callable[[str], None] = print, ui: UiAt | None = None, grpc_client: str = "official") -> None:
         self.run_id = run_id
         self.ui = ui
+        self.grpc_client = grpc_client
         self.scenario = scenario
         self.endpoints = list(endpoints)
         self.work = work
@@ -232,7 +233,7 @@ class LocustFleet:
             where.update({k: v for k, v in (("events_dir", placement.events_dir),
                                             ("client_log_dir", placement.client_log_dir)) if v is not None})
         return WorkloadSpec(run_id=self.run_id, variant=ep.variant, scenario=self.scenario, endpoints=ep,
-                            worker=worker, ship_files=self.workers.ship_files, **where)
+                            worker=worker, ship_files=self.workers.ship_files, grpc_client=self.grpc_client, **where)
 
     def prepare(self) -> dict[str, dict[str, str]]:
         """Plan every variant's workers and get them ready; variant -> worker -> host:port of its metrics."""

@@ -82,7 +82,7 @@ class WorkerRuntime:
         gevent_bridge.ensure_threads(scenario.consumer_count
                                      + scenario.produce.producers * BURST_CONCURRENCY + 8)
         self.driver = driver(self.protocol, spec.endpoints, offload=gevent_bridge.offload,
-                             log_file=spec.client_log_dir / f"{spec.worker}.log")
+                             log_file=spec.client_log_dir / f"{spec.worker}.log", client=spec.grpc_client)
         # (group, ledger_id) acked by this worker lately (the live duplicate counter's memory)
         self.acked = RecentKeys(max(ACK_MEMORY_MIN_S, 2 * scenario.consume.invisible_s + 60))
         self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms

@@ -188,15 +188,15 @@ def _receives(consumer: grpc_native.NativePopConsumer) -> bool:
         return False
 
 
-def test_registry_picks_the_client_by_environment(monkeypatch):
+def test_the_registry_picks_the_client_it_is_given_and_refuses_an_unknown_one():
     from harness.client import registry
 
-    assert registry.grpc_client() == "official"
-    monkeypatch.setenv(registry.GRPC_CLIENT_ENV, "native")
-    assert registry.grpc_client() == "native" and registry.GRPC_CLIENTS["native"][1] == "NativeGrpcDriver"
-    monkeypatch.setenv(registry.GRPC_CLIENT_ENV, "java")
-    with pytest.raises(ValueError, match="no such gRPC client"):
-        registry.grpc_client()
+    assert registry.GRPC_DRIVERS["native"][1] == "NativeGrpcDriver"
+    assert registry.GRPC_DRIVERS["native-gevent"][1] == "GeventGrpcDriver"
+    assert registry.DEFAULT_GRPC_CLIENT == "official"
+    ep = Endpoints(variant="v", version="x", grpc="127.0.0.1:1", remoting="r", broker="b", namesrv="n", metrics="m")
+    with pytest.raises(ValueError, match="no gRPC client 'java'"):
+        registry.driver("grpc", ep, client="java")
 
 
 # A Locust worker's process: gevent patches all but threads and queues (harness.workload.launch), RPCs go through
@@ -211,7 +211,7 @@ from harness.contracts.endpoints import Endpoints
 from harness.workload import gevent_bridge
 ep = Endpoints(variant="v", version="x", grpc=sys.argv[1], remoting="r", broker="b", namesrv="n", metrics="m")
 gevent_bridge.ensure_threads(16)
-d = grpc_native.NativeGrpcDriver(ep, offload=gevent_bridge.offload)
+d = getattr(grpc_native, sys.argv[2])(ep, offload=gevent_bridge.offload)
 consumers = [d.pop_consumer("G", "T", 5) for _ in range(4)]
 ticks = []
 def tick():
@@ -248,11 +248,9 @@ def test_long_polls_of_a_gevent_worker_wait_together_and_the_hub_keeps_running(i
 
     server, port = _serve(SlowPoll())
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop(grpc_native.INIT_GEVENT_ENV, None)
-    if init_gevent:
-        env[grpc_native.INIT_GEVENT_ENV] = "1"
+    driver = "GeventGrpcDriver" if init_gevent else "NativeGrpcDriver"
     try:
-        out = subprocess.run([sys.executable, "-c", _WORKER, f"127.0.0.1:{port}"], env=env, capture_output=True,
+        out = subprocess.run([sys.executable, "-c", _WORKER, f"127.0.0.1:{port}", driver], env=env, capture_output=True,
                              text=True, timeout=30, cwd=tmp_path)
     finally:
         server.stop(0)
