@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml Makefile
 
 # RocketMQ jars from Maven Central into the user cache (reused offline afterwards).
 jars: python
-	$(HARNESS) brokers fetch $(VARIANT_FLAGS)
+	@$(HARNESS) brokers fetch $(VARIANT_FLAGS)
 
 # The broker patch agents (Maven, ByteBuddy from Maven Central); `make test` runs their JUnit tests.
 agents: $(AGENT_JARS)
@@ -86,7 +86,7 @@ test-fast: python lint
 # runs/), then the Spark comparison of the second variant against the first (report in reports/).
 SCENARIO ?= burst
 run: setup
-	$(HARNESS) run $(VARIANT_FLAGS) --scenario $(SCENARIO) --compare
+	@$(HARNESS) run $(VARIANT_FLAGS) --scenario $(SCENARIO) --compare
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_brokers
