@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -147,6 +148,18 @@ def _transposed(title: str, labels: Sequence[str], columns: Sequence[tuple[str, 
         for r, label in enumerate(labels):
             t.add_row(label, *(_text(columns[i][1][r]) for i in run))
         console.print(t)
+
+
+def _whole(t: Table) -> None:
+    """A wide table (a sweep, a matrix, a ramp) as wide as its cells need when the console is narrower: a long
+    line rather than a figure or a verdict cut to 'improvem…' (the run's own tables are transposed instead)."""
+    need = Measurement.get(console, console.options.update(width=10_000), t).maximum
+    narrow = console.width
+    console.width = max(need, narrow)  # print caps its width= at the console's own
+    try:
+        console.print(t)
+    finally:
+        console.width = narrow
 
 
 def note(text: str) -> None:
@@ -358,7 +371,7 @@ def print_matrix(summary: dict) -> None:
         t.add_row(r["scenario"], r["variant"], f"[{colour}]{r['expectations']}[/]", formats.ms(r["wakeup_p50_ms"]),
                   str(r["lost"]), str(r["duplicated"]), str(r["cross_topic"]), str(r["dead_lettered"]), r["verdict"],
                   "; ".join(r["failing"]) or "-")
-    console.print(t)
+    _whole(t)
     for s, why in summary["failed_runs"].items():
         console.print(f"[red]scenario {s}: run failed:[/] {why}")
     console.print(f"report: {summary['report']}\nsummary: {summary['out']}/summary.json")
@@ -393,7 +406,7 @@ def print_ramp(result: dict) -> None:
                          + (f": {'; '.join(j['failing'])}" if j["state"] == "breaks" else "")
                          + (f"; no data: {', '.join(j['no_data'])}" if j.get("no_data") else ""))
         t.add_row(f"{step['rate']:g}", *cells, _cpu_cell(step.get("cpu", {})))
-    console.print(t)
+    _whole(t)
     for v in result["variants"]:
         held = "no rate asked" if v["holds_up_to_per_s"] is None else f"{v['holds_up_to_per_s']:g} messages/s"
         broke = f"; breaks at {v['breaks_at_per_s']:g}/s ({'; '.join(v['why'])})" if v["breaks_at_per_s"] else ""
@@ -418,7 +431,7 @@ def print_calibration(result: dict) -> None:
     for s in result["shifts"]:
         t.add_row(f"+{s['delay_ms']} ms on every wakeup", "regression (detected)", pct(s),
                   ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
-    console.print(t)
+    _whole(t)
     effect = aa.get("order_effect")
     if effect:
         console.print(f"order: the variant brought up second was {effect['second_over_first']:.3g}x the first "
@@ -437,7 +450,7 @@ def print_history(summary: dict) -> None:
         cps = "; ".join(f"{c['direction']} at {c['run_id']} ({fmt(c['before'])} -> {fmt(c['after'])})"
                         for c in s["change_points"]) or "-"
         t.add_row(s["scenario"], s["variant"], s["metric"], str(len(s["points"])), cps)
-    console.print(t)
+    _whole(t)
     for s in summary["over_releases"]:
         if s["change_points"]:
             console.print(f"{s['scenario']} {s['metric']} over releases: " + ", ".join(
@@ -468,7 +481,7 @@ def print_sweep(summary: dict) -> None:
                       f"{fmt(ci[0])}-{fmt(ci[1])}" if ci else "-", formats.ms(r["p90"]), str(r["lost"]),
                       str(r["duplicated"]), str(r["cross_topic"]), str(r["retries_never_redelivered"]),
                       "-" if woken is None else f"{woken:.2f}", s["verdict"] if s else "-")
-        console.print(t)
+        _whole(t)
         print_hybrids({r["version"] or r["variant"]: r.get("hybrid") for r in sc["releases"]})
         for r in sc["releases"]:
             if r.get("probe_note"):
@@ -499,7 +512,7 @@ def print_defects(summary: dict) -> None:
     for r in rows:
         cells = [r["releases"].get(v, {}).get("state", "-") for v in summary["variants"]]
         t.add_row(r["scenario"], *[style.get(c, c) for c in cells])
-    console.print(t)
+    _whole(t)
 
 
 def print_bisect(result: object, scenario: str) -> None:
@@ -513,7 +526,7 @@ def print_bisect(result: object, scenario: str) -> None:
         fmt = formats.share if STATISTIC.get(e.get("metric")) == SHARE else formats.ms
         t.add_row(str(i), s.point, s.like, v.get("older->point", "-"), v.get("newer->point", "-"),
                   fmt(e.get("median_candidate")), s.why)
-    console.print(t)
+    _whole(t)
     if result.outcome == "found":
         console.print(f"[bold]first build behaving like {result.points[-1]}: {result.first}[/] "
                       f"(the one before it, {result.last_like_older}, behaves like {result.points[0]})")

@@ -266,7 +266,7 @@ def test_the_manifest_records_every_module_jar_and_reads_archives_without_them()
         agent_reports={}, clock_offsets={}, digests={}, host=HostInfo(hostname="h", cpus=2, memory_gib=24.0,
         python="3.11", java="17", platform="linux"), harness_git_sha=None, started=now, ended=now, duration_s=1.0,
         summary=[], probes={}, prometheus={}, modules={"rocketmq-5.3.4": [jar]})
-    assert m.schema_version == 7
+    assert m.schema_version == 8
     assert m.variants[0].modules == [{"artifact": "rocketmq-proxy", "version": "5.3.3", "sha256": "ab" * 32}]
     old = m.model_dump()
     old["schema_version"] = 6

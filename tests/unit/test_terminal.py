@@ -155,3 +155,16 @@ def test_format_is_an_option_of_run_and_compare_with_its_environment_name(monkey
     monkeypatch.setenv("RMQ_HARNESS_FORMAT", "csv")
     with pytest.raises(Exception, match="RMQ_HARNESS_FORMAT='csv': expected one of table, tsv, json"):
         parse(["run"])
+
+
+def test_a_wide_table_of_another_command_is_printed_whole_not_cut(screen):
+    """A sweep's or a matrix's table on a narrow console: longer lines, never 'improvem…'."""
+    from rich.table import Table
+
+    t = Table()
+    for n in range(10):
+        t.add_column(f"change {n}")
+    t.add_row(*["improvement"] * 10)
+    terminal._whole(t)
+    out = screen.getvalue()
+    assert out.count("improvement") == 10 and "…" not in out
