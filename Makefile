@@ -37,12 +37,13 @@ system-packages:
 
 python: $(STAMP)
 
+# Apache Otava's change point detection (rmq-harness history) goes in without its dependencies: it pins numpy
+# 2.2.0 and scipy<1.17 and pulls in BigQuery, Postgres and Slack clients; otava.analysis needs only numpy and scipy.
+# PYTHONWARNINGS: setuptools' twelve-line banner about editable installs is not news in a `make run` log.
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	# Apache Otava's change point detection (rmq-harness history). Without its dependencies: it pins numpy 2.2.0
-	# and scipy<1.17 and pulls in BigQuery, Postgres and Slack clients; otava.analysis needs only numpy and scipy.
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps apache-otava==$(OTAVA_VERSION)
 	touch $@
 
