@@ -19,7 +19,6 @@ from harness.report.finding import sentence  # noqa: E402
 from harness.report.formats import fmt  # noqa: E402
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-CDF_POINTS = 2_000
 
 
 def _ms_axis(ax: object, axis: str = "x") -> None:
@@ -40,11 +39,9 @@ def _save(fig: object, ax: object, title: str, path: Path, legend: bool = True) 
 def _cdf(samples: dict[str, np.ndarray], metric: str, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for variant, v in samples.items():
-        v = np.sort(v[np.isfinite(v) & (v > 0)])
-        if v.size:
-            # At most CDF_POINTS steps of the exact curve: more are invisible at this size and slow to draw.
-            at = np.unique(np.linspace(0, v.size - 1, min(v.size, CDF_POINTS)).astype(int))
-            ax.step(v[at], (at + 1) / v.size, where="post", label=f"{variant} (n={v.size})")
+        x, y, n = interactive.cdf_steps(v)
+        if n:
+            ax.step(x, y, where="post", label=f"{variant} (n={n})")
     _ms_axis(ax)
     ax.set_ylabel("fraction of retry deliveries")
     _save(fig, ax, f"{metric}: cumulative distribution", path)

@@ -27,19 +27,22 @@ def _div(fig: go.Figure) -> str:
                        config={"displaylogo": False, "responsive": True})
 
 
-def _finite_positive(v: np.ndarray) -> np.ndarray:
-    return np.sort(v[np.isfinite(v) & (v > 0)])
+def cdf_steps(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The steps of a cumulative distribution of the finite positive values (x, fraction at or below it, how many
+    values): at most CDF_POINTS of the exact curve's, more are invisible at a report's size and slow to draw. The
+    static plot (harness.report.html) and the interactive one draw the same steps."""
+    v = np.sort(values[np.isfinite(values) & (values > 0)])
+    at = np.unique(np.linspace(0, v.size - 1, min(v.size, CDF_POINTS)).astype(int))
+    return v[at], (at + 1) / max(v.size, 1), v.size
 
 
 def cdf(samples: dict[str, np.ndarray], metric: str) -> str:
     """Each variant's cumulative distribution (at most CDF_POINTS steps), log milliseconds."""
     fig = go.Figure()
     for variant, values in samples.items():
-        v = _finite_positive(values)
-        if v.size:
-            at = np.unique(np.linspace(0, v.size - 1, min(v.size, CDF_POINTS)).astype(int))
-            fig.add_trace(go.Scatter(x=v[at], y=(at + 1) / v.size, mode="lines", line_shape="hv",
-                                     name=f"{variant} (n={v.size})",
+        x, y, n = cdf_steps(values)
+        if n:
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=f"{variant} (n={n})",
                                      hovertemplate="%{x:.1f} ms: %{y:.1%} of retries<extra>" + variant + "</extra>"))
     fig.update_layout(title=f"{metric}: cumulative distribution", xaxis_title="milliseconds (log scale)",
                       yaxis_title="fraction of retry deliveries", xaxis_type="log", **LAYOUT)
