@@ -3,6 +3,7 @@ package dev.rmqharness.bench;
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -20,7 +21,8 @@ import org.apache.rocketmq.client.apis.producer.Producer;
  * drain ENDPOINTS TOPIC GROUP COUNT THREADS BATCH: THREADS SimpleConsumers' threads receive batches of
  * at most BATCH (30 s invisible, 5 s long poll) and ack each delivery asynchronously, until COUNT
  * deliveries or 15 s without one. Prints one JSON line: deliveries, the seconds and this process's CPU
- * seconds from the first delivery to the last.
+ * seconds from the first delivery to the last, and the epoch instants of both and this process's pid, at which
+ * a caller can sample the process's CPU from outside.
  */
 public final class PopBench {
     private static final com.sun.management.OperatingSystemMXBean OS =
@@ -73,8 +75,10 @@ public final class PopBench {
         AtomicLong ackFailed = new AtomicLong();
         AtomicLong firstNs = new AtomicLong();
         AtomicLong firstCpu = new AtomicLong();
+        AtomicLong firstEpochNs = new AtomicLong();
         AtomicLong lastNs = new AtomicLong(System.nanoTime());
         AtomicLong lastCpu = new AtomicLong();
+        AtomicLong lastEpochNs = new AtomicLong();
         Thread[] workers = new Thread[threads];
         for (int t = 0; t < threads; t++) {
             workers[t] = new Thread(() -> {
@@ -92,6 +96,7 @@ public final class PopBench {
                         synchronized (firstNs) {
                             if (firstNs.get() == 0) {
                                 firstCpu.set(OS.getProcessCpuTime());
+                                firstEpochNs.set(epochNs());
                                 firstNs.set(System.nanoTime());
                             }
                         }
@@ -107,6 +112,7 @@ public final class PopBench {
                     synchronized (lastNs) {
                         lastNs.set(System.nanoTime());
                         lastCpu.set(OS.getProcessCpuTime());
+                        lastEpochNs.set(epochNs());
                     }
                 }
             });
@@ -119,6 +125,13 @@ public final class PopBench {
         double cpu = (lastCpu.get() - firstCpu.get()) / 1e9;
         consumer.close();
         System.out.printf("{\"deliveries\": %d, \"ack_failed\": %d, \"seconds\": %.3f, \"cpu_s\": %.3f, "
-            + "\"threads\": %d, \"batch\": %d}%n", delivered.get(), ackFailed.get(), seconds, cpu, threads, batch);
+            + "\"threads\": %d, \"batch\": %d, \"first_epoch_ns\": %d, \"last_epoch_ns\": %d, \"pid\": %d}%n",
+            delivered.get(), ackFailed.get(), seconds, cpu, threads, batch, firstEpochNs.get(), lastEpochNs.get(),
+            ProcessHandle.current().pid());
+    }
+
+    private static long epochNs() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
     }
 }
