@@ -24,6 +24,7 @@ from harness.contracts.verdict import (
     STATISTIC,
     VerdictRule,
 )
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError
 from harness.inputs.expectations import evaluate, per_nack, probe_counts
 from harness.inputs.scenario import Scenario
@@ -152,6 +153,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     nested = [nest(r) for r in rows]
     add_probes(archives, nested)
     add_hybrids(archives, nested)
+    add_grpc_clients(archives, nested)
     add_offsets(archives, nested)
     add_fifo(fifo_rows, nested)
     for r in nested:
@@ -218,6 +220,22 @@ def add_hybrids(archives: Sequence[Archive], rows: list[dict]) -> None:
                 notes[(name, info["name"])].append(note)
     for r in rows:
         r["hybrid"] = " / ".join(notes.get((r["scenario"], r["variant"]), [])) or None
+
+
+def add_grpc_clients(archives: Sequence[Archive], rows: list[dict]) -> None:
+    """Each row's ``grpc_client``: the gRPC client its runs' workers drove (manifest schema 8; several that
+    differ joined by " / "; None over remoting, and "official" before schema 8, which had no other)."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for a in archives:
+        sc = scenario_of(a)
+        if sc.protocol != "grpc":
+            continue
+        client = a.manifest.get("grpc_client") or DEFAULT_GRPC_CLIENT
+        for name in a.variants:
+            if client not in seen.setdefault((sc.name, name), []):
+                seen[(sc.name, name)].append(client)
+    for r in rows:
+        r["grpc_client"] = " / ".join(seen.get((r["scenario"], r["variant"]), [])) or None
 
 
 def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:

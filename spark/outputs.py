@@ -37,9 +37,9 @@ def summary_of(c: Collected, result: dict, per_variant: list[dict] | None = None
 
 
 def what_ran(manifest: dict) -> dict:
-    """What a report's first screen says of a run (summary schema 11): the scenario, the harness, the host, when
-    and how long, and each build with its agents, as its manifest recorded them (None where an older manifest
-    did not)."""
+    """What a report's first screen says of a run (summary schema 11; 12: its gRPC client): the scenario, the
+    harness, the host, when and how long, the client the workers drove and each build with its agents, as its
+    manifest recorded them (None where an older manifest did not)."""
     scenario = manifest.get("scenario") or {}
     return {
         "scenario": {"name": scenario.get("name"), "description": scenario.get("description"),
@@ -50,6 +50,7 @@ def what_ran(manifest: dict) -> dict:
         "host": manifest.get("host"),
         "started_at": manifest.get("started_at"),
         "duration_s": manifest.get("duration_s"),
+        "grpc_client": manifest.get("grpc_client"),
         "builds": [{"variant": v["name"], "version": v.get("version"), "jars": v.get("jars"),
                     "external": bool(v.get("external")),
                     "agents": [{"jar": Path(g["jar"]).name, "options": g.get("options") or "",

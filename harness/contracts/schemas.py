@@ -84,6 +84,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     11: "each run's scenario (name, description, protocol, retry topic, topology, duration, cycles), harness "
         "(version, git sha), host, started_at, duration_s and builds (per variant: version, jars, external, agents "
         "with what each said when installed, clock offset): what a report's first screen says ran",
+    12: "each run's grpc_client and per variant grpc_client: the gRPC client the workers drove (official, native, "
+        "native-gevent; several joined by \" / \"; null over remoting)",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.verdict import IMPROVEMENT, INCONCLUSIVE, NOT_ENOUGH, REGRESSION, SHARE, STATISTIC
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import one_line
 from harness.core.publish import json_safe
 from harness.report import formats
@@ -211,6 +212,21 @@ def print_summary(summary: Sequence[dict]) -> None:
     _transposed(title, [label for label, _ in SUMMARY_ROWS], columns)
     note(SUMMARY_NOTE)
     print_hybrids({s["variant"]: s.get("hybrid") for s in summary})
+    print_grpc_clients({s["variant"]: s.get("grpc_client") for s in summary})
+
+
+def print_grpc_clients(clients: Mapping[str, str | None]) -> None:
+    """A line under a table when its gRPC variants were not all driven by the official client alone: which
+    client drove each, and a warning when they differ (a difference may then be the clients')."""
+    used = {name: c for name, c in clients.items() if c}
+    if not used or set(used.values()) == {DEFAULT_GRPC_CLIENT}:
+        return
+    which = ", ".join(f"{name} {c}" for name, c in used.items())
+    if len(set(used.values())) == 1:
+        console.print(f"gRPC client: {which} (--grpc-client)")
+    else:
+        console.print(f"[yellow]gRPC clients differ: {which}[/] (a difference between these variants may be "
+                      "the clients')")
 
 
 def variant_label(name: str, hybrid: str | None) -> str:
@@ -308,6 +324,8 @@ def print_comparison(summary: dict) -> None:
     _transposed(f"{cand} against {base}, per cycle", labels, columns)
     for r in records:
         note(f"{r['scenario'] + ' ' if several else ''}{r['metric']}: {r['reason']}")
+    print_grpc_clients({r["variant"]: r.get("grpc_client") for r in summary.get("per_variant", [])
+                        if r["variant"] in (base, cand)})
     colour = {IMPROVEMENT: "green", REGRESSION: "red"}.get(summary["verdict"], "yellow")
     # The rule in full is in summary.json and the report (README: "The verdict rule"): not four lines here.
     console.print(Text.assemble("verdict: ", (summary["verdict"], f"bold {colour}")))

@@ -1,15 +1,20 @@
-"""Benchmark of the Locust workers against a real 5.3.3 broker, with the Apache RocketMQ Java client as the
-reference on the same broker and machine. Run by `make bench`; writes bench-results/workload.json. Asserts
-nothing.
+"""Benchmark of the Locust workers against a real 5.3.3 broker, with the Apache RocketMQ Java clients as the
+references on the same broker and machine, protocol for protocol. Run by `make bench`; writes
+bench-results/workload.json. Asserts nothing.
 
-- drain: a backlog drained by pop consumers that ack every delivery (tests/benchmarks/drain.yaml): the
-  harness's workers over each protocol (one worker process, then two), and the Java client
-  (tests/benchmarks/java-client: gRPC SimpleConsumers, 8 threads, batches of 32, an async ack per delivery).
-  Deliveries/s and deliveries per client CPU-second, both over the window from the first delivery to the
-  last; the workers' CPU is sampled from /proc and interpolated at those two instants.
+- drain: a backlog drained by pop consumers that ack every delivery (tests/benchmarks/drain.yaml): over gRPC
+  through the proxy, the harness's workers with each gRPC client (official, native, native-gevent) against
+  rocketmq-client-java 5.0.8's SimpleConsumers (tests/benchmarks/java-client: 8 threads, batches of 32, an
+  async ack per delivery); over remoting, the harness's remoting worker against rocketmq-client 5.3.3's push
+  consumer in pop mode (java-client/remoting: 8 consume threads, batches of 32, an ack per message). One
+  worker process a side. Every drain lasts at least MIN_DRAIN_S (the JIT's warm-up is in the Java side's
+  first seconds; the counts are sized for it, and `drain_s_short` says when one fell short). Deliveries/s and
+  deliveries per client CPU-second, both over the window from the first delivery to the last, the CPU read
+  from /proc for every client process alike (sampled, interpolated at those two instants).
 - mixed: steady sends with one message in ten nacked once (tests/benchmarks/mixed.yaml), two workers beside
-  the broker: first saturating (the rate asked is more than they can send), then at 90% of the rate that
-  reached, to see whether it is sustained (everything delivered, every retry redelivered, no growing lag).
+  the broker, over each protocol (gRPC with the native client): first saturating (the rate asked is more
+  than they can send), then at 90% of the rate that reached, to see whether it is sustained (everything
+  delivered, every retry redelivered, no growing lag).
 - codec: the remoting codec's frames/s and decoded messages/s on this CPU.
 """
 
@@ -23,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -31,25 +37,36 @@ import yaml
 from harness.cli.main import main as cli
 from harness.client import remoting
 from harness.client.remoting_messages import decode_batch
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT, GRPC_CLIENTS
 from harness.deploy.local import LocalBackend
 from harness.inputs.variants import load_variants
 from tests.unit.test_remoting_messages import stored
 
 HERE = Path(__file__).parent
-JAVA_CLIENT = HERE / "java-client"
+JAVA_CLIENT = HERE / "java-client"  # the gRPC reference; its remoting/ module the remoting one
 OUT = Path("bench-results") / "workload.json"
-# Messages in each drain: remoting drains thousands a second, the gRPC path hundreds.
-DRAIN_COUNT = {"remoting": 60_000, "grpc": 6_000, "java": 60_000}
+MIN_DRAIN_S = 30
+# Messages in each drain: enough for MIN_DRAIN_S at the rate each client drained on this machine (2 cores).
+DRAIN_COUNT = {"remoting": 240_000, "official": 40_000, "native": 160_000, "native-gevent": 100_000,
+               "java-grpc": 200_000, "java-remoting": 240_000}
+# Sends/s each client's burst reaches at the least (each drain records its fill_per_s; native 1,840, official
+# 1,190, native-gevent 750 on 8,000): the consumers start once the backlog is stored, after count / this + 10 s.
+FILL_PER_S = {"remoting": 3000, "official": 800, "native": 1200, "native-gevent": 500}
+# The gRPC client of the mixed runs over gRPC: the fastest per CPU-second (see the drains).
+MIXED_GRPC_CLIENT = "native"
 # A mixed rate counts as sustained only if the consumers' median lag behind the sends ends under this.
 LAG_KEPT_UP_MS = 2000
 
 
 class CpuSeries:
-    """Samples the CPU seconds of every Locust worker process started while it watches: pid -> [(wall
-    time ns, cpu s)], so the CPU spent between two instants can be read off."""
+    """Samples the CPU seconds (user + system, from /proc) of every process below this one that ``watched``
+    accepts (by default the Locust workers): pid -> [(wall time ns, cpu s)], so the CPU spent between two
+    instants can be read off."""
 
-    def __init__(self, interval_s: float = 0.2) -> None:
+    def __init__(self, watched: Callable[[list[str]], bool] = lambda argv: "--worker" in argv,
+                 interval_s: float = 0.2) -> None:
         self.samples: dict[int, list[tuple[int, float]]] = {}
+        self._watched = watched
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, args=(interval_s,), daemon=True)
 
@@ -58,14 +75,14 @@ class CpuSeries:
         while not self._stop.wait(interval_s):
             for p in me.children(recursive=True):
                 try:
-                    if "--worker" in p.cmdline():
+                    if self._watched(p.cmdline()):
                         t = p.cpu_times()
                         self.samples.setdefault(p.pid, []).append((time.time_ns(), t.user + t.system))
                 except psutil.Error:
                     continue
 
     def between(self, start_ns: int, end_ns: int) -> float:
-        """CPU seconds all workers spent from ``start_ns`` to ``end_ns`` (linear between samples)."""
+        """CPU seconds the watched processes spent from ``start_ns`` to ``end_ns`` (linear between samples)."""
         total = 0.0
         for series in self.samples.values():
             total += _at(series, end_ns) - _at(series, start_ns)
@@ -91,6 +108,13 @@ def _at(series: list[tuple[int, float]], t_ns: int) -> float:
     return c0 + (c1 - c0) * (t_ns - t0) / (t1 - t0)
 
 
+def _rates(out: dict) -> dict:
+    """The figures every drain gives, from its deliveries, seconds and CPU seconds."""
+    return {**out, "deliveries_per_s": round(out["deliveries"] / out["seconds"], 1),
+            "deliveries_per_cpu_s": round(out["deliveries"] / out["cpu_s"], 1),
+            "drain_s_short": out["seconds"] < MIN_DRAIN_S}
+
+
 def _scenario(base: str, tmp: Path, **changes: object) -> Path:
     data = yaml.safe_load((HERE / base).read_text())
     for dotted, value in changes.items():
@@ -104,72 +128,85 @@ def _scenario(base: str, tmp: Path, **changes: object) -> Path:
     return path
 
 
-def _run(scenario: Path, runs: Path) -> tuple[object, CpuSeries]:
+def _run(scenario: Path, runs: Path, grpc_client: str = DEFAULT_GRPC_CLIENT) -> tuple[object, CpuSeries]:
     """One harness run of ``scenario`` on unpatched 5.3.3: its events and the workers' CPU."""
     import pandas as pd
 
     with CpuSeries() as cpu:
-        if cli(["run", "--variant", "unpatched", "--scenario", str(scenario), "--runs-dir", str(runs)]) != 0:
+        if cli(["run", "--variant", "unpatched", "--scenario", str(scenario), "--runs-dir", str(runs),
+                "--grpc-client", grpc_client]) != 0:
             sys.exit(f"benchmark run of {scenario.name} failed")
     [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
     return pd.read_parquet(archive / "events" / "unpatched.parquet"), cpu
 
 
-def harness_drain(protocol: str, workers: int) -> dict:
-    count = DRAIN_COUNT[protocol]
+def harness_drain(client: str) -> dict:
+    """One harness worker drains DRAIN_COUNT[client] messages on unpatched 5.3.3 (``client``: remoting, or a
+    gRPC client), the burst stored before its consumers start."""
+    count = DRAIN_COUNT[client]
+    protocol, grpc_client = ("remoting", DEFAULT_GRPC_CLIENT) if client == "remoting" else ("grpc", client)
     with tempfile.TemporaryDirectory() as tmp:
-        # The consumers wait until the burst is stored: generous, and checked below.
-        per_s = 1500 if protocol == "remoting" else 150
-        path = _scenario("drain.yaml", Path(tmp), protocol=protocol, workers=workers, produce__count=count,
-                         consume__delay_s=round(count / per_s + 8))
-        ev, cpu = _run(path, Path(tmp) / "runs")
+        path = _scenario("drain.yaml", Path(tmp), protocol=protocol, workers=1, produce__count=count,
+                         consume__delay_s=round(count / FILL_PER_S[client] + 10),
+                         cycles__drain_timeout_s=round(count / 500 + 120))
+        ev, cpu = _run(path, Path(tmp) / "runs", grpc_client)
     sent, recv, acked = (ev[ev.kind == k] for k in ("sent", "received", "acked"))
     first, last = int(recv.t_client_ns.min()), int(recv.t_client_ns.max())
-    seconds, cpu_s = (last - first) / 1e9, cpu.between(first, last)
-    return {
-        "client": f"harness {protocol}", "worker_processes": workers, "messages": count,
-        "deliveries": len(recv), "acked": len(acked), "never_received": len(set(sent.ledger_id) - set(recv.ledger_id)),
-        "sends_overlap_drain": bool(sent.t_client_ns.max() > first), "seconds": round(seconds, 2),
-        "cpu_s": round(cpu_s, 2), "deliveries_per_s": round(len(recv) / seconds, 1),
-        "deliveries_per_cpu_s": round(len(recv) / cpu_s, 1),
-    }
+    return _rates({
+        "client": f"harness {protocol}" + (f" ({client})" if protocol == "grpc" else ""), "protocol": protocol,
+        "worker_processes": 1, "messages": count, "deliveries": len(recv), "acked": len(acked),
+        "never_received": len(set(sent.ledger_id) - set(recv.ledger_id)),
+        "fill_per_s": round(len(sent) / ((sent.t_client_ns.max() - sent.t_client_ns.min()) / 1e9), 1),
+        "sends_overlap_drain": bool(sent.t_client_ns.max() > first), "seconds": round((last - first) / 1e9, 2),
+        "cpu_s": round(cpu.between(first, last), 2)})
 
 
-def _java(*args: str) -> dict:
-    cp = f"{JAVA_CLIENT / 'target' / 'classes'}:{(JAVA_CLIENT / 'target' / 'classpath.txt').read_text().strip()}"
-    with tempfile.TemporaryDirectory() as logs:
-        out = subprocess.run(["java", "-Xmx512m", f"-Drocketmq.log.root={logs}", "-cp", cp,
-                              "dev.rmqharness.bench.PopBench", *args], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def _java(module: Path, main_class: str, *args: str) -> dict:
+    """One run of a Java reference (its last stdout line, JSON), with its CPU from /proc between the first and
+    the last delivery it reports (``first_epoch_ns``, ``last_epoch_ns``) as ``cpu_s``; its own reading of the
+    JVM's CPU over the same window stays as ``jvm_cpu_s``."""
+    cp = f"{module / 'target' / 'classes'}:{(module / 'target' / 'classpath.txt').read_text().strip()}"
+    with tempfile.TemporaryDirectory() as logs, CpuSeries(lambda argv: main_class in argv) as cpu:
+        out = subprocess.run(["java", "-Xmx1g", f"-Drocketmq.log.root={logs}", "-cp", cp, main_class, *args],
+                             capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if "first_epoch_ns" in got:
+        got["jvm_cpu_s"] = got.pop("cpu_s")
+        got["cpu_s"] = round(cpu.between(got["first_epoch_ns"], got["last_epoch_ns"]), 2)
+    return got
 
 
-def java_drain() -> dict:
-    """The Java client fills a topic and drains it on unpatched 5.3.3, started on its own."""
-    subprocess.run(["mvn", "-B", "-q", "-f", str(JAVA_CLIENT / "pom.xml"), "package"], check=True)
-    count = DRAIN_COUNT["java"]
+def java_drain(protocol: str) -> dict:
+    """The Java client of ``protocol`` fills a topic and drains it on unpatched 5.3.3, started on its own."""
+    module, main_class = {"grpc": (JAVA_CLIENT, "dev.rmqharness.bench.PopBench"),
+                          "remoting": (JAVA_CLIENT / "remoting", "dev.rmqharness.bench.RemotingPopBench")}[protocol]
+    subprocess.run(["mvn", "-B", "-q", "-Dstyle.color=never", "-f", str(module / "pom.xml"), "package"], check=True,
+                   env={**os.environ, "MAVEN_OPTS": "-Djansi.noreset=true"})  # no stray ANSI resets
+    count = DRAIN_COUNT[f"java-{protocol}"]
     with tempfile.TemporaryDirectory() as tmp:
         backend = LocalBackend(Path(tmp), log=lambda s: None)
         [ep] = backend.up([dict(load_variants())["unpatched"]])
         try:
             remoting.create_topic(ep.broker, "JavaDrainTopic", queues=8)
             remoting.create_group(ep.broker, "JavaDrainGroup")
-            fill = _java("fill", ep.grpc, "JavaDrainTopic", str(count))
-            d = _java("drain", ep.grpc, "JavaDrainTopic", "JavaDrainGroup", str(count), "8", "32")
+            at = ep.grpc if protocol == "grpc" else ep.namesrv
+            fill = _java(module, main_class, "fill", at, "JavaDrainTopic", str(count))
+            d = _java(module, main_class, "drain", at, "JavaDrainTopic", "JavaDrainGroup", str(count), "8", "32")
         finally:
             backend.down()
-    return {"client": "rocketmq-client-java 5.0.8 (gRPC)", "messages": count, "fill": fill, **d,
-            "deliveries_per_s": round(d["deliveries"] / d["seconds"], 1),
-            "deliveries_per_cpu_s": round(d["deliveries"] / d["cpu_s"], 1)}
+    client = {"grpc": "rocketmq-client-java 5.0.8 (gRPC, SimpleConsumer)",
+              "remoting": "rocketmq-client 5.3.3 (remoting, push consumer in pop mode)"}[protocol]
+    return _rates({"client": client, "protocol": protocol, "messages": count, "fill": fill, **d})
 
 
-def mixed(rate: float) -> dict:
+def mixed(rate: float, protocol: str) -> dict:
     """Two workers at ``rate`` sends/s with one message in ten nacked once: what was sent, delivered and
     redelivered, per second of the sending window, and the first deliveries' lag behind their sends."""
     producers = yaml.safe_load((HERE / "mixed.yaml").read_text())["produce"]["producers"]
     with tempfile.TemporaryDirectory() as tmp:
         # The scenario's rate is each producer's.
-        path = _scenario("mixed.yaml", Path(tmp), produce__rate=round(rate / producers, 1))
-        ev, cpu = _run(path, Path(tmp) / "runs")
+        path = _scenario("mixed.yaml", Path(tmp), protocol=protocol, produce__rate=round(rate / producers, 1))
+        ev, cpu = _run(path, Path(tmp) / "runs", MIXED_GRPC_CLIENT if protocol == "grpc" else DEFAULT_GRPC_CLIENT)
     sent, recv = ev[ev.kind == "sent"], ev[ev.kind == "received"]
     nacked, acked = ev[ev.kind == "nacked"], ev[ev.kind == "acked"]
     t0, t1 = int(sent.t_client_ns.min()), int(sent.t_client_ns.max())
@@ -197,19 +234,20 @@ def mixed(rate: float) -> dict:
     return out
 
 
-def mixed_ceiling() -> dict:
+def mixed_ceiling(protocol: str) -> dict:
     """The saturating run, then rates from 90% of what it sent down by a quarter each time until one is
     sustained (at most five tries)."""
-    saturating = mixed(20_000)
+    saturating = mixed(20_000, protocol)
     tries = []
     rate = round(0.9 * saturating["sent_per_s"], -1)
     for _ in range(5):
-        tries.append(mixed(rate))
+        tries.append(mixed(rate, protocol))
         if tries[-1]["sustained"]:
             break
         rate = round(0.75 * rate, -1)
     best = next((t["rate_asked"] for t in tries if t["sustained"]), None)
-    return {"saturating": saturating, "tries": tries, "sustained_rate": best}
+    return {"protocol": protocol, "grpc_client": MIXED_GRPC_CLIENT if protocol == "grpc" else None,
+            "saturating": saturating, "tries": tries, "sustained_rate": best}
 
 
 def _timed(fn: object, seconds: float = 2.0) -> float:
@@ -238,25 +276,31 @@ def codec() -> dict:
     }
 
 
+def ratios(java: dict, harness: list[dict]) -> dict:
+    """Per protocol, each harness client's deliveries per CPU-second over the Java client's of that protocol."""
+    return {proto: {d["client"]: round(d["deliveries_per_cpu_s"] / java[proto]["deliveries_per_cpu_s"], 3)
+                    for d in harness if d["protocol"] == proto} for proto in java}
+
+
 def main() -> None:
-    # RMQ_HARNESS_BENCH_ONLY=drain,java re-measures some parts and keeps the rest of the last results.
+    # RMQ_HARNESS_BENCH_ONLY=drain,java re-measures some parts and keeps the rest of the last results (parts:
+    # codec, java, drain, mixed, mixed-grpc).
     parts = os.environ.get("RMQ_HARNESS_BENCH_ONLY")
-    only = set((parts or "codec,drain,java,mixed").split(","))
+    only = set((parts or "codec,java,drain,mixed,mixed-grpc").split(","))
     out: dict = json.loads(OUT.read_text()) if parts and OUT.exists() else {}
     out["cpus"] = os.cpu_count()
     if "codec" in only:
         out["codec"] = codec()
     if "java" in only:
-        out["java_drain"] = java_drain()
+        out["java_drain"] = {p: java_drain(p) for p in ("grpc", "remoting")}
     if "drain" in only:
-        out["drain"] = [harness_drain("remoting", 1), harness_drain("remoting", 2), harness_drain("grpc", 1)]
+        out["drain"] = [harness_drain(c) for c in ("remoting", *GRPC_CLIENTS)]
     if "mixed" in only:
-        out["mixed"] = mixed_ceiling()
-    if "java_drain" in out and "drain" in out:
-        java = out["java_drain"]["deliveries_per_cpu_s"]
-        out["harness_over_java_per_cpu_s"] = {
-            f"{d['client']}, {d['worker_processes']} worker(s)": round(d["deliveries_per_cpu_s"] / java, 3)
-            for d in out["drain"]}
+        out["mixed"] = mixed_ceiling("remoting")
+    if "mixed-grpc" in only:
+        out["mixed_grpc"] = mixed_ceiling("grpc")
+    if isinstance(out.get("java_drain"), dict) and "grpc" in out["java_drain"] and "drain" in out:
+        out["harness_over_java_per_cpu_s"] = ratios(out["java_drain"], out["drain"])
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))

@@ -168,3 +168,35 @@ def test_a_wide_table_of_another_command_is_printed_whole_not_cut(screen):
     terminal._whole(t)
     out = screen.getvalue()
     assert out.count("improvement") == 10 and "…" not in out
+
+
+def test_which_grpc_client_drove_each_variant_is_said_when_not_only_the_official_one(capsys: pytest.CaptureFixture):
+    terminal.print_grpc_clients({"unpatched": "official", "patched": "official", "remoting-one": None})
+    assert capsys.readouterr().out == ""  # the default, everywhere: nothing to say
+    terminal.print_grpc_clients({"via-official": "official", "via-native": "native"})
+    said = " ".join(capsys.readouterr().out.split())
+    assert said.startswith("gRPC clients differ: via-official official, via-native native")
+    terminal.print_grpc_clients({"unpatched": "native", "patched": "native"})
+    assert " ".join(capsys.readouterr().out.split()) == "gRPC client: unpatched native, patched native (--grpc-client)"
+
+
+def test_the_analysis_rows_carry_the_client_each_archive_drove():
+    from types import SimpleNamespace
+
+    from harness.inputs.scenario import load_scenario
+    from spark.comparison import add_grpc_clients
+
+    grpc = load_scenario("burst").model_dump(mode="json")
+    remoting = {**grpc, "name": "burst-remoting", "protocol": "remoting"}
+
+    def archive(scenario: dict, client: str | None, *names: str) -> SimpleNamespace:
+        return SimpleNamespace(path="runs/r", variants=list(names), manifest={
+            "started_at": "2026-11-27T12:00:00+00:00", "scenario": scenario, "grpc_client": client,
+            "variants": [{"name": n, "version": "5.3.3"} for n in names]})
+
+    archives = [archive(grpc, None, "a"), archive(grpc, "native", "a", "b"), archive(remoting, None, "a")]
+    rows = [{"scenario": "burst", "variant": "a"}, {"scenario": "burst", "variant": "b"},
+            {"scenario": "burst-remoting", "variant": "a"}]
+    add_grpc_clients(archives, rows)
+    # Before manifest schema 8 a gRPC run had only the official client; a remoting run has none.
+    assert [r["grpc_client"] for r in rows] == ["official / native", "native", None]
