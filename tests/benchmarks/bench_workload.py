@@ -10,7 +10,8 @@ bench-results/workload.json. Asserts nothing.
   worker process a side. Every drain lasts at least MIN_DRAIN_S (the JIT's warm-up is in the Java side's
   first seconds; the counts are sized for it, and `drain_s_short` says when one fell short). Deliveries/s and
   deliveries per client CPU-second, both over the window from the first delivery to the last, the CPU read
-  from /proc for every client process alike (sampled, interpolated at those two instants).
+  from /proc for every client process alike (the harness's side: its Locust master and worker; sampled,
+  interpolated at those two instants).
 - mixed: steady sends with one message in ten nacked once (tests/benchmarks/mixed.yaml), two workers beside
   the broker, over each protocol (gRPC with the native client): first saturating (the rate asked is more
   than they can send), then at 90% of the rate that reached, to see whether it is sustained (everything
@@ -60,10 +61,11 @@ LAG_KEPT_UP_MS = 2000
 
 class CpuSeries:
     """Samples the CPU seconds (user + system, from /proc) of every process below this one that ``watched``
-    accepts (by default the Locust workers): pid -> [(wall time ns, cpu s)], so the CPU spent between two
-    instants can be read off."""
+    accepts (by default the harness's client side: the Locust master and its workers, whose CPU is the
+    harness's cost of the load): pid -> [(wall time ns, cpu s)], so the CPU spent between two instants can be
+    read off."""
 
-    def __init__(self, watched: Callable[[list[str]], bool] = lambda argv: "--worker" in argv,
+    def __init__(self, watched: Callable[[list[str]], bool] = lambda argv: "--worker" in argv or "--master" in argv,
                  interval_s: float = 0.2) -> None:
         self.samples: dict[int, list[tuple[int, float]]] = {}
         self._watched = watched
@@ -158,7 +160,7 @@ def harness_drain(client: str) -> dict:
         "never_received": len(set(sent.ledger_id) - set(recv.ledger_id)),
         "fill_per_s": round(len(sent) / ((sent.t_client_ns.max() - sent.t_client_ns.min()) / 1e9), 1),
         "sends_overlap_drain": bool(sent.t_client_ns.max() > first), "seconds": round((last - first) / 1e9, 2),
-        "cpu_s": round(cpu.between(first, last), 2)})
+        "cpu_s": round(cpu.between(first, last), 2)})  # the master's and the worker's
 
 
 def _java(module: Path, main_class: str, *args: str) -> dict:
