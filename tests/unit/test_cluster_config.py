@@ -53,3 +53,16 @@ def test_configs_carry_what_these_machines_need(tmp_path):
     bridge = json.loads(configs.cni_conflist(lay))["plugins"][0]
     assert bridge["ipam"]["ranges"][0][0]["gateway"] == NODE_IP
     assert f"bind {NODE_IP}" in configs.corefile(lay)
+
+
+def test_the_harness_images_named_stage_is_found_and_kept_under_a_tag_of_its_own(tmp_path):
+    """A named stage left untagged is pruned after each build, and with it its cache (the agents' Maven stage
+    ran again on every build): images.py tags each one."""
+    from harness.core.paths import REPO_ROOT
+    from tools.cluster import images
+
+    assert images.stages(REPO_ROOT / "Dockerfile") == ["agents"]
+    assert images.stages(REPO_ROOT / "rocketmq.Dockerfile") == []
+    (tmp_path / "Containerfile").write_text("FROM a AS one\nRUN x\nfrom b as two\nFROM one\n")
+    assert images.stages(tmp_path / "Containerfile") == ["one", "two"]
+    assert images.stage_tag("rmq-pop-harness:dev", "agents") == "localhost/rmq-harness/rmq-pop-harness-agents:dev"
