@@ -3,6 +3,7 @@ settings handshake, receive/ack/nack with receipt handles, and the settings sent
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -259,3 +260,44 @@ def test_long_polls_of_a_gevent_worker_wait_together_and_the_hub_keeps_running(i
     assert float(took) < 1.8 * SlowPoll.POLL_S  # four 1 s polls side by side, not one after another
     assert float(longest_gap) < 0.5  # no greenlet (the ticker) was held up by a poll
     assert initialised == str(init_gevent)
+
+
+class CountingProxy(FakeProxy):
+    """Answers each send after a pause, counting how many are in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock, self.now, self.most, self.order = threading.Lock(), 0, 0, []
+
+    def SendMessage(self, request, context):  # noqa: N802
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.05)
+        with self.lock:
+            self.now -= 1
+            self.order.append(request.messages[0].body)
+        return super().SendMessage(request, context)
+
+
+def test_a_chunk_goes_out_at_once_and_a_fifo_group_one_after_another():
+    fake = CountingProxy()
+    server, port = _serve(fake)
+    ep = Endpoints(variant="v", version="5.3.3", grpc=f"127.0.0.1:{port}", remoting="127.0.0.1:1",
+                   broker="127.0.0.1:1", namesrv="127.0.0.1:1", metrics="http://127.0.0.1:1/metrics")
+    driver = grpc_native.NativeGrpcDriver(ep)
+    try:
+        producer = driver.producer("T")
+        ids = producer.send_all([(f"m{i}".encode(), None, None, None) for i in range(8)])
+        assert len(ids) == 8 and all(isinstance(i, str) and len(i) == 32 for i in ids) and len(set(ids)) == 8
+        assert fake.most == 8  # all eight in flight together: one round trip, not eight
+        fake.most, fake.order = 0, []
+        fifo = [(f"f{i}".encode(), None, "g1", None) for i in range(4)]
+        assert all(isinstance(i, str) for i in producer.send_all(fifo))
+        assert fake.most == 1 and fake.order == [b"f0", b"f1", b"f2", b"f3"]
+        server.stop(0)
+        failed = producer.send_all([(b"x", None, None, None), (b"y", None, None, None)])
+        assert all(isinstance(e, grpc_native.TransportError) for e in failed)  # each failure is data
+    finally:
+        driver.close()
+        server.stop(0)
