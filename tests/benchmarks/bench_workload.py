@@ -17,6 +17,8 @@ bench-results/workload.json. Asserts nothing.
   than they can send), then at 90% of the rate that reached, to see whether it is sustained (everything
   delivered, every retry redelivered, no growing lag).
 - codec: the remoting codec's frames/s and decoded messages/s on this CPU.
+- parity: the official and the native gRPC client on the same brokers at once (client-parity.yaml: V1 retries
+  waiting for 5 s polls on 5.3.3), compared: both should measure the same wakeup.
 """
 
 from __future__ import annotations
@@ -279,6 +281,38 @@ def codec() -> dict:
     }
 
 
+def parity() -> dict:
+    """The official and the native gRPC client measure one cluster at once (two runs of client-parity.yaml, each
+    a variant naming the same unpatched 5.3.3 brokers as an external cluster), then the comparison between
+    them: its verdict and interval, and each side's cycle levels."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        backend = LocalBackend(work / "brokers", log=lambda s: None)
+        [ep] = backend.up([dict(load_variants())["unpatched"]])
+        try:
+            cluster = f"{{endpoints: {{namesrv: '{ep.namesrv}', proxy: '{ep.grpc}'}}}}"
+            variants = work / "variants.yaml"
+            variants.write_text(f"variants:\n  via-official: {cluster}\n  via-native: {cluster}\n")
+            runs = {c: work / c for c in ("official", "native")}
+            procs = [subprocess.Popen([sys.executable, "-m", "harness.cli.main", "--variants", str(variants), "run",
+                                       "--variant", f"via-{c}", "--grpc-client", c, "--runs-dir", str(runs[c]),
+                                       "--scenario", str(HERE / "client-parity.yaml")], stdout=subprocess.DEVNULL)
+                     for c in runs]
+            if any(p.wait() != 0 for p in procs):
+                sys.exit("a parity run failed")
+        finally:
+            backend.down()
+        archives = [next(p for p in runs[c].iterdir() if not p.name.startswith(".")) for c in runs]
+        out = work / "report"
+        if cli(["compare", *map(str, archives), "--baseline", "via-official", "--candidate", "via-native",
+                "--out", str(out)]) != 0:
+            sys.exit("the parity comparison failed")
+        summary = json.loads((out / "summary.json").read_text())
+    return {"verdict": summary["verdict"], "comparisons": [
+        {k: c[k] for k in ("metric", "n_baseline", "n_candidate", "median_baseline", "median_candidate", "ci",
+                           "verdict")} for c in summary["comparisons"]]}
+
+
 def ratios(java: dict, harness: list[dict]) -> dict:
     """Per protocol, each harness client's deliveries per CPU-second over the Java client's of that protocol."""
     return {proto: {d["client"]: round(d["deliveries_per_cpu_s"] / java[proto]["deliveries_per_cpu_s"], 3)
@@ -287,9 +321,9 @@ def ratios(java: dict, harness: list[dict]) -> dict:
 
 def main() -> None:
     # RMQ_HARNESS_BENCH_ONLY=drain,java re-measures some parts and keeps the rest of the last results (parts:
-    # codec, java, drain, mixed, mixed-grpc).
+    # codec, java, drain, mixed, mixed-grpc, parity).
     parts = os.environ.get("RMQ_HARNESS_BENCH_ONLY")
-    only = set((parts or "codec,java,drain,mixed,mixed-grpc").split(","))
+    only = set((parts or "codec,java,drain,mixed,mixed-grpc,parity").split(","))
     out: dict = json.loads(OUT.read_text()) if parts and OUT.exists() else {}
     out["cpus"] = os.cpu_count()
     if "codec" in only:
@@ -302,6 +336,8 @@ def main() -> None:
         out["mixed"] = mixed_ceiling("remoting")
     if "mixed-grpc" in only:
         out["mixed_grpc"] = mixed_ceiling("grpc")
+    if "parity" in only:
+        out["grpc_client_parity"] = parity()
     if isinstance(out.get("java_drain"), dict) and "grpc" in out["java_drain"] and "drain" in out:
         out["harness_over_java_per_cpu_s"] = ratios(out["java_drain"], out["drain"])
     OUT.parent.mkdir(exist_ok=True)

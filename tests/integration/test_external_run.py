@@ -3,8 +3,6 @@ under a state directory of its own) are measured as a cluster the harness does n
 under the run's own backend, and left as they were found."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -65,41 +63,3 @@ def test_the_cluster_is_measured_beside_a_local_build_and_left_as_found(outside,
     assert not any(t.endswith(ext["suffix"]) for t in remoting.topics(ep.broker))
     assert not any(g.endswith(ext["suffix"]) for g in remoting.groups(ep.broker))
 
-
-def test_the_official_and_the_native_grpc_client_measure_the_same_wakeup_on_the_same_brokers(outside, tmp_path,
-                                                                                           capsys):
-    """Issue 35: the same cluster measured through rocketmq-python-client and through the harness's own gRPC
-    driver, two runs at once: the comparison between them is "equivalent", its interval inside 0.9-1.1."""
-    _, ep, *_ = outside
-    variants = tmp_path / "variants.yaml"
-    cluster = f"{{endpoints: {{namesrv: '{ep.namesrv}', proxy: '{ep.grpc}'}}}}"
-    variants.write_text(f"variants:\n  via-official: {cluster}\n  via-native: {cluster}\n")
-    runs = {client: tmp_path / client for client in ("official", "native")}
-    procs = [subprocess.Popen([sys.executable, "-m", "harness.cli.main", "--variants", str(variants), "run",
-                               "--variant", f"via-{client}", "--grpc-client", client, "--runs-dir", str(runs[client]),
-                               "--scenario", str(RESOURCES / "client-parity.yaml")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for client in runs]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-2000:]
-    archives = {c: next(p for p in r.iterdir() if not p.name.startswith(".")) for c, r in runs.items()}
-    for client, archive in archives.items():
-        m = json.loads((archive / "manifest.json").read_text())
-        assert m["grpc_client"] == client
-        [row] = m["summary"]
-        assert row["ledger"]["lost"] == 0 and row["ledger"]["retries_never_redelivered"] == 0 and row["cycles"] == 6
-    out = tmp_path / "report"
-    assert main(["compare", str(archives["official"]), str(archives["native"]), "--baseline", "via-official",
-                 "--candidate", "via-native", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    summary = json.loads((out / "summary.json").read_text())
-    [primary] = [c for c in summary["comparisons"] if c["primary"]]
-    assert primary["metric"] == "wakeup_ms" and primary["median_baseline"] > 1000  # each retry waited for a poll
-    lo, hi = primary["ci"]
-    assert summary["verdict"] == "equivalent" and 0.9 <= lo <= hi <= 1.1, primary
-    # Which client drove each side is on record, and said: the two sides were driven by different clients.
-    assert {r["variant"]: r["grpc_client"] for r in summary["per_variant"]} == {"via-official": "official",
-                                                                              "via-native": "native"}
-    assert sorted(r["grpc_client"] for r in summary["runs"]) == ["native", "official"]
-    assert "gRPC clients differ: via-official official, via-native native" in " ".join(printed.split())
