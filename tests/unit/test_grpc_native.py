@@ -112,13 +112,17 @@ def _until(check, timeout_s: float = 8.0) -> bool:
     return False
 
 
+def _endpoints(port: int) -> Endpoints:
+    """A proxy on ``port`` of this machine; nothing else is reached."""
+    return Endpoints(variant="v", version="5.3.3", grpc=f"127.0.0.1:{port}", remoting="127.0.0.1:1",
+                     broker="127.0.0.1:1", namesrv="127.0.0.1:1", metrics="http://127.0.0.1:1/metrics")
+
+
 @pytest.fixture
 def proxy():
     fake = FakeProxy()
     server, port = _serve(fake)
-    ep = Endpoints(variant="v", version="5.3.3", grpc=f"127.0.0.1:{port}", remoting="127.0.0.1:1",
-                   broker="127.0.0.1:1", namesrv="127.0.0.1:1", metrics="http://127.0.0.1:1/metrics")
-    driver = grpc_native.NativeGrpcDriver(ep)
+    driver = grpc_native.NativeGrpcDriver(_endpoints(port))
     yield fake, server, port, driver
     driver.close()
     server.stop(0)
@@ -283,9 +287,7 @@ class CountingProxy(FakeProxy):
 def test_a_chunk_goes_out_at_once_and_a_fifo_group_one_after_another():
     fake = CountingProxy()
     server, port = _serve(fake)
-    ep = Endpoints(variant="v", version="5.3.3", grpc=f"127.0.0.1:{port}", remoting="127.0.0.1:1",
-                   broker="127.0.0.1:1", namesrv="127.0.0.1:1", metrics="http://127.0.0.1:1/metrics")
-    driver = grpc_native.NativeGrpcDriver(ep)
+    driver = grpc_native.NativeGrpcDriver(_endpoints(port))
     try:
         producer = driver.producer("T")
         ids = producer.send_all([(f"m{i}".encode(), None, None, None) for i in range(8)])
