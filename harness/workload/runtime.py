@@ -10,13 +10,15 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from gevent.pywsgi import WSGIServer
-from prometheus_client import disable_created_metrics, make_wsgi_app
+from prometheus_client import Counter, Histogram, disable_created_metrics, make_wsgi_app
 
 from harness.client.registry import driver
 from harness.contracts import metrics
 from harness.contracts.events import EventLog
+from harness.contracts.metrics import HarnessMetrics
 from harness.workload import gevent_bridge
 from harness.workload.cycles import DrainSignals
 from harness.workload.spec import WorkloadSpec
@@ -58,6 +60,36 @@ class RecentKeys:
 ACK_MEMORY_MIN_S = 120.0
 
 
+class GroupMetrics:
+    """One group's labelled metrics, each looked up on first use and then kept: ``labels()`` builds and checks its
+    key on every call, which a consumer would pay several times per delivery. A metric's child for a label set
+    never changes, so it is the same series either way; and a series first appears when first used, as before
+    (a histogram no retry reached stays out of the scrape). Not ``errors``, which is labelled by operation too."""
+
+    sent: Counter
+    deliveries: Counter
+    acks: Counter
+    nacks: Counter
+    empty_polls: Counter
+    cross_topic: Counter
+    duplicates: Counter
+    retry_wakeup: Histogram
+    retry_pickup: Histogram
+    redelivery_delay: Histogram
+    poll_wait: Histogram
+
+    def __init__(self, metrics: HarnessMetrics, labels: dict[str, str]) -> None:
+        self._metrics = metrics
+        self._labels = labels
+
+    def __getattr__(self, name: str) -> Any:  # only for what is not kept yet
+        if name.startswith("_") or name not in GroupMetrics.__annotations__:
+            raise AttributeError(name)
+        child = getattr(self._metrics, name).labels(**self._labels)
+        setattr(self, name, child)
+        return child
+
+
 class WorkerRuntime:
     def __init__(self, spec: WorkloadSpec) -> None:
         self.spec = spec
@@ -89,12 +121,20 @@ class WorkerRuntime:
         self.nacked_once: set[tuple[str, str]] = set()  # (group, ledger_id) nacked with suspend (nack.suspend)
         self._seq = itertools.count()
         self._indexes: dict[str, int] = {}
+        self._group_metrics: dict[str, GroupMetrics] = {}
         self.drains = DrainSignals()  # attached to the worker's runner when Locust fires init
         self._closed = False
 
     def labels(self, group: str) -> dict[str, str]:
         return {"variant": self.spec.variant, "scenario": self.spec.scenario.name, "protocol": self.protocol,
                 "group": group}
+
+    def group_metrics(self, group: str) -> GroupMetrics:
+        """``group``'s metrics with its labels (the ``errors`` counter, labelled by operation too, is not here)."""
+        found = self._group_metrics.get(group)
+        if found is None:
+            found = self._group_metrics[group] = GroupMetrics(self.metrics, self.labels(group))
+        return found
 
     def next_id(self, prefix: str) -> str:
         return f"{self.spec.worker}-{prefix}{next(self._seq)}"

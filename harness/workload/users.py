@@ -227,12 +227,14 @@ class PopConsumerUser(User):
         self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
         self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags)
         self.receipts = 0  # receives that returned messages
+        self.group_metrics = rt.group_metrics(self.group.name)
+        # Read per delivery; the scenario does not change during a run, so once is enough.
+        self.invisible_ms = self.spec.scenario.consume.invisible_s * 1000
         gevent.sleep(self.spec.scenario.consume.delay_s)
 
     def poll(self) -> None:
         rt = self.runtime
         c = self.spec.scenario.consume
-        labels = rt.labels(self.group.name)
         if c.receives and self.receipts >= c.receives:
             gevent.sleep(1.0)  # done receiving (consume.receives): what the broker committed stays as it is
             return
@@ -249,17 +251,17 @@ class PopConsumerUser(User):
             what = CLIENT_UNFIT if isinstance(e, DriverError) else "receive"
             rt.log.record("error", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
                           poll_started_ns=started, detail=f"{what}: {e}"[:500])
-            rt.metrics.errors.labels(**labels, operation="receive").inc()
+            rt.metrics.errors.labels(**rt.labels(self.group.name), operation="receive").inc()
             _fire(rt, "receive", started, time.time_ns(), exc=e)
             gevent.sleep(0.5)  # a failing proxy is not hammered in a tight loop
             return
         returned = received.at_ns
-        rt.metrics.poll_wait.labels(**labels).observe((returned - started) / 1e9)
+        self.group_metrics.poll_wait.observe((returned - started) / 1e9)
         _fire(rt, "receive", started, returned, length=len(received.deliveries))
         if not received.deliveries:
             rt.log.record("empty_poll", t_client_ns=returned, consumer=self.client_id, topic=self.group.topic,
                           group=self.group.name, poll_started_ns=started)
-            rt.metrics.empty_polls.labels(**labels).inc()
+            self.group_metrics.empty_polls.inc()
             return
         self.receipts += 1
         # Acks wait for the end of the batch and go together (one round trip where the protocol allows);
@@ -272,41 +274,44 @@ class PopConsumerUser(User):
     def handle(self, d: Delivery, poll_started: int, received: int, acks: list[tuple[Delivery, dict]]) -> None:
         rt = self.runtime
         g = self.group
-        labels = rt.labels(g.name)
+        m = self.group_metrics
         body = MessageBody.decode(d.body)
-        ledger_id = body.ledger_id if body else None
+        if body is None:
+            ledger_id = cycle = message_group = origin_topic = intended = None
+        else:
+            ledger_id, cycle, message_group = body.ledger_id, body.cycle, body.message_group
+            origin_topic, intended = body.origin_topic, body.group
         attempt = d.delivery_attempt
         common = {"consumer": self.client_id, "topic": g.topic, "group": g.name, "ledger_id": ledger_id,
-                  "message_id": d.message_id, "delivery_attempt": attempt, "cycle": body.cycle if body else None,
-                  "message_group": body.message_group if body else None}
+                  "message_id": d.message_id, "delivery_attempt": attempt, "cycle": cycle,
+                  "message_group": message_group}
         rt.log.record("received", t_client_ns=received, store_ts_ms=d.store_ts_ms, born_ts_ms=d.born_ts_ms,
-                      poll_started_ns=poll_started, invisible_ms=self.spec.scenario.consume.invisible_s * 1000,
-                      tag=d.tag,
-                      origin_topic=body.origin_topic if body else None,
-                      intended_group=body.group if body else None, **common)
-        rt.metrics.deliveries.labels(**labels).inc()
-        if body and (body.origin_topic != g.topic or body.group not in (g.name, ANY_GROUP)):
-            rt.metrics.cross_topic.labels(**labels).inc()
+                      poll_started_ns=poll_started, invisible_ms=self.invisible_ms, tag=d.tag,
+                      origin_topic=origin_topic, intended_group=intended, **common)
+        m.deliveries.inc()
+        if body is not None and (origin_topic != g.topic or intended not in (g.name, ANY_GROUP)):
+            m.cross_topic.inc()
         if (g.name, ledger_id) in rt.acked:
-            rt.metrics.duplicates.labels(**labels).inc()
+            m.duplicates.inc()
         if attempt > 1:
             wakeup = wakeup_ms(received, d.store_ts_ms)
             if waited(poll_started, d.store_ts_ms):
-                rt.metrics.retry_wakeup.labels(**labels).observe(max(wakeup, 0.0) / 1e3)
+                m.retry_wakeup.observe(max(wakeup, 0.0) / 1e3)
                 _fire(rt, "retry wakeup", 0, int(wakeup * 1e6), request_type="measure")
             else:
-                rt.metrics.retry_pickup.labels(**labels).observe(max(wakeup, 0.0) / 1e3)
+                m.retry_pickup.observe(max(wakeup, 0.0) / 1e3)
             due = rt.nack_due_ms.pop((g.name, ledger_id, attempt), None)
             if due is not None:
-                rt.metrics.redelivery_delay.labels(**labels).observe(max(redelivery_ms(received, due), 0.0) / 1e3)
+                m.redelivery_delay.observe(max(redelivery_ms(received, due), 0.0) / 1e3)
 
-        if self.spec.scenario.consume.processing_s:
+        sc = self.spec.scenario
+        if sc.consume.processing_s:
             # A consumer that takes its time acks each message when done with it, not with the batch.
             self.flush_acks(acks)
-            gevent.sleep(self.spec.scenario.consume.processing_s)
-        nack = self.spec.scenario.nack
-        if self.group.nacks and nack.applies(attempt, ledger_id) and not (
-                nack.suspend and (self.group.name, ledger_id) in self.runtime.nacked_once):
+            gevent.sleep(sc.consume.processing_s)
+        nack = sc.nack
+        if g.nacks and nack.applies(attempt, ledger_id) and not (
+                nack.suspend and (g.name, ledger_id) in rt.nacked_once):
             self.nack(d, common, received)
         else:
             self.ack(d, common, acks)
@@ -340,7 +345,7 @@ class PopConsumerUser(User):
                 detail = "change_invisible, suspend"
         rt.log.record("nacked", t_client_ns=nacked, invisible_ms=invisible_ms, detail=detail, **common)
         rt.nack_due_ms[key] = due_ms(nacked, invisible_ms)
-        rt.metrics.nacks.labels(**rt.labels(self.group.name)).inc()
+        self.group_metrics.nacks.inc()
 
     def ack(self, d: Delivery, common: dict, acks: list[tuple[Delivery, dict]]) -> None:
         extend = self.spec.scenario.consume.extend_s
@@ -361,28 +366,37 @@ class PopConsumerUser(User):
             errors = [e] * len(acks)
         errors = list(errors)
         ended = time.time_ns()
+        group = self.group.name
+        record, remember = rt.log.record, rt.acked.add
+        # _fire's request event, with what is the same for every ack of the batch (one call took them all) worked
+        # out once.
+        fire, protocol, response_time = events.request.fire, rt.protocol, (ended - started) / 1e6
         final: dict[int, list[str | None]] = {}
         for i, ((d, common), err) in enumerate(zip(acks, errors, strict=True)):
-            tries = 1
-            while err is not None and self._refused("ack", err, tries, common):
-                tries += 1
-                try:
-                    self.consumer.ack(d)
-                    err = None
-                except Exception as again:  # noqa: BLE001 - every client failure is data
-                    err = again
-            errors[i] = err
             if err is not None:
-                rt.log.record("error", detail=f"ack: {err}"[:500], **common)
-                rt.metrics.errors.labels(**rt.labels(self.group.name), operation="ack").inc()
-                _fire(rt, "ack", started, ended, exc=err)
-                continue
-            rt.log.record("acked", t_client_ns=ended, started_ns=started, **common)
-            rt.acked.add((self.group.name, common["ledger_id"]))
-            _fire(rt, "ack", started, ended)
-            if common["cycle"] is not None:
-                final.setdefault(common["cycle"], []).append(common["ledger_id"])
-        rt.metrics.acks.labels(**rt.labels(self.group.name)).inc(len(acks) - sum(e is not None for e in errors))
+                tries = 1
+                while err is not None and self._refused("ack", err, tries, common):
+                    tries += 1
+                    try:
+                        self.consumer.ack(d)
+                        err = None
+                    except Exception as again:  # noqa: BLE001 - every client failure is data
+                        err = again
+                errors[i] = err
+                if err is not None:
+                    rt.log.record("error", detail=f"ack: {err}"[:500], **common)
+                    rt.metrics.errors.labels(**rt.labels(group), operation="ack").inc()
+                    _fire(rt, "ack", started, ended, exc=err)
+                    continue
+            record("acked", t_client_ns=ended, started_ns=started, **common)
+            ledger_id = common["ledger_id"]
+            remember((group, ledger_id))
+            fire(request_type=protocol, name="ack", response_time=response_time, response_length=0, exception=None,
+                 context={})
+            cycle = common["cycle"]
+            if cycle is not None:
+                final.setdefault(cycle, []).append(ledger_id)
+        self.group_metrics.acks.inc(len(acks) - sum(e is not None for e in errors))
         acks.clear()
         for cycle, ids in final.items():
             self.environment.runner.send_message(cycles.FINAL, {"cycle": cycle, "group": self.group.name, "ids": ids})

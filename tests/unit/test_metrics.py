@@ -5,6 +5,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from harness.contracts import metrics
+from harness.workload.runtime import GroupMetrics
 
 DESIGN_NAMES = {
     "rmq_harness_retry_wakeup_seconds", "rmq_harness_redelivery_delay_seconds", "rmq_harness_poll_wait_seconds",
@@ -38,3 +39,15 @@ def test_promtool_check_metrics_is_clean():
     out = subprocess.run([promtool, "check", "metrics"], input=_exposition(), capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "" and out.stderr.strip() == ""
+
+
+def test_a_groups_kept_metrics_are_the_labelled_series_and_appear_only_once_used():
+    m = metrics.create()
+    labels = {"variant": "v", "scenario": "s", "protocol": "grpc", "group": "G"}
+    kept = GroupMetrics(m, labels)
+    assert kept.deliveries is m.deliveries.labels(**labels) and kept.deliveries is kept.deliveries
+    assert "rmq_harness_retry_wakeup_seconds_count" not in generate_latest(m.registry).decode()
+    kept.retry_wakeup.observe(0.5)
+    assert 'rmq_harness_retry_wakeup_seconds_count{group="G"' in generate_latest(m.registry).decode()
+    with pytest.raises(AttributeError):
+        kept.errors  # noqa: B018 - labelled by operation too: not kept
