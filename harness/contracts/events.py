@@ -8,13 +8,11 @@ be added without breaking readers.
 from __future__ import annotations
 
 import json
-import json.scanner
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -86,32 +84,13 @@ class MessageBody:
     @classmethod
     def decode(cls, raw: bytes) -> MessageBody | None:
         try:
-            d = _loads(raw)
+            d = json.loads(raw)
             cycle, tag, mg = d.get("cycle"), d.get("tag"), d.get("message_group")
             return cls(str(d["ledger_id"]), str(d["origin_topic"]), str(d["group"]), int(d["send_ns"]),
                        str(d["run_id"]), int(cycle) if cycle is not None else None,
                        str(tag) if tag is not None else None, str(mg) if mg is not None else None)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
-
-
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # what json.loads parses with
-
-
-def _loads(raw: bytes) -> Any:
-    """``json.loads(raw)``. A consumer decodes every delivery, and for the bodies encode writes (UTF-8 text of one
-    object, nothing around it) json.loads's detours (sniffing the bytes' encoding, matching whitespace before and
-    after) cost more than the parse: those go straight to the C scanner it uses. Whatever else (or whatever the
-    scanner refuses) goes through json.loads itself, so the result, or the error, is always its own."""
-    if type(raw) is bytes and raw[:2] == b'{"':  # json.loads would read these bytes as UTF-8
-        try:
-            text = raw.decode("utf-8", "surrogatepass")
-            value, end = _scan_json(text, 0)
-            if end == len(text):
-                return value
-        except Exception:  # noqa: BLE001, S110 - json.loads below raises what it raises
-            pass
-    return json.loads(raw)
 
 
 # The last part an EventLog writes (``close``) carries, in its Parquet metadata under this key, how many events of

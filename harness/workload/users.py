@@ -368,9 +368,6 @@ class PopConsumerUser(User):
         ended = time.time_ns()
         group = self.group.name
         record, remember = rt.log.record, rt.acked.add
-        # _fire's request event, with what is the same for every ack of the batch (one call took them all) worked
-        # out once.
-        fire, protocol, response_time = events.request.fire, rt.protocol, (ended - started) / 1e6
         final: dict[int, list[str | None]] = {}
         for i, ((d, common), err) in enumerate(zip(acks, errors, strict=True)):
             if err is not None:
@@ -391,8 +388,7 @@ class PopConsumerUser(User):
             record("acked", t_client_ns=ended, started_ns=started, **common)
             ledger_id = common["ledger_id"]
             remember((group, ledger_id))
-            fire(request_type=protocol, name="ack", response_time=response_time, response_length=0, exception=None,
-                 context={})
+            _fire(rt, "ack", started, ended)
             cycle = common["cycle"]
             if cycle is not None:
                 final.setdefault(cycle, []).append(ledger_id)
