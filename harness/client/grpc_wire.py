@@ -207,20 +207,17 @@ def popped(message: pb.Message) -> Popped:
                   tag=sp.tag or None, receipt=Receipt(message.topic.name, sp.message_id, handle, pop_time_ms(handle)))
 
 
-def read(response: svc.ReceiveMessageResponse, what: str) -> Popped | None:
-    """One response of a ReceiveMessage stream (a status, the messages, a delivery timestamp): its message, or
-    None. No message found is not an error; any other status raises, as the official client's receive does."""
-    kind = response.WhichOneof("content")
-    if kind == "message":
-        return popped(response.message)
-    if kind == "status" and response.status.code != pb.Code.MESSAGE_NOT_FOUND:
-        check(response.status, what)
-    return None
-
-
 def received(responses: Iterable[svc.ReceiveMessageResponse], what: str) -> list[Popped]:
-    """The messages of one whole ReceiveMessage stream (none found: an empty list)."""
-    return [p for r in responses if (p := read(r, what)) is not None]
+    """The messages of one ReceiveMessage stream (a status, the messages, a delivery timestamp). No message
+    found is an empty list; any other status raises, as the official client's receive does."""
+    out: list[Popped] = []
+    for r in responses:
+        kind = r.WhichOneof("content")
+        if kind == "status" and r.status.code != pb.Code.MESSAGE_NOT_FOUND:
+            check(r.status, what)
+        elif kind == "message":
+            out.append(popped(r.message))
+    return out
 
 
 def ack(group: str, receipts: list[Receipt], namespace: str = "") -> svc.AckMessageRequest:

@@ -20,9 +20,8 @@ ENV_SPEC_JSON = "RMQ_HARNESS_WORKLOAD_JSON"
 # variant share one spec; this index names each of them.
 ENV_INDEX = "JOB_COMPLETION_INDEX"
 # The gRPC clients a run's workers can drive (`run --grpc-client`; harness.client.registry maps each to its
-# driver): rocketmq-python-client, the harness's own. Archives may name "native-gevent" too (the harness's own
-# with grpcio's init_gevent, before the native driver moved its calls to an asyncio thread, which cost less).
-GRPC_CLIENTS = ("official", "native")
+# driver): rocketmq-python-client, the harness's own, the harness's own with grpcio's init_gevent.
+GRPC_CLIENTS = ("official", "native", "native-gevent")
 DEFAULT_GRPC_CLIENT = "official"
 
 

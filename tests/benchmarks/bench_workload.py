@@ -51,11 +51,11 @@ OUT = Path("bench-results") / "workload.json"
 MIN_DRAIN_S = 30
 # Messages in each drain: enough for MIN_DRAIN_S at the rate each client drained here (2 cores, 2026-11-27:
 # remoting 11,760/s, official 1,360/s, native 7,320/s, native-gevent 5,510/s; Java gRPC 7,090/s, remoting 10,330/s).
-DRAIN_COUNT = {"remoting": 400_000, "official": 48_000, "native": 250_000,
+DRAIN_COUNT = {"remoting": 400_000, "official": 48_000, "native": 250_000, "native-gevent": 190_000,
                "java-grpc": 250_000, "java-remoting": 360_000}
 # Sends/s each client's burst reaches at the least (each drain records its fill_per_s: remoting 9,570/s, the
 # gRPC clients 1,780-2,010/s, 2026-11-27): the consumers start once the backlog is stored, after count / this + 10 s.
-FILL_PER_S = {"remoting": 6000, "official": 1400, "native": 1600}
+FILL_PER_S = {"remoting": 6000, "official": 1400, "native": 1600, "native-gevent": 1600}
 # The gRPC client of the mixed runs over gRPC: the fastest per CPU-second (see the drains).
 MIXED_GRPC_CLIENT = "native"
 # A mixed rate counts as sustained only if the consumers' median lag behind the sends ends under this.
