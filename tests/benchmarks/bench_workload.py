@@ -163,6 +163,8 @@ def harness_drain(client: str) -> dict:
         "never_received": len(set(sent.ledger_id) - set(recv.ledger_id)),
         "fill_per_s": round(len(sent) / ((sent.t_client_ns.max() - sent.t_client_ns.min()) / 1e9), 1),
         "sends_overlap_drain": bool(sent.t_client_ns.max() > first), "seconds": round((last - first) / 1e9, 2),
+        # Messages per receive that returned any: per-call costs spread over fewer messages when it falls short.
+        "batch_mean": round(len(recv) / recv.groupby(["consumer", "poll_started_ns"]).ngroups, 1),
         "cpu_s": round(cpu.between(first, last), 2)})  # the master's and the worker's
 
 
