@@ -92,18 +92,17 @@ class ProducerUser(User):
         ended = time.time_ns()
         out: list[tuple[str, list[str]] | None] = []
         for (ledger_id, owed, intended, tag, message_group, body, _), result in zip(msgs, results, strict=True):
-            labels = rt.labels(intended)
             if isinstance(result, Exception):
                 rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
                               ledger_id=ledger_id, cycle=cycle, tag=tag, detail=f"send: {result}"[:500])
-                rt.metrics.errors.labels(**labels, operation="send").inc()
+                rt.metrics.errors.labels(**rt.labels(intended), operation="send").inc()
                 _fire(rt, "send", started, ended, exc=result)
                 out.append(None)
                 continue
             rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=intended,
                           ledger_id=ledger_id, message_id=result, origin_topic=self.topic,
                           intended_group=intended, cycle=cycle, tag=tag, message_group=message_group)
-            rt.metrics.sent.labels(**labels).inc()
+            rt.group_metrics(intended).sent.inc()
             _fire(rt, "send", started, ended, length=len(body))
             out.append((ledger_id, owed))
         return out
