@@ -28,12 +28,14 @@ RUN mkdir -p /usr/share/man/man1 \
     && rm -rf /var/lib/apt/lists/*
 # The repository's layout under /app: the harness finds workloads/ and broker-patches/ next to its code.
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
 # The dependencies in a layer of their own (it changes with pyproject.toml only): a code change rebuilds
-# the small layers below, not pyspark and grpcio.
+# the small layers below, not pyspark and grpcio (1.2 GB, a minute and more). README.md (the package's
+# readme, which `pip install -e .` reads) comes after it: an edit of the README rebuilt this layer too.
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
       > /tmp/requirements.txt \
     && pip install --no-compile -r /tmp/requirements.txt && rm /tmp/requirements.txt
+COPY README.md ./
 COPY harness harness
 COPY spark spark
 COPY dashboards dashboards

@@ -58,3 +58,14 @@ def test_the_image_ships_the_agents_the_chart_mounts():
     jars = set(re.findall(r"[\w-]+\.jar", line))
     assert jars == {Path(WAKEUP_FIX_JAR).name, Path(PROBE_JAR).name, Path(RETRY_READ_JAR).name}
     assert "broker-patches/target/" in DOCKERFILE  # where the init containers copy them from (rph.agentDir)
+
+
+def test_the_dependency_layer_is_built_from_pyproject_toml_alone():
+    """pyspark, grpcio and the rest (1.2 GB) are a layer of their own, rebuilt when pyproject.toml changes and
+    for nothing else: no file but pyproject.toml is copied in before it (a README edit rebuilt it)."""
+    final = DOCKERFILE[DOCKERFILE.rindex("\nFROM "):]
+    install = final.index("pip install --no-compile -r")
+    before = [s for m in re.finditer(r"^COPY (?!--from)(.+?)\s+\S+$", final[:install], flags=re.M)
+              for s in m.group(1).split()]
+    assert before == ["pyproject.toml"]
+    assert "README.md" in final[install:].split("pip install --no-compile --no-deps -e .")[0]
