@@ -6,6 +6,7 @@ user can start ahead of it) and closed when the test stops.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import deque
@@ -13,7 +14,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from gevent.pywsgi import WSGIServer
-from prometheus_client import Counter, Histogram, disable_created_metrics, make_wsgi_app
+from prometheus_client import disable_created_metrics, make_wsgi_app
 
 from harness.client.registry import driver
 from harness.contracts import metrics
@@ -60,30 +61,22 @@ class RecentKeys:
 ACK_MEMORY_MIN_S = 120.0
 
 
+# HarnessMetrics's labelled metrics but errors (labelled by operation too).
+_GROUP_METRICS = frozenset(f.name for f in dataclasses.fields(HarnessMetrics)) - {"registry", "errors"}
+
+
 class GroupMetrics:
     """One group's labelled metrics, each looked up on first use and then kept: ``labels()`` builds and checks its
     key on every call, which a consumer would pay several times per delivery. A metric's child for a label set
     never changes, so it is the same series either way; and a series first appears when first used, as before
     (a histogram no retry reached stays out of the scrape). Not ``errors``, which is labelled by operation too."""
 
-    sent: Counter
-    deliveries: Counter
-    acks: Counter
-    nacks: Counter
-    empty_polls: Counter
-    cross_topic: Counter
-    duplicates: Counter
-    retry_wakeup: Histogram
-    retry_pickup: Histogram
-    redelivery_delay: Histogram
-    poll_wait: Histogram
-
     def __init__(self, metrics: HarnessMetrics, labels: dict[str, str]) -> None:
         self._metrics = metrics
         self._labels = labels
 
     def __getattr__(self, name: str) -> Any:  # only for what is not kept yet
-        if name.startswith("_") or name not in GroupMetrics.__annotations__:
+        if name not in _GROUP_METRICS:
             raise AttributeError(name)
         child = getattr(self._metrics, name).labels(**self._labels)
         setattr(self, name, child)
