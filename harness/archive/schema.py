@@ -80,5 +80,6 @@ class Manifest(BaseModel):
     # Locust's web UI was served (run --ui, schema 6): whoever opened it could stop or respawn users by hand.
     ui: bool = False
     # The gRPC client the workers drove (schema 8; harness.client.registry.GRPC_CLIENTS): official
-    # (rocketmq-python-client), native or native-gevent (the project's own). None: a remoting run, or before 8.
+    # (rocketmq-python-client) or native (the project's own); native-gevent in archives written before
+    # 2026-11-28, when the native driver had a grpcio variant. None: a remoting run, or before 8.
     grpc_client: str | None = None

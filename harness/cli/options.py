@@ -209,9 +209,8 @@ def run_options() -> argparse.ArgumentParser:
                         "release's load-test Service with `k8s run` (addresses printed when the load starts; the "
                         "run starts and ends by itself as without it)")
     p.add_argument("--grpc-client", choices=GRPC_CLIENTS, default=DEFAULT_GRPC_CLIENT,
-                   help="the client the gRPC workers drive: official (rocketmq-python-client; default), native (the "
-                        "harness's own, docs/operations.md) or native-gevent (the same with grpcio's init_gevent); "
-                        "recorded in the manifest")
+                   help="the client the gRPC workers drive: official (rocketmq-python-client; default) or native (the "
+                        "harness's own, docs/operations.md); recorded in the manifest")
     p.add_argument("--keep-resources", action="store_true",
                    help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
                         "are removed after the run by default")

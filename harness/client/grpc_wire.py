@@ -33,6 +33,8 @@ from rocketmq.grpc_protocol import service_pb2 as svc
 LANGUAGE = "PYTHON"
 PROTOCOL_VERSION = "v2"
 CLIENT_VERSION = "5.1.2"  # the official Python client this driver stands beside
+# The headers whose value is new in every request (metadata below).
+VOLATILE_HEADERS = ("x-mq-date-time", "x-mq-request-id")
 SETTINGS_LOST = 'because "settings" is null'  # the proxy's NPE when it has no settings for the client id
 
 

@@ -22,7 +22,6 @@ PROTOCOLS = tuple(DRIVERS)
 GRPC_DRIVERS: dict[str, tuple[str, str]] = {
     "official": DRIVERS["grpc"],
     "native": ("harness.client.grpc_native", "NativeGrpcDriver"),
-    "native-gevent": ("harness.client.grpc_native", "GeventGrpcDriver"),
 }
 assert tuple(GRPC_DRIVERS) == GRPC_CLIENTS
 

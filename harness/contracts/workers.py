@@ -20,8 +20,8 @@ ENV_SPEC_JSON = "RMQ_HARNESS_WORKLOAD_JSON"
 # variant share one spec; this index names each of them.
 ENV_INDEX = "JOB_COMPLETION_INDEX"
 # The gRPC clients a run's workers can drive (`run --grpc-client`; harness.client.registry maps each to its
-# driver): rocketmq-python-client, the harness's own, the harness's own with grpcio's init_gevent.
-GRPC_CLIENTS = ("official", "native", "native-gevent")
+# driver): rocketmq-python-client, the harness's own (harness.client.grpc_native).
+GRPC_CLIENTS = ("official", "native")
 DEFAULT_GRPC_CLIENT = "official"
 
 

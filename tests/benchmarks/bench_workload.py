@@ -3,7 +3,7 @@ references on the same broker and machine, protocol for protocol. Run by `make b
 bench-results/workload.json. Asserts nothing.
 
 - drain: a backlog drained by pop consumers that ack every delivery (tests/benchmarks/drain.yaml): over gRPC
-  through the proxy, the harness's workers with each gRPC client (official, native, native-gevent) against
+  through the proxy, the harness's workers with each gRPC client (official, native) against
   rocketmq-client-java 5.0.8's SimpleConsumers (tests/benchmarks/java-client: 8 threads, batches of 32, an
   async ack per delivery); over remoting, the harness's remoting worker against rocketmq-client 5.3.3's push
   consumer in pop mode (java-client/remoting: 8 consume threads, batches of 32, an ack per message). One
@@ -11,7 +11,9 @@ bench-results/workload.json. Asserts nothing.
   first seconds; the counts are sized for it, and `drain_s_short` says when one fell short). Deliveries/s and
   deliveries per client CPU-second, both over the window from the first delivery to the last, the CPU read
   from /proc for every client process alike (the harness's side: its Locust master and worker; sampled,
-  interpolated at those two instants).
+  interpolated at those two instants). Each protocol's pair (the Java client and the harness's fastest client)
+  is drained REPEATS times, the two sides alternating, and reported as the median with every run beside it:
+  one drain of each side moved 15-35% between runs (docs/benchmarks.md), too much to rest a ratio on.
 - mixed: steady sends with one message in ten nacked once (tests/benchmarks/mixed.yaml), two workers beside
   the broker, over each protocol (gRPC with the native client): first saturating (the rate asked is more
   than they can send), then at 90% of the rate that reached, to see whether it is sustained (everything
@@ -49,13 +51,17 @@ HERE = Path(__file__).parent
 JAVA_CLIENT = HERE / "java-client"  # the gRPC reference; its remoting/ module the remoting one
 OUT = Path("bench-results") / "workload.json"
 MIN_DRAIN_S = 30
-# Messages in each drain: enough for MIN_DRAIN_S at the rate each client drained here (2 cores, 2026-11-27:
-# remoting 11,760/s, official 1,360/s, native 7,320/s, native-gevent 5,510/s; Java gRPC 7,090/s, remoting 10,330/s).
-DRAIN_COUNT = {"remoting": 400_000, "official": 48_000, "native": 250_000, "native-gevent": 190_000,
-               "java-grpc": 250_000, "java-remoting": 360_000}
-# Sends/s each client's burst reaches at the least (each drain records its fill_per_s: remoting 9,570/s, the
-# gRPC clients 1,780-2,010/s, 2026-11-27): the consumers start once the backlog is stored, after count / this + 10 s.
-FILL_PER_S = {"remoting": 6000, "official": 1400, "native": 1600, "native-gevent": 1600}
+# Messages in each drain: enough for MIN_DRAIN_S at the rate each client drained here (2 cores: remoting
+# 11,760/s, official 1,360/s, Java gRPC 7,090/s, remoting 10,330/s on 2026-11-27; native 9,900/s on 2026-11-28).
+DRAIN_COUNT = {"remoting": 400_000, "official": 48_000, "native": 360_000, "java-grpc": 250_000,
+               "java-remoting": 360_000}
+# Sends/s each client's burst reaches at the least (each drain records its fill_per_s: remoting 9,570/s, official
+# 1,780/s on 2026-11-27): the consumers start once the backlog is stored, after count / this + 10 s.
+FILL_PER_S = {"remoting": 6000, "official": 1400, "native": 3000}
+# Drains of each protocol's pair (Java, harness), alternating; RMQ_HARNESS_BENCH_REPEATS overrides.
+REPEATS = int(os.environ.get("RMQ_HARNESS_BENCH_REPEATS", "2"))
+# The harness client each protocol's ratio is taken for: the fastest per CPU-second.
+PAIRED = {"grpc": "native", "remoting": "remoting"}
 # The gRPC client of the mixed runs over gRPC: the fastest per CPU-second (see the drains).
 MIXED_GRPC_CLIENT = "native"
 # A mixed rate counts as sustained only if the consumers' median lag behind the sends ends under this.
@@ -316,9 +322,36 @@ def parity() -> dict:
 
 
 def ratios(java: dict, harness: list[dict]) -> dict:
-    """Per protocol, each harness client's deliveries per CPU-second over the Java client's of that protocol."""
+    """Per protocol, each harness client's deliveries per CPU-second over the Java client's of that protocol
+    (medians of their repeated drains)."""
     return {proto: {d["client"]: round(d["deliveries_per_cpu_s"] / java[proto]["deliveries_per_cpu_s"], 3)
                     for d in harness if d["protocol"] == proto} for proto in java}
+
+
+def median_of(runs: list[dict]) -> dict:
+    """Repeated drains of one client as one: the median's rates, with each run's beside them (``runs``)."""
+    import statistics
+
+    if len(runs) == 1:
+        return runs[0]
+    keys = ("deliveries_per_s", "deliveries_per_cpu_s")
+    return {**runs[0], **{k: round(statistics.median(r[k] for r in runs), 1) for k in keys},
+            "drain_s_short": any(r["drain_s_short"] for r in runs), "repeats": len(runs),
+            "runs": [{k: r[k] for k in ("deliveries", "seconds", "cpu_s", *keys) if k in r} for r in runs]}
+
+
+def paired_drains(protocol: str, repeats: int) -> tuple[dict, dict]:
+    """The Java client of ``protocol`` and the harness's PAIRED client, ``repeats`` drains each, alternating
+    (Java first): (Java's, the harness's), each as median_of its runs, with the ratio of each pair run
+    back to back in the harness's (``pair_ratios``)."""
+    java, harness = [], []
+    for _ in range(repeats):
+        java.append(java_drain(protocol))
+        harness.append(harness_drain(PAIRED[protocol]))
+    out = median_of(harness)
+    out["pair_ratios"] = [round(h["deliveries_per_cpu_s"] / j["deliveries_per_cpu_s"], 3)
+                          for j, h in zip(java, harness, strict=True)]
+    return median_of(java), out
 
 
 def main() -> None:
@@ -330,9 +363,14 @@ def main() -> None:
     out["cpus"] = os.cpu_count()
     if "codec" in only:
         out["codec"] = codec()
-    if "java" in only:
+    if "java" in only and "drain" in only:
+        pairs = {p: paired_drains(p, REPEATS) for p in ("grpc", "remoting")}
+        out["java_drain"] = {p: java for p, (java, _) in pairs.items()}
+        out["drain"] = [pairs["remoting"][1], *(pairs["grpc"][1] if c == PAIRED["grpc"] else harness_drain(c)
+                                                 for c in GRPC_CLIENTS)]
+    elif "java" in only:
         out["java_drain"] = {p: java_drain(p) for p in ("grpc", "remoting")}
-    if "drain" in only:
+    elif "drain" in only:
         out["drain"] = [harness_drain(c) for c in ("remoting", *GRPC_CLIENTS)]
     if "mixed" in only:
         out["mixed"] = mixed_ceiling("remoting")
