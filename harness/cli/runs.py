@@ -10,7 +10,6 @@ from pathlib import Path
 from harness.cli.compare import compare_archives
 from harness.cli.options import add_format_option, run_options, scenario_of
 from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
-from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
@@ -135,9 +134,6 @@ def k8s_run(args: argparse.Namespace) -> int:
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
     _check_compare(args, names)
-    if args.grpc_client != DEFAULT_GRPC_CLIENT:
-        raise ConfigError(f"--grpc-client {args.grpc_client} with `k8s run`: the release's run Job drives the official "
-                          "client; use `run --backend k8s` (workers as pods) or drop it")
     if args.ui and len(names) > UI_PORTS:
         raise ConfigError(f"--ui with {len(names)} variants: the chart's load-test Service forwards Locust's UI for "
                           f"{UI_PORTS}; run at most {UI_PORTS} variants with --ui, or drop it")
@@ -148,7 +144,7 @@ def k8s_run(args: argparse.Namespace) -> int:
     cluster.check_variants(names)
     run_id = args.run_id or new_run_id(scenario.name)
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
-    job = cluster.start(run_id, scenario, names, args.probe, args.order, args.ui)
+    job = cluster.start(run_id, scenario, names, args.probe, args.order, args.ui, args.grpc_client)
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
     cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))

@@ -50,6 +50,9 @@ def test_run_args_are_what_the_cli_accepts():
     assert args.run_id == "20261122-090000-burst-ab12"
     assert args.variants_wanted == ["unpatched", "patched"] and args.probe
     assert str(args.variants) == naming.VARIANTS_FILE and str(args.runs_dir) == naming.RUNS_MOUNT
+    assert args.grpc_client == "official"
+    native = parser().parse_args(run_args("r", "/s.yaml", ["unpatched"], probe=False, grpc_client="native"))
+    assert native.grpc_client == "native"  # `k8s run --grpc-client native`: the run Job's workers drive it too
 
 
 def test_job_names_are_unique_per_run_and_fit_a_label():
