@@ -20,7 +20,8 @@ from harness.run.observability.prometheus import Prometheus
 from harness.workload.fleet import LOCAL_UI, UiAt
 
 Log = Callable[[str], None]
-# A run's brokers and their stores are thrown away after it; their logs are complete by then.
+# A run's brokers and their stores are thrown away after it, killed at once (launcher.DISCARD_GRACE_S); this is
+# the grace of a broker the run stops to start it again (a fault's restart) before it is killed.
 RUN_BROKER_STOP_S = 5.0
 
 

@@ -35,8 +35,8 @@ from harness.deploy.local import LocalBackend
 from tests import synth
 
 SCENARIO = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-steady.yaml"
-# A Ctrl-C'd run gives each role of its brokers 5 s to stop before it kills them (RocketMQ's shutdown hooks
-# take 15-20 s); a killed harness's children get SIGKILL from the kernel (setpriv --pdeathsig).
+# A Ctrl-C'd run kills its brokers at once (their stores are scratch; RocketMQ's shutdown hooks take 8-20 s);
+# a killed harness's children get SIGKILL from the kernel (setpriv --pdeathsig).
 GONE_WITHIN_S = 40.0
 EXIT_WITHIN_S = 60.0
 PHASE_WITHIN_S = 300.0  # the brokers' readiness timeout (180 s) and a loaded machine

@@ -28,6 +28,28 @@ def test_a_thrown_away_broker_killed_after_its_grace_is_no_news(tmp_path, monkey
     assert said[False] and all("no exit within" in line for line in said[False])
 
 
+def test_thrown_away_brokers_get_no_grace_and_kept_or_restarted_ones_theirs(tmp_path, monkeypatch):
+    """A run's brokers are killed at once (their stores are deleted next; a 5.3.3 proxy's shutdown hooks take
+    ~10 s, so a grace only ran out); brokers started by hand and a fault's restart keep their SIGTERM grace."""
+    from harness.deploy.local import launcher
+
+    graces: list[float] = []
+    monkeypatch.setattr(launcher.process, "stop", lambda targets, timeout_s: graces.append(timeout_s) or [])
+    monkeypatch.setattr(launcher.process, "exit_code", lambda pid: None)
+    for attached in (True, False):
+        backend = launcher.LocalBackend(tmp_path / str(attached), attached=attached, log=lambda s: None,
+                                        stop_timeout_s=5.0)
+        monkeypatch.setattr(backend, "_slots", SimpleNamespace(release=lambda slot: None))
+        lv = SimpleNamespace(processes=["namesrv", "proxy"], pids={"namesrv": 1, "proxy": 2}, token="t",
+                             dirs=SimpleNamespace(root=tmp_path), ports=SimpleNamespace(slot=0))
+        graces.clear()
+        backend._stop([lv])
+        assert graces == ([launcher.DISCARD_GRACE_S] if attached else [5.0, 5.0]), attached
+        graces.clear()
+        launcher.LocalProcess(backend, lv, "proxy", "proxy").terminate()  # a fault's restart
+        assert graces == [5.0], attached
+
+
 def test_the_spark_jvms_start_up_note_is_dropped_and_the_rest_of_its_stderr_passes(capfd):
     from spark.session import stderr_filtered
 
