@@ -59,7 +59,7 @@ DRAIN_COUNT = {"remoting": 400_000, "official": 48_000, "native": 360_000, "java
 # 1,780/s on 2026-11-27): the consumers start once the backlog is stored, after count / this + 10 s.
 FILL_PER_S = {"remoting": 6000, "official": 1400, "native": 3000}
 # Drains of each protocol's pair (Java, harness), alternating; RMQ_HARNESS_BENCH_REPEATS overrides.
-REPEATS = int(os.environ.get("RMQ_HARNESS_BENCH_REPEATS", "2"))
+REPEATS = int(os.environ.get("RMQ_HARNESS_BENCH_REPEATS", "3"))
 # The harness client each protocol's ratio is taken for: the fastest per CPU-second.
 PAIRED = {"grpc": "native", "remoting": "remoting"}
 # The gRPC client of the mixed runs over gRPC: the fastest per CPU-second (see the drains).
