@@ -51,10 +51,10 @@ HERE = Path(__file__).parent
 JAVA_CLIENT = HERE / "java-client"  # the gRPC reference; its remoting/ module the remoting one
 OUT = Path("bench-results") / "workload.json"
 MIN_DRAIN_S = 30
-# Messages in each drain: enough for MIN_DRAIN_S at the rate each client drained here (2 cores: remoting
-# 11,760/s, official 1,360/s, Java gRPC 7,090/s, remoting 10,330/s on 2026-11-27; native 9,900/s on 2026-11-28).
-DRAIN_COUNT = {"remoting": 400_000, "official": 48_000, "native": 360_000, "java-grpc": 250_000,
-               "java-remoting": 360_000}
+# Messages in each drain: enough for MIN_DRAIN_S at the rate each client drained here (2 cores, 2026-11-28:
+# remoting 13,820/s, official 1,590/s, native 11,610/s; Java gRPC 9,030/s, Java remoting 12,290/s).
+DRAIN_COUNT = {"remoting": 450_000, "official": 50_000, "native": 400_000, "java-grpc": 300_000,
+               "java-remoting": 400_000}
 # Sends/s each client's burst reaches at the least (each drain records its fill_per_s: remoting 9,570/s, official
 # 1,780/s on 2026-11-27): the consumers start once the backlog is stored, after count / this + 10 s.
 FILL_PER_S = {"remoting": 6000, "official": 1400, "native": 3000}
