@@ -252,7 +252,7 @@ def fault_impacts(archives: Sequence[Archive], parts: DataFrame,
     (harness.measure.fault_impact, over that run's ledger rows and retry rows among ``parts``, brought back
     for those runs only), with the run id and scenario of each; and those runs' traffic per second since their
     first send (scenario, variant, run_id, second, sends, deliveries: successful sends and first deliveries)."""
-    runs = {a.run_id: a for a in archives if a.manifest.get("faults")}
+    runs = {a.run_id: a for a in archives if a.record.faults}
     if not runs:
         return [], pd.DataFrame(columns=TIMELINE)
     rows = local_facts(parts, facts.LEDGER_ROW, list(runs), ["run_id", "variant", "class", *TIMES])
@@ -261,7 +261,7 @@ def fault_impacts(archives: Sequence[Archive], parts: DataFrame,
         rows[c] = rows[c].astype("Int64")
     out, lines = [], []
     for run_id, a in runs.items():
-        records = [r for r in a.manifest["faults"] if r.get("variant") in variants]
+        records = [r for r in a.record.faults if r.get("variant") in variants]
         mine = rows[rows["run_id"] == run_id]
         scenario = scenario_of(a).name
         got = impact(mine, fault_retries[fault_retries["run_id"] == run_id], records)

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from harness.contracts.modules import hybrid_note
 from harness.contracts.verdict import (
     COMPARED,
     EQUIVALENT,
@@ -24,11 +23,11 @@ from harness.contracts.verdict import (
     STATISTIC,
     VerdictRule,
 )
-from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError
-from harness.inputs.expectations import evaluate, per_nack, probe_counts
+from harness.inputs.expectations import evaluate
 from harness.inputs.scenario import Scenario
 from harness.measure import ordering
+from harness.measure.enrich import enrich
 from harness.measure.ordering import fifo_counts
 from harness.measure.tally import nest, table
 from spark import facts
@@ -148,13 +147,9 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
     except BaseException:
         parts.unpersist()
         raise
-    newest = sorted(archives, key=lambda a: str(a.manifest.get("started_at", "")))
+    newest = sorted(archives, key=lambda a: a.record.started_at)
     scenarios = {sc.name: sc for sc in map(scenario_of, newest)}
-    nested = [nest(r) for r in rows]
-    add_probes(archives, nested)
-    add_hybrids(archives, nested)
-    add_grpc_clients(archives, nested)
-    add_offsets(archives, nested)
+    nested = enrich([nest(r) for r in rows], [a.record for a in archives])
     add_fifo(fifo_rows, nested)
     for r in nested:
         mine = [f for f in impacts if (f["scenario"], f["variant"]) == (r["scenario"], r["variant"])]
@@ -173,69 +168,6 @@ def add_fifo(rows_of_fifo: pd.DataFrame, rows: list[dict]) -> None:
         mine = rows_of_fifo[(rows_of_fifo["scenario"] == r["scenario"]) & (rows_of_fifo["variant"] == r["variant"])]
         if not mine.empty:
             r["fifo"] = fifo_counts(mine)
-
-
-def add_probes(archives: Sequence[Archive], rows: list[dict]) -> None:
-    """Sum the wakeup probe's counters per (scenario, variant) into the rows' ``probe`` (when every archive
-    of that pair ran with the probe; otherwise the rows have none, and probe rules say "no data")."""
-    per: dict[tuple[str, str], list[dict | None]] = {}
-    for a in archives:
-        sc = scenario_of(a)
-        groups = [g.name for g in sc.groups]
-        for v in a.variants:
-            samples = (a.manifest.get("probe") or {}).get(v)
-            per.setdefault((sc.name, v), []).append(probe_counts(samples, groups) if samples else None)
-    for r in rows:
-        got = per.get((r["scenario"], r["variant"]), [])
-        if got and all(g is not None for g in got):
-            total = {k: sum(g[k] for g in got) for k in got[0]}
-            r["probe"] = {**total, **per_nack(total, r.get("nacks") or 0)}
-
-
-def add_offsets(archives: Sequence[Archive], rows: list[dict]) -> None:
-    """Each row's ``offsets``: the lag its groups left when each run's load stopped (harness.run.offsets, in the
-    run's own summary rows), summed over the pair's runs; none when a run of the pair did not read it (summaries
-    before schema 10, or brokers that would not tell), so `offsets.*` rules say "no data"."""
-    per: dict[tuple[str, str], list[dict | None]] = {}
-    for a in archives:
-        name = scenario_of(a).name
-        for row in a.manifest.get("summary", []):
-            per.setdefault((name, row["variant"]), []).append(row.get("offsets"))
-    for r in rows:
-        got = per.get((r["scenario"], r["variant"]), [])
-        if got and all(g is not None for g in got):
-            r["offsets"] = {"lag": sum(g["lag"] for g in got),
-                            "groups": {k: sum(g["groups"].get(k, 0) for g in got) for k in got[0]["groups"]}}
-
-
-def add_hybrids(archives: Sequence[Archive], rows: list[dict]) -> None:
-    """Each row's ``hybrid``: which modules of a hybrid release came from which release, as its archives'
-    manifests recorded them (harness.contracts.modules.hybrid_note; several archives that differ: each note)."""
-    notes: dict[tuple[str, str], list[str]] = {}
-    for a in archives:
-        name = scenario_of(a).name
-        for info in a.manifest.get("variants", []):
-            note = hybrid_note(info.get("version"), info.get("modules"))
-            if note and note not in notes.setdefault((name, info["name"]), []):
-                notes[(name, info["name"])].append(note)
-    for r in rows:
-        r["hybrid"] = " / ".join(notes.get((r["scenario"], r["variant"]), [])) or None
-
-
-def add_grpc_clients(archives: Sequence[Archive], rows: list[dict]) -> None:
-    """Each row's ``grpc_client``: the gRPC client its runs' workers drove (manifest schema 8; several that
-    differ joined by " / "; None over remoting, and "official" before schema 8, which had no other)."""
-    seen: dict[tuple[str, str], list[str]] = {}
-    for a in archives:
-        sc = scenario_of(a)
-        if sc.protocol != "grpc":
-            continue
-        client = a.manifest.get("grpc_client") or DEFAULT_GRPC_CLIENT
-        for name in a.variants:
-            if client not in seen.setdefault((sc.name, name), []):
-                seen[(sc.name, name)].append(client)
-    for r in rows:
-        r["grpc_client"] = " / ".join(seen.get((r["scenario"], r["variant"]), [])) or None
 
 
 def nested_runs(samples: pd.DataFrame, scenario: str, variant: str, metric: str) -> list[list[np.ndarray]]:

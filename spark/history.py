@@ -273,7 +273,7 @@ def definition(archive: Archive) -> str:
     """What pools a run with others: its scenario as far as the load goes (not its length or expectations)."""
     from spark.io import _comparable
 
-    doc = _comparable(archive.manifest.get("scenario") or {})
+    doc = _comparable(archive.record.scenario)
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -287,7 +287,7 @@ def ingest(spark: object, dataset: str | Path, paths: Sequence[str | Path], warn
     new = [a for a in loaded if a.run_id not in have]
     groups: dict[tuple[str, str], list[Archive]] = {}
     for a in new:
-        groups.setdefault(((a.manifest.get("scenario") or {}).get("name", "?"), definition(a)), []).append(a)
+        groups.setdefault((a.record.scenario_name, definition(a)), []).append(a)
     added = 0
     for (_name, digest), archives in sorted(groups.items()):
         variants = list(dict.fromkeys(v for a in archives for v in a.variants))
@@ -296,9 +296,9 @@ def ingest(spark: object, dataset: str | Path, paths: Sequence[str | Path], warn
             levels = cycle_levels(c.samples, STATISTIC)
         finally:
             c.close()
-        runs = {a.run_id: {"started_at": str(a.manifest.get("started_at", "")),
-                           "harness_version": str(a.manifest.get("harness_version", "")), "definition": digest,
-                           "variants": {v["name"]: v for v in a.manifest.get("variants", [])}} for a in archives}
+        runs = {a.run_id: {"started_at": a.record.started_at, "harness_version": a.record.harness_version,
+                           "definition": digest, "variants": {v.name: v.model_dump() for v in a.record.variants}}
+                for a in archives}
         missing = sorted(set(runs) - set(levels["run_id"]))
         for run_id in missing:
             warn(f"run {run_id}: no retry measured (no cycle level); not in the history")

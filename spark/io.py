@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
-from harness.archive.schema import MANIFEST
 from harness.contracts import schemas
 from harness.contracts.events import COLUMNS_BY_VERSION, SCHEMA
+from harness.contracts.record import MANIFEST, RunRecord
 from harness.core.errors import ConfigError, HarnessError, first_line, one_line
 from harness.core.storage import Location, check_bucket, location, storage_error
 from harness.inputs.scenario import Scenario, parse_scenario
@@ -33,20 +34,20 @@ class ArchiveError(ConfigError):
 @dataclass(frozen=True)
 class Archive:
     path: str
-    manifest: dict
+    record: RunRecord  # its manifest.json
     event_files: list[str]
 
     @property
     def run_id(self) -> str:
-        return self.manifest["run_id"]
+        return self.record.run_id
 
     @property
     def variants(self) -> list[str]:
-        return [v["name"] for v in self.manifest.get("variants", [])]
+        return self.record.names
 
     @property
     def event_version(self) -> int:
-        return int(self.manifest["event_schema_version"])
+        return self.record.event_schema_version
 
 
 def _show(value: object) -> str:
@@ -66,9 +67,10 @@ def _version(manifest: dict, key: str, what: str, known: set[int], where: str) -
                            f"{newer}")
 
 
-def _check_manifest(manifest: object, where: str) -> dict:
+def _check_manifest(manifest: object, where: str) -> RunRecord:
     """What every reader relies on before Spark starts: the versions, a run id, the variants by name and the
-    scenario as run (an archive of an unknown or broken scenario is named here, not after a JVM start)."""
+    scenario as run (an archive of an unknown or broken scenario is named here, not after a JVM start); the
+    run record it holds."""
     if not isinstance(manifest, dict):
         raise ArchiveError(f"{where}: not a JSON object")
     for key in ("schema_version", "event_schema_version", "run_id", "variants", "scenario"):
@@ -86,7 +88,12 @@ def _check_manifest(manifest: object, where: str) -> dict:
         parse_scenario(manifest["scenario"], f"{where}: scenario")
     except ConfigError as e:
         raise ArchiveError(str(e)) from None
-    return manifest
+    try:
+        return RunRecord.model_validate(manifest)
+    except ValidationError as e:
+        first = e.errors()[0]
+        field = one_line(".".join(str(p) for p in first["loc"]))
+        raise ArchiveError(f"{where}: {field}: {first['msg']}") from None
 
 
 def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
@@ -127,15 +134,14 @@ def _inspect(root: Location) -> Archive:
         if root.remote:
             raise storage_error(mf, e) from None
         raise ArchiveError(f"{where}: cannot be read ({one_line(e.strerror or e)})") from None
-    _check_manifest(manifest, where)
+    record = _check_manifest(manifest, where)
     files = [f for f in root.join("events").files(recursive=False) if f.name.endswith(".parquet")]
     if not files:
         raise ArchiveError(f"{one_line(root.join('events').uri)}: no event Parquet files")
-    listed = (manifest.get("files") or {}).get("events") if isinstance(manifest.get("files"), dict) else None
-    if isinstance(listed, list):
+    listed = record.files.get("events")
+    if listed:
         have = {f.name for f in files}
-        gone = [str(n) for n in listed if isinstance(n, str) and n.endswith(".parquet")
-                and n.rsplit("/", 1)[-1] not in have]
+        gone = [n for n in listed if n.endswith(".parquet") and n.rsplit("/", 1)[-1] not in have]
         if gone:
             raise ArchiveError(f"{one_line(root.uri)}: {gone[0]} is listed in its manifest but missing (a copy cut "
                                "short, or files removed); copy the archive again")
@@ -145,7 +151,7 @@ def _inspect(root: Location) -> Archive:
                 schema = pq.read_schema(handle)
         except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a broken file
             raise ArchiveError(f"{one_line(f.uri)}: not a readable Parquet file ({first_line(e)})") from None
-        wanted = COLUMNS_BY_VERSION[manifest["event_schema_version"]]
+        wanted = COLUMNS_BY_VERSION[record.event_schema_version]
         missing = [c for c in wanted if c not in schema.names]
         if missing:
             raise ArchiveError(f"{one_line(f.uri)}: missing event column(s) {', '.join(missing)}")
@@ -157,7 +163,7 @@ def _inspect(root: Location) -> Archive:
                  if not _compatible(schema.field(c).type, SCHEMA.field(c).type)]
         if wrong:
             raise ArchiveError(f"{one_line(f.uri)}: event column(s) of the wrong type: {'; '.join(wrong)}")
-    return Archive(root.uri, manifest, [f.uri for f in files])
+    return Archive(root.uri, record, [f.uri for f in files])
 
 
 def load_archives(
@@ -183,7 +189,7 @@ def load_archives(
             raise ArchiveError(f"{p}: run {a.run_id} is also at {seen[a.run_id]}; pass each archive once")
         seen[a.run_id] = p
         # Pooling two different loads under one name would mix what cannot be compared.
-        sc = a.manifest.get("scenario") or {}
+        sc = a.record.scenario
         name = sc.get("name", "?")
         if pool and name in scenarios and _comparable(scenarios[name][1]) != _comparable(sc):
             raise ArchiveError(f"{p}: scenario {name!r} differs from the one of {scenarios[name][0]} "
@@ -206,4 +212,4 @@ def _comparable(scenario: dict) -> dict:
 
 def scenario_of(archive: Archive) -> Scenario:
     """The scenario an archive ran, as its manifest recorded it (older schema versions included)."""
-    return parse_scenario(archive.manifest.get("scenario"), f"{archive.path}: manifest scenario")
+    return parse_scenario(archive.record.scenario, f"{archive.path}: manifest scenario")

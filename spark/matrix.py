@@ -44,8 +44,8 @@ def variant_facts(c: Collected, variants: Sequence[str]) -> list[dict]:
     broker's two pop implementations served it (file-based, or RocksDB with popConsumerKVServiceEnable)."""
     out = []
     for name in variants:
-        infos = [v for a in sorted(c.archives, key=lambda a: str(a.manifest.get("started_at", "")))
-                 for v in a.manifest.get("variants", []) if v["name"] == name]
+        infos = [v.model_dump() for a in sorted(c.archives, key=lambda a: a.record.started_at)
+                 for v in a.record.variants if v.name == name]
         info = infos[-1] if infos else {}
         kv = str(info.get("broker_config", {}).get(POP_KV, "false")).lower() == "true"
         out.append({"name": name, "version": info.get("version"), "jars": info.get("jars"),

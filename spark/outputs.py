@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.contracts import schemas
+from harness.contracts.record import RunRecord
 from harness.core.publish import json_safe, json_text, publish_dir, write_atomically
 from spark import facts
 from spark.comparison import Collected
@@ -31,33 +32,31 @@ def summary_of(c: Collected, result: dict, per_variant: list[dict] | None = None
         "generated_at": dt.datetime.now(dt.UTC).isoformat(),
         **result,
         "runs": [{"run_id": a.run_id, "path": a.path, "variants": a.variants,
-                  "variant_order": a.manifest.get("variant_order"), **what_ran(a.manifest)} for a in c.archives],
+                  "variant_order": a.record.variant_order, **what_ran(a.record)} for a in c.archives],
         "per_variant": c.per_variant if per_variant is None else per_variant,
     })
 
 
-def what_ran(manifest: dict) -> dict:
+def what_ran(record: RunRecord) -> dict:
     """What a report's first screen says of a run (summary schema 11; 12: its gRPC client): the scenario, the
     harness, the host, when and how long, the client the workers drove and each build with its agents, as its
-    manifest recorded them (None where an older manifest did not)."""
-    scenario = manifest.get("scenario") or {}
+    record says them (None where an older manifest did not)."""
+    scenario = record.scenario
     return {
         "scenario": {"name": scenario.get("name"), "description": scenario.get("description"),
                      "protocol": scenario.get("protocol"), "retry_topic": scenario.get("retry_topic"),
                      "topology": scenario.get("topology"), "duration_s": scenario.get("duration_s"),
                      "cycles": (scenario.get("cycles") or {}).get("count")},
-        "harness": {"version": manifest.get("harness_version"), "git_sha": manifest.get("harness_git_sha")},
-        "host": manifest.get("host"),
-        "started_at": manifest.get("started_at"),
-        "duration_s": manifest.get("duration_s"),
-        "grpc_client": manifest.get("grpc_client"),
-        "builds": [{"variant": v["name"], "version": v.get("version"), "jars": v.get("jars"),
-                    "external": bool(v.get("external")),
-                    "agents": [{"jar": Path(g["jar"]).name, "options": g.get("options") or "",
-                                "report": (v.get("agent_report") or {}).get(Path(g["jar"]).name, [])}
-                               for g in v.get("agents") or []],
-                    "clock_offset_ms": v.get("clock_offset_ms")}
-                   for v in manifest.get("variants", [])],
+        "harness": {"version": record.harness_version, "git_sha": record.harness_git_sha},
+        "host": record.host.model_dump() if record.host else None,
+        "started_at": record.started_at,
+        "duration_s": record.duration_s,
+        "grpc_client": record.grpc_client,
+        "builds": [{"variant": v.name, "version": v.version, "jars": v.jars, "external": bool(v.external),
+                    "agents": [{"jar": Path(g.jar).name, "options": g.options,
+                                "report": v.agent_report.get(Path(g.jar).name, [])} for g in v.agents],
+                    "clock_offset_ms": v.clock_offset_ms}
+                   for v in record.variants],
     }
 
 

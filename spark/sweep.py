@@ -64,9 +64,9 @@ def probe_note(c: Collected, variant: str) -> str | None:
     PopLongPollingService, and a release without that class (5.1.x keeps its long polling in
     PopMessageProcessor) gives it nothing to observe. None when it observed, or was not mounted."""
     for a in c.archives:
-        for v in a.manifest.get("variants", []):
-            lines = (v.get("agent_report") or {}).get(PROBE_JAR)
-            if v["name"] == variant and lines is not None and not any(WAKEUP_CLASS in ln for ln in lines):
+        for v in a.record.variants:
+            lines = v.agent_report.get(PROBE_JAR)
+            if v.name == variant and lines is not None and not any(WAKEUP_CLASS in ln for ln in lines):
                 return f"the probe found no {WAKEUP_CLASS} to count wakeups in"
     return None
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
+from harness.contracts.record import HostInfo, RunRecord, VariantRecord
 
 MS = 1_000_000
 
@@ -71,9 +71,9 @@ def archive(
                  for k in range(empty_polls)]
         rows += [{**common, "t_client_ns": (base_ms + 60_000) * MS, **e} for e in (extra or {}).get(variant, [])]
         write_parquet(rows, staging.dir("events") / f"{variant}.parquet")
-    manifest = Manifest(
+    manifest = RunRecord(
         event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of(scenario, scenario_doc),
-        variants=[VariantInfo(name=v, version=(versions or {}).get(v, "5.3.3")) for v in wakeups],
+        variants=[VariantRecord(name=v, version=(versions or {}).get(v, "5.3.3")) for v in wakeups],
         harness_version="test",
         harness_git_sha=None,
         host=HostInfo(hostname="synth", cpus=2, memory_gib=24, python="3.11", java="17", platform="synth"),

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.archive.schema import MANIFEST
+from harness.contracts.record import MANIFEST
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import Location, check_writable, upload_tree
 

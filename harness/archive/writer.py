@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.archive.schema import MANIFEST, Manifest
 from harness.contracts import events as ev
+from harness.contracts.record import MANIFEST, RunRecord
 from harness.core.errors import HarnessError
 from harness.core.publish import INCOMPLETE, KEEP, mark_incomplete, publish, staging_of, write_atomically
 from harness.measure.latency import derive
@@ -258,7 +258,7 @@ class ArchiveStaging:
         tmp.replace(path)
         return path
 
-    def commit(self, manifest: Manifest) -> Path:
+    def commit(self, manifest: RunRecord) -> Path:
         files: dict[str, list[str]] = {}
         for p in sorted(self.path.rglob("*")):
             if p.is_file() and p != self.path / INCOMPLETE:

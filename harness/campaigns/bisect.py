@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.contracts.options import RunOptions
 from harness.contracts.verdict import CHANGED
 from harness.core.errors import HarnessError
 from harness.inputs.scenario import Scenario
@@ -101,7 +102,7 @@ PAIRS = {"older->newer": ("older", "newer"), "older->point": ("older", "point"),
          "newer->point": ("newer", "point"), "newer->older": ("newer", "older")}
 
 
-def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Path | str, probe: bool,
+def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Path | str, options: RunOptions,
                 rule: object, log: Callable[[str], None], make_run: Callable[..., object] | None = None
                 ) -> Callable[[Variant | None], Judged]:
     """A judge that runs [older, point, newer] side by side (one run) and compares them on Spark (one session
@@ -116,7 +117,7 @@ def spark_judge(older: Variant, newer: Variant, scenario: Scenario, runs_dir: Pa
     def judge(point: Variant | None) -> Judged:
         side = {"older": older, "newer": newer, **({"point": point} if point else {})}
         variants = [older, *([point] if point else []), newer]
-        result = (make_run or Run)(variants, scenario, runs_dir, log=log, probe=probe).execute()
+        result = (make_run or Run)(variants, scenario, runs_dir, options, log=log).execute()
         if "spark" not in state:
             state["spark"] = local_session("local[*]", app="rmq-harness-bisect")
         archives = load_archives([str(result.archive)], warn=log)

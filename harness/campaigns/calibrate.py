@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
+from harness.campaigns.loop import Campaign
 from harness.contracts.verdict import CHANGED, REGRESSION, STATISTIC, VerdictRule, level
-from harness.core.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError
 from harness.core.publish import publish_json
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import DELAY_JAR, JavaAgent, Variant
-from harness.run.sequence import Run
 
 COPY_SUFFIX = "-copy"
 MAX_SHIFT_MS = 2000  # the delay agent's own bound (DelayOptions.MAX_DELAY_MS); beyond it the agent refuses
@@ -84,19 +84,14 @@ def rate(k: int, n: int, level: float = 0.95) -> dict:
     return {"k": k, "n": n, "rate": k / n, "ci": [round(ci.low, 4), round(ci.high, 4)], "upper": round(upper, 6)}
 
 
-def run_all(p: Plan, scenario: Scenario, runs: int, shift_runs: int, runs_dir: Path | str,
-            log: Callable[[str], None]) -> list[Path | str]:
-    archives = []
+def run_all(p: Plan, scenario: Scenario, runs: int, shift_runs: int, campaign: Campaign) -> list[Path | str]:
+    """Every run of the calibration; one that failed is no comparison: it is said, and the calibration goes on."""
     pairs = p.pairs(runs, shift_runs)
+    campaign.check([scenario], p.variants)
     for i, (what, variants) in enumerate(pairs):
-        log(f"calibration run {i + 1} of {len(pairs)} ({'A/A' if what == AA else f'+{what} ms'}): "
-            f"{', '.join(v.name for v in variants)}")
-        try:
-            archives.append(Run(variants, scenario, runs_dir, log=log).execute().archive)
-        except HarnessError as e:
-            # A run that failed is no comparison; it is counted and said, and the calibration goes on.
-            log(f"calibration run {i + 1} failed: {e}")
-    return archives
+        campaign.run(scenario, variants, f"calibration run {i + 1} of {len(pairs)} "
+                                         f"({'A/A' if what == AA else f'+{what} ms'})")
+    return campaign.finish().archives
 
 
 def _record(result: dict, data: object, run_id: str, order: dict | None) -> dict:
@@ -140,7 +135,7 @@ def judge(archives: Sequence[Path | str], p: Plan, rule: VerdictRule, log: Calla
         for other in (v for v in a.variants if v in names and v != p.base.name):
             result = analyse(data, p.base.name, other, rule, run_id=a.run_id)
             per_run.append({"control": AA if other == p.copy.name else shift_of[other],
-                            **_record(result, data, a.run_id, a.manifest.get("variant_order"))})
+                            **_record(result, data, a.run_id, a.record.variant_order)})
     return {"rule": rule.as_dict(), "per_run": per_run}
 
 

@@ -8,15 +8,13 @@ matrix as failed, and the others still run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from harness.core.errors import ConfigError, HarnessError, NotApplicable
+from harness.campaigns.loop import Campaign, Failed, Outcome
+from harness.core.errors import ConfigError
 from harness.inputs.scenario import Scenario, builtin_names, load_scenario, load_scenarios, on_protocol
 from harness.inputs.variants import Variant
-from harness.run.sequence import Run, refuse_on_external
 
 ALL = "all"
 GATE = "gate"  # the scenarios marked `gate: true`: the set a pull request runs
@@ -29,13 +27,6 @@ OVERHEAD_S = 50.0
 class Plan:
     scenarios: list[Scenario]
     not_applicable: dict[str, str] = field(default_factory=dict)  # scenario form -> why it is not run
-
-
-@dataclass
-class Outcome:
-    archives: list[Path] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # scenario -> why
-    not_applicable: dict[str, str] = field(default_factory=dict)  # "scenario@variant" -> why
 
 
 def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
@@ -70,17 +61,10 @@ def scenarios(names: Sequence[str], protocols: Sequence[str] = ()) -> Plan:
     return plan
 
 
-def check(plan: Sequence[Scenario], variants: Sequence[Variant], probe: bool = False) -> None:
+def check(plan: Sequence[Scenario], variants: Sequence[Variant], campaign: Campaign) -> None:
     if len(variants) < 2:
         raise ConfigError("matrix needs at least two variants (the first is the baseline): --variant A --variant B")
-    for sc in plan:
-        for v in variants:
-            if v.is_external:  # what no run can do there, said before the first scenario starts
-                refuse_on_external(v, sc, probe)
-            clash = sc.conflicts(v.broker, v.proxy)
-            if clash:
-                raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
-                                  f"{sc.name} ({sc.source}); remove it from the variant or leave the scenario out")
+    campaign.check(plan, variants)
 
 
 def estimate_s(sc: Scenario) -> float:
@@ -95,35 +79,16 @@ def estimate_s(sc: Scenario) -> float:
     return sc.produce.delay_s + sending + 20.0 + c.linger_s + OVERHEAD_S
 
 
-def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], runs_dir: Path | str, probe: bool,
-            log: Callable[[str], None], make_run: Callable[..., Run] = Run,
-            on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
-    """Each scenario in turn; ``on_result`` gets each run's own summary as it lands."""
-    out = Outcome()
-    t0 = time.monotonic()
+def run_all(plan: Sequence[Scenario], variants: Sequence[Variant], campaign: Campaign) -> Outcome:
+    """Each scenario in turn on every variant that can run it (two at least); ``campaign.on_result`` gets each
+    run's own summary as it lands."""
     for i, sc in enumerate(plan):
         remaining = sum(estimate_s(s) for s in plan[i:])
-        log(f"scenario {i + 1}/{len(plan)}: {sc.name} on {', '.join(v.name for v in variants)} "
-            f"(elapsed {(time.monotonic() - t0) / 60:.1f} min, about {remaining / 60:.0f} min left)")
-        left = list(variants)
-        while True:
-            try:
-                result = make_run(left, sc, runs_dir, log=log, probe=probe).execute()
-            except NotApplicable as e:  # that variant sits this scenario out; the rest run it
-                out.not_applicable[f"{sc.name}@{e.variant}"] = str(e)
-                log(f"not applicable: {e}")
-                left = [v for v in left if v.name != e.variant]
-                if len(left) < 2:  # a comparison needs a baseline and a candidate
-                    log(f"scenario {sc.name}: fewer than two variants can run it; not run")
-                    break
-                continue
-            except HarnessError as e:  # a broker that would not start, a run refused: the others still run
-                out.failed[sc.name] = str(e).splitlines()[0][:300]
-                log(f"scenario {sc.name}: run failed: {out.failed[sc.name]}")
-                break
-            out.archives.append(result.archive)
-            on_result(result.summary)
-            break
-    log(f"matrix runs done in {(time.monotonic() - t0) / 60:.1f} min: {len(out.archives)} archived, "
-        f"{len(out.failed)} failed")
+        done = campaign.run(sc, variants, f"scenario {i + 1}/{len(plan)}: {sc.name}",
+                            f", about {remaining / 60:.0f} min left")
+        if isinstance(done, Failed):
+            campaign.outcome.failed[sc.name] = done.why
+    out = campaign.finish()
+    campaign.log(f"matrix runs done in {out.wall_s / 60:.1f} min: {len(out.archives)} archived, "
+                 f"{len(out.failed)} failed")
     return out

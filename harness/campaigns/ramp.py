@@ -14,16 +14,15 @@ CPU is not the brokers' limit.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from harness.core.errors import ConfigError, HarnessError
+from harness.campaigns import loop
+from harness.campaigns.loop import Campaign, Failed
+from harness.core.errors import ConfigError
 from harness.inputs.expectations import FAILED, NO_DATA, describe, evaluate, parse
 from harness.inputs.scenario import Scenario, parse_scenario
 from harness.inputs.variants import Variant
-from harness.run.sequence import Run
 
 # Below this share of the offered rate the producers did not keep the pace: the step judges nothing.
 REACHED = 0.9
@@ -102,10 +101,10 @@ def judge(scenario: Scenario, row: dict, offered: float, rules: Sequence[str] = 
 
 
 @dataclass
-class Outcome:
+class Outcome(loop.Outcome):
+    """The campaign's outcome with its steps; ``failed``: the rate whose run failed -> why."""
+
     steps: list[dict] = field(default_factory=list)  # {rate, scenario, archive, cpu, variants: {name: judge()}}
-    failed: dict[str, str] = field(default_factory=dict)  # rate -> why its run failed
-    wall_s: float = 0.0
 
 
 def verdicts(outcome: Outcome, variants: Sequence[str]) -> list[dict]:
@@ -143,35 +142,27 @@ def verdicts(outcome: Outcome, variants: Sequence[str]) -> list[dict]:
     return out
 
 
-def run_all(scenario: Scenario, variants: Sequence[Variant], rates: Sequence[float], runs_dir: Path | str,
-            log: Callable[[str], None], duration_s: float | None = None, rules: Sequence[str] = (),
-            make_run: Callable[..., Run] = Run,
-            on_result: Callable[[list[dict]], None] = lambda summary: None) -> Outcome:
-    """Every rate in turn until no variant holds. A step whose run fails ends the ramp, said why; bad input
-    (refused before that step started anything, e.g. an external cluster that does not answer) is raised."""
+def run_all(scenario: Scenario, variants: Sequence[Variant], rates: Sequence[float], campaign: Campaign,
+            duration_s: float | None = None, rules: Sequence[str] = ()) -> Outcome:
+    """Every rate in turn until no variant holds (``campaign.outcome`` an Outcome of this module's, which keeps
+    the steps). A step whose run fails ends the ramp, said why; bad input (refused before that step started
+    anything, e.g. an external cluster that does not answer) is raised."""
     check(scenario, rates, rules, duration_s)
-    out = Outcome()
-    t0 = time.monotonic()
+    steps = [at_rate(scenario, rate, duration_s) for rate in rates]
+    campaign.check(steps, variants)
+    out = campaign.outcome
     holding = {v.name for v in variants}
-    for i, rate in enumerate(rates):
-        sc = at_rate(scenario, rate, duration_s)
-        log(f"ramp step {i + 1}/{len(rates)}: {rate:g} messages/s ({sc.produce.producers} producers) on "
-            f"{', '.join(v.name for v in variants)} (elapsed {(time.monotonic() - t0) / 60:.1f} min)")
-        try:
-            result = make_run(list(variants), sc, runs_dir, log=log).execute()
-        except ConfigError:
-            raise
-        except HarnessError as e:
-            out.failed[f"{rate:g}"] = str(e).splitlines()[0][:300]
-            log(f"ramp step at {rate:g}/s: run failed: {out.failed[f'{rate:g}']}")
+    for i, (rate, sc) in enumerate(zip(rates, steps, strict=True)):
+        done = campaign.run(sc, variants, f"ramp step {i + 1}/{len(rates)}: {rate:g} messages/s "
+                                          f"({sc.produce.producers} producers)")
+        if done is None or isinstance(done, Failed):
+            out.failed[f"{rate:g}"] = done.why if done else "no variant can run it"
             break
-        on_result(result.summary)
-        judged = {r["variant"]: judge(sc, r, rate, rules) for r in result.summary}
-        out.steps.append({"rate": rate, "scenario": sc.name, "archive": str(result.archive), "cpu": result.cpu,
+        judged = {r["variant"]: judge(sc, r, rate, rules) for r in done.summary}
+        out.steps.append({"rate": rate, "scenario": sc.name, "archive": str(done.archive), "cpu": done.cpu,
                           "variants": judged})
         holding &= {v for v, j in judged.items() if j["state"] == HOLDS}
         if not holding:
-            log(f"no variant holds at {rate:g}/s: the ramp ends")
+            campaign.log(f"no variant holds at {rate:g}/s: the ramp ends")
             break
-    out.wall_s = time.monotonic() - t0
-    return out
+    return campaign.finish()

@@ -103,9 +103,9 @@ def in_archives(spec: str, archives: Sequence[Path]) -> list[str]:
 
     found = set()
     for a in load_archives([str(p) for p in archives], warn=lambda s: None):
-        for v in a.manifest.get("variants", []):
-            if release_of(v.get("name", "")) == v.get("version"):
-                found.add(v["version"])
+        for v in a.record.variants:
+            if release_of(v.name) == v.version:
+                found.add(v.version)
     within = _within(spec, sorted(found, key=parse))
     if not within:
         raise ConfigError(f"--versions {spec}: the archives hold no release variant in that range (they hold "

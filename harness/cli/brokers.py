@@ -25,20 +25,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="variant to start (repeatable; default: unpatched)")
     up.add_argument("--timeout", type=float, default=180.0, help="seconds each variant may take to be ready")
     add_variants_file(up)
-    up.set_defaults(func=up_)
+    up.set_defaults(func=up_command)
     fetch = bsub.add_parser("fetch", help="download variants' jars into the cache (up does this when needed)")
     fetch.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
                        help="variant whose jars to fetch (repeatable; default: unpatched)")
     add_variants_file(fetch)
-    fetch.set_defaults(func=fetch_)
+    fetch.set_defaults(func=fetch_command)
     status = bsub.add_parser("status", parents=[common], help="show the variants that are up and whether they are "
                              "healthy")
-    status.set_defaults(func=status_)
+    status.set_defaults(func=status_command)
     down = bsub.add_parser("down", parents=[common], help="stop variants (default: all)")
     down.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",
                       help="variant to stop (repeatable; a name of the variants file)")
     add_variants_file(down)
-    down.set_defaults(func=down_)
+    down.set_defaults(func=down_command)
 
 
 def _backend(args: argparse.Namespace) -> object:
@@ -48,7 +48,7 @@ def _backend(args: argparse.Namespace) -> object:
                         log=log)
 
 
-def fetch_(args: argparse.Namespace) -> int:
+def fetch_command(args: argparse.Namespace) -> int:
     from harness.deploy.local.jars import distribution_for
 
     for v in _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"])):
@@ -67,7 +67,7 @@ def _built(variants: list[Variant]) -> list[Variant]:
     return variants
 
 
-def up_(args: argparse.Namespace) -> int:
+def up_command(args: argparse.Namespace) -> int:
     variants = _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"]))
     backend = _backend(args)
     with console.status("starting brokers ..."):
@@ -76,7 +76,7 @@ def up_(args: argparse.Namespace) -> int:
     return 0
 
 
-def status_(args: argparse.Namespace) -> int:
+def status_command(args: argparse.Namespace) -> int:
     health = _backend(args).status()
     if not health:
         console.print("no variants are up")
@@ -85,7 +85,7 @@ def status_(args: argparse.Namespace) -> int:
     return 0 if all(h.healthy for h in health) else 1
 
 
-def down_(args: argparse.Namespace) -> int:
+def down_command(args: argparse.Namespace) -> int:
     if args.variants_wanted:  # a typo must not read as "nothing was running": the variant may well be
         select(load_variants(args.variants), args.variants_wanted)
     stopped = _backend(args).down(args.variants_wanted)

@@ -7,6 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 from harness.cli.options import add_out_file, add_variants_file, scenario_of
+from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
@@ -33,11 +34,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_out_file(cal, "bench-results/calibration-<time>.json")
     add_variants_file(cal)
     add_rule_options(cal)
-    cal.set_defaults(func=calibrate_)
+    # The variants' order stays random (the calibration measures the rule as runs give it, order effect included).
+    add_run_options(cal, probe=False, order=False, ui=False, keep_resources=False)
+    cal.set_defaults(func=calibrate_command)
 
 
-def calibrate_(args: argparse.Namespace) -> int:
+def calibrate_command(args: argparse.Namespace) -> int:
     from harness.campaigns import calibrate
+    from harness.campaigns.loop import Campaign
 
     if args.runs < 1 or args.shift_runs < 0:
         raise ConfigError(f"--runs {args.runs} --shift-runs {args.shift_runs}: at least one A/A run, and no "
@@ -53,8 +57,9 @@ def calibrate_(args: argparse.Namespace) -> int:
     if args.archives:
         archives = args.archives
     else:
-        archives = calibrate.run_all(p, scenario, args.runs, args.shift_runs,
-                                     args.runs_dir or Path("runs") / f"calibration-{stamp}", log)
+        campaign = Campaign(args.runs_dir or Path("runs") / f"calibration-{stamp}", RunOptions.from_args(args), log,
+                            min_variants=2)
+        archives = calibrate.run_all(p, scenario, args.runs, args.shift_runs, campaign)
         if not archives:
             raise HarnessError("every calibration run failed; see the lines above")
     with console.status("judging every run on Spark ..."):

@@ -13,10 +13,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser("list", help="list the built-in scenarios or the variants, one line each")
     lsub = ls.add_subparsers(dest="what", required=True, metavar="WHAT")
     sc = lsub.add_parser("scenarios", help="the built-in scenarios (workloads/scenarios/): name and what it does")
-    sc.set_defaults(func=scenarios_)
+    sc.set_defaults(func=scenarios_command)
     va = lsub.add_parser("variants", help="the variants of the variants file: name, build in a word, description")
     add_variants_file(va)
-    va.set_defaults(func=variants_)
+    va.set_defaults(func=variants_command)
 
 
 def _rows(rows: list[tuple[str, ...]]) -> None:
@@ -27,7 +27,7 @@ def _rows(rows: list[tuple[str, ...]]) -> None:
         console.print(text, markup=False, soft_wrap=True)
 
 
-def scenarios_(args: argparse.Namespace) -> int:
+def scenarios_command(args: argparse.Namespace) -> int:
     from harness.inputs.scenario import builtin_names, load_scenarios
 
     rows = []
@@ -54,7 +54,7 @@ def build_in_a_word(v: Variant) -> str:
     return "+".join([v.version or "?", *extra])
 
 
-def variants_(args: argparse.Namespace) -> int:
+def variants_command(args: argparse.Namespace) -> int:
     variants = load_variants(args.variants)
     _rows([(name, build_in_a_word(v), " ".join(v.description.split())) for name, v in variants.items()])
     return 0

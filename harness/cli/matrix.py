@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.options import add_variants_file, refuse_existing
+from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import add_gate_option, gate_exit
 from harness.core.errors import HarnessError
 from harness.core.storage import dir_or_uri
@@ -31,13 +32,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="analyse these archives instead of running (e.g. to re-render a matrix)")
     mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
     add_variants_file(mx)
-    mx.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every variant")
+    add_run_options(mx)
     add_gate_option(mx, "any candidate regresses against the baseline")
-    mx.set_defaults(func=matrix_)
+    mx.set_defaults(func=matrix_command)
 
 
-def matrix_(args: argparse.Namespace) -> int:
+def matrix_command(args: argparse.Namespace) -> int:
     from harness.campaigns import matrix
+    from harness.campaigns.loop import Campaign, Outcome
     from spark.jobs.matrix import parser as matrix_parser
     from spark.jobs.matrix import run as run_matrix
 
@@ -45,17 +47,18 @@ def matrix_(args: argparse.Namespace) -> int:
     refuse_existing(args.out)
     not_applicable: dict[str, str] = {}
     if args.archives:
-        outcome = matrix.Outcome(archives=list(args.archives))
+        outcome = Outcome(archives=list(args.archives))
     else:
         planned = matrix.scenarios(args.scenarios or [matrix.ALL], args.protocols or ())
         plan, not_applicable = planned.scenarios, planned.not_applicable
         for name, why in not_applicable.items():
             console.print(f"[yellow]not run: {name}[/]: {why}")
-        matrix.check(plan, variants, args.probe)
+        campaign = Campaign(args.runs_dir, RunOptions.from_args(args), log, on_result=print_summary, min_variants=2)
+        matrix.check(plan, variants, campaign)
         total = sum(matrix.estimate_s(sc) for sc in plan)
         console.print(f"matrix: {len(plan)} scenario(s) x {len(variants)} variant(s), about {total / 60:.0f} min: "
                       f"{', '.join(sc.name for sc in plan)}")
-        outcome = matrix.run_all(plan, variants, args.runs_dir, args.probe, log=log, on_result=print_summary)
+        outcome = matrix.run_all(plan, variants, campaign)
         if not outcome.archives:
             raise HarnessError("every scenario's run failed; see the lines above")
         not_applicable = {**not_applicable, **outcome.not_applicable}

@@ -9,12 +9,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.contracts.options import add_run_options
 from harness.contracts.verdict import add_gate_option
-from harness.contracts.workers import DEFAULT_GRPC_CLIENT, GRPC_CLIENTS
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS, Scenario
-from harness.inputs.variants import ORDERS, RANDOM
 from harness.report.terminal import FORMATS, TABLE
 
 ENV_PREFIX = "RMQ_HARNESS_"
@@ -196,24 +195,10 @@ def run_options() -> argparse.ArgumentParser:
                         "sigstop:proxy@30+10, restart:namesrv@30); the scenario is named after its faults")
     p.add_argument("--runs-dir", type=dir_or_uri, default=Path("runs"),
                    help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
-    p.add_argument("--probe", action="store_true",
-                   help="mount the pop-wakeup-probe agent on every variant and archive its counters")
     p.add_argument("--compare", action="store_true",
                    help="afterwards compare the second variant (candidate) against the first (baseline)")
     add_gate_option(p, "the comparison afterwards finds a regression (implies --compare)")
-    p.add_argument("--order", choices=ORDERS, default=RANDOM,
-                   help="the order the variants come up in and take their slots: random (default; recorded in "
-                        "the manifest) or as given")
-    p.add_argument("--ui", action="store_true",
-                   help="serve Locust's web UI per variant while the run goes: on 127.0.0.1 here, through the "
-                        "release's load-test Service with `k8s run` (addresses printed when the load starts; the "
-                        "run starts and ends by itself as without it)")
-    p.add_argument("--grpc-client", choices=GRPC_CLIENTS, default=DEFAULT_GRPC_CLIENT,
-                   help="the client the gRPC workers drive: official (rocketmq-python-client; default) or native (the "
-                        "harness's own, docs/operations.md); recorded in the manifest")
-    p.add_argument("--keep-resources", action="store_true",
-                   help="leave the run's topics and groups on external clusters (variants with endpoints:); they "
-                        "are removed after the run by default")
+    add_run_options(p)
     p.add_argument("--run-id", type=run_id, default=None, help=argparse.SUPPRESS)
     add_variants_file(p)
     return p

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from harness.cli.options import add_variants_file, refuse_existing, scenario_of
+from harness.contracts.options import RunOptions, add_run_options
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
@@ -40,11 +41,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
     rp.add_argument("--out", type=Path, default=None, help="where ramp.json goes (default: reports/<time>-ramp)")
     add_variants_file(rp)
-    rp.set_defaults(func=ramp_)
+    add_run_options(rp)
+    rp.set_defaults(func=ramp_command)
 
 
-def ramp_(args: argparse.Namespace) -> int:
+def ramp_command(args: argparse.Namespace) -> int:
     from harness.campaigns import ramp
+    from harness.campaigns.loop import Campaign
 
     if args.duration <= 0:
         raise ConfigError(f"--duration {args.duration:g}: seconds of load per step, above 0 (default 40)")
@@ -55,8 +58,9 @@ def ramp_(args: argparse.Namespace) -> int:
     refuse_existing(out)
     console.print(f"ramp: {scenario.name} at {', '.join(f'{r:g}' for r in args.rates)} messages/s, "
                   f"{args.duration:g} s each, on {', '.join(v.name for v in variants)}")
-    outcome = ramp.run_all(scenario, variants, args.rates, args.runs_dir, log, duration_s=args.duration,
-                           rules=args.rules, on_result=print_summary)
+    campaign = Campaign(args.runs_dir, RunOptions.from_args(args), log, on_result=print_summary,
+                        stop_on_config_error=True, outcome=ramp.Outcome())
+    outcome = ramp.run_all(scenario, variants, args.rates, campaign, duration_s=args.duration, rules=args.rules)
     result = {"scenario": scenario.name, "rules": [*scenario.expect, *args.rules], "rates": args.rates,
               "duration_s": args.duration, "wall_s": round(outcome.wall_s, 1), "steps": outcome.steps,
               "failed": outcome.failed, "variants": ramp.verdicts(outcome, [v.name for v in variants])}

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from harness.cli.options import add_out_file, adopt, refuse_existing, scenario_of
+from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
@@ -35,7 +36,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                          "marked upstream: true, the pop defects upstream reported; docs/findings/upstream-defects.md)")
     sw.add_argument("--batch", type=int, default=None, metavar="N",
                     help="releases side by side in one run (default: 4, what this 2-core machine keeps apart)")
-    sw.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every release")
+    add_run_options(sw)
     sw.add_argument("--runs-dir", type=dir_or_uri, default=None,
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/sweep-<time>)")
     sw.add_argument("--archives", type=dir_or_uri, nargs="+", default=None,
@@ -51,7 +52,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     bi.add_argument("--between", action="append", default=None, metavar="VERSION|jars:DIR",
                     help="the builds between, in order (repeat; default: the releases between two versions)")
     bi.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
-    bi.add_argument("--probe", action="store_true", help="install the wakeup probe agent in every build")
+    add_run_options(bi, ui=False, keep_resources=False)
     bi.add_argument("--runs-dir", type=dir_or_uri, default=None,
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/bisect-<time>)")
     add_out_file(bi, "bench-results/bisect-<time>.json")
@@ -74,6 +75,7 @@ def _stamp() -> str:
 def sweep(args: argparse.Namespace) -> int:
     from harness.campaigns import matrix, releases
     from harness.campaigns import sweep as sweeping
+    from harness.campaigns.loop import Campaign
     from spark.jobs.sweep import parser as sweep_parser
     from spark.jobs.sweep import run as run_sweep
 
@@ -103,8 +105,10 @@ def sweep(args: argparse.Namespace) -> int:
         console.print(f"sweep: {len(ready)} release(s) in batches of up to {batch}, {len(plan)} scenario(s): "
                       f"{', '.join(ready)}" + (f"; skipped {', '.join(skipped)}" if skipped else ""))
         print_hybrids(got.hybrids)
-        done = sweeping.run_all(plan, variants, batch, args.runs_dir or Path("runs") / f"sweep-{_stamp()}",
-                                args.probe, log, on_result=print_summary)
+        campaign = Campaign(args.runs_dir or Path("runs") / f"sweep-{_stamp()}", RunOptions.from_args(args), log,
+                            on_result=print_summary)
+        campaign.check(plan, variants)
+        done = sweeping.run_all(plan, variants, batch, campaign)
         if not done.archives:
             raise HarnessError("every run of the sweep failed; see the lines above")
         archives, failed, wall = done.archives, done.failed, done.wall_s
@@ -171,7 +175,8 @@ def bisect(args: argparse.Namespace) -> int:
     runs_dir = args.runs_dir or Path("runs") / f"bisect-{_stamp()}"
     console.print(f"bisect over {len(points)} build(s), oldest first: {', '.join(p.name for p in points)}"
                   + (f"; not assemblable: {', '.join(skipped)}" if skipped else ""))
-    judge = bisecting.spark_judge(points[0], points[-1], scenario, runs_dir, args.probe, VerdictRule(), log)
+    judge = bisecting.spark_judge(points[0], points[-1], scenario, runs_dir, RunOptions.from_args(args), VerdictRule(),
+                                  log)
     started = time.monotonic()
     result = bisecting.search(points, judge, log=log)
     doc = {"generated_at": dt.datetime.now(dt.UTC).isoformat(), "wall_s": round(time.monotonic() - started, 1),

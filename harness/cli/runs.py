@@ -9,6 +9,8 @@ from pathlib import Path
 
 from harness.cli.compare import compare_archives
 from harness.cli.options import add_format_option, run_options, scenario_of
+from harness.contracts.options import RunOptions
+from harness.contracts.record import MANIFEST, RunRecord
 from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
 from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
@@ -21,7 +23,6 @@ from harness.report.terminal import (
     place,
     print_faults,
     print_probes,
-    print_summary,
     print_summary_as,
     progress_console,
 )
@@ -36,7 +37,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="local: brokers on this machine (default); k8s: the Helm release's brokers, from inside "
                           "its load-test pod (from a workstation: `rmq-harness k8s run`)")
     add_format_option(run)
-    run.set_defaults(func=run_)
+    run.set_defaults(func=run_command)
 
     k8s_opts = argparse.ArgumentParser(add_help=False)
     k8s_opts.add_argument("--release", default="rmq", help="Helm release name (default: rmq)")
@@ -56,7 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     upload.add_argument("archives", nargs="+", type=Path, metavar="ARCHIVE", help="run archive directories")
     upload.add_argument("--runs-dir", type=dir_or_uri, required=True, metavar="S3_URI",
                         help="where they go: s3://bucket/prefix (endpoint and credentials: the AWS environment)")
-    upload.set_defaults(func=upload_)
+    upload.set_defaults(func=upload_command)
     kcmp = ksub.add_parser("compare", parents=[k8s_opts],
                            help="compare archives on the runs volume in the cluster (a Spark driver Job whose "
                                 "executors are pods); the report is copied into --out")
@@ -90,9 +91,20 @@ def _then_compare(args: argparse.Namespace, archive: Path | str, variants: list[
                             fmt=getattr(args, "format", TABLE))
 
 
-def run_(args: argparse.Namespace) -> int:
+def _print_run(rows: list[dict], probes: dict, archive: Path | str, fmt: str = TABLE) -> None:
+    """A run's table (or rows for programs), what its faults did, its probes' counts, where its archive is."""
+    print_summary_as(rows, fmt, archive)
+    if fmt == TABLE:
+        print_faults(rows)
+        if probes:
+            print_probes(probes)
+        console.print(f"run archive: {place(archive)}", markup=False)
+
+
+def run_command(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from harness.run.hooks import Hook, RunState
     from harness.run.sequence import Run
     from harness.run.site import SITES
 
@@ -106,22 +118,19 @@ def run_(args: argparse.Namespace) -> int:
     tasks = {v.name: progress.add_task(v.name, total=scenario.duration_s, counts="starting brokers")
              for v in variants}
 
-    def on_tick(elapsed: float, counts: dict) -> None:
-        for name, c in counts.items():
-            mean = f"{c.mean_wakeup_s:.2f} s" if c.mean_wakeup_s is not None else "-"
-            progress.update(tasks[name], completed=min(elapsed, scenario.duration_s),
-                            counts=f"sent {c.sent:.0f}  retries {c.retries:.0f}  mean wakeup {mean}")
+    class Bars(Hook):
+        """Each variant's live counts on its bar."""
+
+        def tick(self, run: RunState, elapsed_s: float, counts: dict) -> None:
+            for name, c in counts.items():
+                mean = f"{c.mean_wakeup_s:.2f} s" if c.mean_wakeup_s is not None else "-"
+                progress.update(tasks[name], completed=min(elapsed_s, scenario.duration_s),
+                                counts=f"sent {c.sent:.0f}  retries {c.retries:.0f}  mean wakeup {mean}")
 
     with progress:
-        result = Run(variants, scenario, args.runs_dir, log=log_to(out), on_tick=on_tick, probe=args.probe,
-                     site=SITES[args.backend], run_id=args.run_id, order=args.order,
-                     keep_resources=args.keep_resources, ui=args.ui, grpc_client=args.grpc_client).execute()
-    print_summary_as(result.summary, args.format, result.archive)
-    if args.format == TABLE:
-        print_faults(result.summary)
-        if result.probes:
-            print_probes(result.probes)
-        console.print(f"run archive: {place(result.archive)}", markup=False)
+        result = Run(variants, scenario, args.runs_dir, RunOptions.from_args(args), log=log_to(out), hooks=[Bars()],
+                     site=SITES[args.backend], run_id=args.run_id).execute()
+    _print_run(result.summary, result.probes, result.archive, args.format)
     return _then_compare(args, result.archive, [v.name for v in variants])
 
 
@@ -129,7 +138,8 @@ def k8s_run(args: argparse.Namespace) -> int:
     """From a workstation: the run becomes a Job of the Helm release; its archive is copied back here."""
     from harness.deploy.k8s.naming import UI_PORTS
     from harness.deploy.k8s.remote import Cluster
-    from harness.run.sequence import GRACE_S, new_run_id
+    from harness.run.plan import new_run_id
+    from harness.run.sequence import GRACE_S, RunResult
 
     scenario = scenario_of(args)
     names = list(dict.fromkeys(args.variants_wanted or ["unpatched"]))
@@ -144,21 +154,18 @@ def k8s_run(args: argparse.Namespace) -> int:
     cluster.check_variants(names)
     run_id = args.run_id or new_run_id(scenario.name)
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
-    job = cluster.start(run_id, scenario, names, args.probe, args.order, args.ui, args.grpc_client)
+    job = cluster.start(run_id, scenario, names, RunOptions.from_args(args))
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
     cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
-    manifest = json.loads((fetched / "manifest.json").read_text())
-    archive = outbox.deliver(fetched, bucket, log=console.print)
-    print_summary(manifest["summary"])
-    print_faults(manifest["summary"])
-    if manifest.get("probe"):
-        print_probes(manifest["probe"])
-    console.print(f"run archive: {archive}")
+    record = RunRecord.model_validate_json((fetched / MANIFEST).read_text())
+    result = RunResult(record, outbox.deliver(fetched, bucket, log=console.print))
+    _print_run(result.summary, result.probes, result.archive)
+    archive = result.archive
     return _then_compare(args, archive, names)
 
 
-def upload_(args: argparse.Namespace) -> int:
+def upload_command(args: argparse.Namespace) -> int:
     for uri in outbox.upload(args.archives, args.runs_dir, log=console.print):
         console.print(f"run archive: {uri}")
     return 0

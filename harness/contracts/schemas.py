@@ -49,6 +49,9 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
        "release (modules of an earlier release where its own are not published) is on record; each summary row's "
        "hybrid (harness.contracts.modules.hybrid_note)",
     8: "grpc_client: the gRPC client the workers drove (official, native, native-gevent; null for remoting)",
+    9: "per variant offsets (the lag its groups left when the load stopped; before, in its summary rows); summary "
+       "rows hold what the events gave, and hybrid, offsets, grpc_client and probe are read from the record "
+       "wherever rows are shown (harness/measure/enrich.py)",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",

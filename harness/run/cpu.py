@@ -9,6 +9,7 @@ A Locust process runs its users on one Python thread, so it has run out at one c
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from harness.run.hooks import Hook, RunState
 
 SAMPLE_S = 1.0
 # Means over this many seconds; the busiest of them is the peak (a short burst of CPU is not a limit).
@@ -52,7 +55,7 @@ def classify(cmdline: Sequence[str], cwd: str, variants: Sequence[str]) -> tuple
 
 
 @dataclass
-class _Use:
+class _GroupCpu:
     """Running CPU figures of one group: core-seconds in all, and the busiest PEAK_WINDOW_S mean."""
 
     core_s: float = 0.0
@@ -83,9 +86,9 @@ class CpuSampler:
 
     def __post_init__(self) -> None:
         self.cores = psutil.cpu_count() or 1
-        self.groups: dict[tuple[str, str], _Use] = {}  # (kind, variant or "") -> use
-        self.processes: dict[str, _Use] = {}  # "<variant> <role> <pid>" of each Locust process -> use
-        self.machine = _Use()
+        self.groups: dict[tuple[str, str], _GroupCpu] = {}  # (kind, variant or "") -> use
+        self.processes: dict[str, _GroupCpu] = {}  # "<variant> <role> <pid>" of each Locust process -> use
+        self.machine = _GroupCpu()
         self.wall_s = 0.0
         self._seen: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
         self._labels: dict[tuple[int, float], tuple[str, str | None, str]] = {}
@@ -167,9 +170,9 @@ class CpuSampler:
             delta = max(0.0, cpu_s - self._seen.get(key, 0.0))
             used[(kind, variant or "")] = used.get((kind, variant or ""), 0.0) + delta
             if kind == LOAD:
-                self.processes.setdefault(f"{variant or '?'} {role} {key[0]}", _Use()).add(delta, dt)
+                self.processes.setdefault(f"{variant or '?'} {role} {key[0]}", _GroupCpu()).add(delta, dt)
         for group in set(used) | set(self.groups):
-            self.groups.setdefault(group, _Use()).add(used.get(group, 0.0), dt)
+            self.groups.setdefault(group, _GroupCpu()).add(used.get(group, 0.0), dt)
         # Gone processes are forgotten (a run's many short-lived children must not grow this).
         self._seen = now
         self._labels = {k: v for k, v in self._labels.items() if k in now}
@@ -178,9 +181,9 @@ class CpuSampler:
         """The run's CPU: the machine's busy share, per kind (and per variant) mean and peak cores, the busiest
         Locust process, and which of them ran out (harness.run.cpu.ran_out)."""
         w = self.wall_s
-        kinds: dict[str, _Use] = {}
+        kinds: dict[str, _GroupCpu] = {}
         for (kind, _), use in self.groups.items():
-            k = kinds.setdefault(kind, _Use())
+            k = kinds.setdefault(kind, _GroupCpu())
             k.core_s += use.core_s
             k.peak += use.peak  # peaks of different variants need not coincide: an upper bound
         machine = self.machine.figures(w)
@@ -227,3 +230,22 @@ def ran_out(cpu: dict) -> dict[str, object]:
     return {"load_generator": load, "machine": machine,
             "line": "; ".join(parts) + f"; mean cores: {shares or 'none sampled'} (peak machine "
                     f"{cpu['machine']['peak_busy']:.0%} over {PEAK_WINDOW_S:g} s)"}
+
+
+class CpuSampling(Hook):
+    """The CPU of the run's processes while the load runs, from the producers' start (what Locust's start-up takes
+    is not the load's): resources/cpu.json in the archive, one line in the log, ``run.cpu`` for campaigns."""
+
+    def __init__(self, variants: Sequence[str]) -> None:
+        self.sampler = CpuSampler(variants)
+
+    def load_started(self, run: RunState) -> None:
+        self.sampler.start(skip_s=run.scenario.produce.delay_s)
+
+    def load_ended(self, run: RunState) -> None:
+        run.cpu = self.sampler.stop()
+        (run.staging.dir("resources") / "cpu.json").write_text(json.dumps(run.cpu, indent=2) + "\n")
+        run.log(f"CPU while the load ran: {run.cpu['ran_out']['line']}")
+
+    def failed(self, run: RunState, error: BaseException) -> None:
+        self.sampler.stop()

@@ -16,12 +16,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.core.errors import ConfigError
+from harness.contracts.events import EventLog
+from harness.core.errors import ConfigError, HarnessError
 from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
 from harness.inputs.scenario import Fault
+from harness.run.hooks import Hook, RunState
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
+# A fault still in progress when the load ends (a broker starting again) is waited for this long.
+FAULT_FINISH_S = 300.0
 
 
 @dataclass
@@ -64,7 +68,8 @@ class FaultRecord:
                 "detail": detail[:500]}
 
 
-def act(proc: ServerProcess, fault: Fault, record: FaultRecord, sleep: Callable[[float], None] = time.sleep) -> None:
+def carry_out(proc: ServerProcess, fault: Fault, record: FaultRecord,
+              sleep: Callable[[float], None] = time.sleep) -> None:
     """Carry out ``fault`` on ``proc``, filling ``record``'s times."""
     record.process = proc.describe()
     record.started_ns = time.time_ns()
@@ -135,7 +140,7 @@ class Injector:
                 record.delay_s = round(max(0.0, time.monotonic() - t0 - f.at_s), 3)
                 self.log(f"{variant}: fault {f.label} on {proc.describe()} at {time.monotonic() - t0:.1f} s")
                 try:
-                    act(proc, f, record)
+                    carry_out(proc, f, record)
                 except Exception as e:  # noqa: BLE001 - what went wrong is the record's, and the run goes on
                     record.error = f"{type(e).__name__}: {e}"
                     self.log(f"{variant}: fault {f.label} failed: {record.error}")
@@ -161,3 +166,47 @@ class Injector:
     @property
     def failed(self) -> list[FaultRecord]:
         return [r for r in self.records if r.error]
+
+
+class Faults(Hook):
+    """The scenario's faults as a part of the run: their targets found once the brokers are up, injected from the
+    load's start, finished (and no more started) when it ends; each becomes a ``fault`` event in its variant's
+    events and a record in the manifest; a fault not carried out as planned fails the run once it is archived."""
+
+    def __init__(self) -> None:
+        self.injector: Injector | None = None
+
+    def brokers_up(self, run: RunState) -> None:
+        self.injector = Injector(run.backend, [v.name for v in run.variants], run.scenario.faults, run.log)
+        self.injector.prepare()
+
+    def load_started(self, run: RunState) -> None:
+        self.injector.start()
+
+    def load_ended(self, run: RunState) -> None:
+        self.injector.finish(timeout_s=FAULT_FINISH_S)
+        self.injector.release()  # no fault starts a process once the brokers stop
+
+    def failed(self, run: RunState, error: BaseException) -> None:
+        if self.injector is not None:
+            self.injector.release()  # a process a fault is starting now is in the state `down` reads
+
+    def archive(self, run: RunState) -> None:
+        records = self.injector.records
+        run.record.faults = [r.as_dict() for r in records]
+        for variant, shard_dir in run.fleet.shard_dirs.items():
+            rows = [r.event() for r in records if r.variant == variant]
+            if rows:
+                log = EventLog(shard_dir, HARNESS_WORKER, {"run_id": run.run_id, "variant": variant,
+                                                           "scenario": run.scenario.name, "worker": HARNESS_WORKER,
+                                                           "protocol": run.scenario.protocol})
+                for row in rows:
+                    log.record("fault", **row)
+                log.close()
+
+    def finished(self, run: RunState) -> None:
+        failed = self.injector.failed
+        if failed:
+            first = failed[0]
+            raise HarnessError(f"{len(failed)} fault(s) not carried out as planned, e.g. {first.variant}: "
+                               f"{first.label}: {first.error} (the archive {run.archive} records them)")

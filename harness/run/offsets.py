@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.client import remoting
 from harness.contracts.endpoints import Endpoints
 from harness.inputs.scenario import Scenario
+from harness.run.hooks import Hook, RunState
 
 
 def lag(ep: Endpoints, scenario: Scenario) -> dict[str, object]:
@@ -25,3 +26,15 @@ def lag(ep: Endpoints, scenario: Scenario) -> dict[str, object]:
                 behind += max(end - (committed or 0), 0)
         groups[g.name] = behind
     return {"lag": sum(groups.values()), "groups": groups}
+
+
+class Offsets(Hook):
+    """Each variant's lag into its record once the load ended; unknown (None, said in the log) where the brokers
+    would not tell (a broker a fault left down)."""
+
+    def load_ended(self, run: RunState) -> None:
+        for ep in run.endpoints:
+            try:
+                run.record.variant(ep.variant).offsets = lag(ep, run.scenario)
+            except (OSError, remoting.RemotingError) as e:
+                run.log(f"{ep.variant}: the groups' lag is unknown: {e}")

@@ -18,9 +18,9 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, SCHEMA
+from harness.contracts.record import HostInfo, RunRecord, VariantRecord
 from tests.synth import scenario_of
 
 OUT = Path("bench-results") / "spark.json"
@@ -70,9 +70,9 @@ def make_archive(runs: Path, events: int) -> Path:
     for variant, slow in (("unpatched", True), ("patched", False)):
         pq.write_table(_variant_table(run_id, variant, per_variant, rng, slow),
                        staging.dir("events") / f"{variant}.parquet")
-    return staging.commit(Manifest(
+    return staging.commit(RunRecord(
         event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of("burst"),
-        variants=[VariantInfo(name="unpatched", version="5.3.3"), VariantInfo(name="patched", version="5.3.3")],
+        variants=[VariantRecord(name="unpatched", version="5.3.3"), VariantRecord(name="patched", version="5.3.3")],
         harness_version="bench", harness_git_sha=None,
         host=HostInfo(hostname="bench", cpus=2, memory_gib=24, python="", java="", platform=""),
         started_at="", ended_at="", duration_s=0.0))

@@ -13,6 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.contracts.options import RunOptions
 from harness.contracts.workers import ENV_SPEC_JSON, Placement, WorkerPlan
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import naming
@@ -65,7 +66,7 @@ def test_run_job_and_collector_made_from_the_cronjob_are_valid(profile: Path, re
     release = Release("rmq", NAMESPACE, one(rendered[profile.name], "CronJob", f"-{naming.LOADTEST}"))
     run_id = "20261122-101500-burst-ab12"
     job = job_manifest(release, run_id, "scenario-cm", run_args(run_id, "/etc/rmq-harness/scenario/burst.yaml",
-                                                                   ["unpatched"], probe=False))
+                                                                   ["unpatched"], RunOptions()))
     _validate(job)
     pod = job["spec"]["template"]
     assert pod["metadata"]["labels"][naming.RUN_ID] == run_id

@@ -9,9 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.contracts.options import RunOptions
+from harness.contracts.record import MANIFEST, RunRecord
 from harness.core.paths import REPO_ROOT
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
+from harness.run.hooks import Hook, RunState
 from harness.run.sequence import Run, RunResult
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
@@ -25,12 +28,46 @@ def _agents_built():
             pytest.fail(f"{jar} missing: run `make setup` (builds broker-patches/)")
 
 
-def _run(tmp_path_factory, scenario: str, variants: tuple[str, str] = ("unpatched", "patched")):
+class Phases(Hook):
+    """A hook of the test's own, added to a run without touching any phase: which phases it saw, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def brokers_up(self, run: RunState) -> None:
+        self.seen.append(("brokers_up", sorted(ep.variant for ep in run.endpoints)))
+
+    def ready(self, run: RunState) -> None:
+        self.seen.append(("ready", run.fleet is not None))
+
+    def load_started(self, run: RunState) -> None:
+        self.seen.append(("load_started",))
+
+    def cycle_started(self, run: RunState, variant: str, cycle: int) -> None:
+        self.seen.append(("cycle_started", variant, cycle))
+
+    def drain_started(self, run: RunState, variant: str) -> None:
+        self.seen.append(("drain_started", variant))
+
+    def load_ended(self, run: RunState) -> None:
+        self.seen.append(("load_ended",))
+
+    def archive(self, run: RunState) -> None:
+        self.seen.append(("archive", sorted(run.fleet.shard_dirs)))
+
+    def brokers_down(self, run: RunState) -> None:
+        self.seen.append(("brokers_down",))
+
+    def finished(self, run: RunState) -> None:
+        self.seen.append(("finished", Path(run.archive).is_dir()))
+
+
+def _run(tmp_path_factory, scenario: str, variants: tuple[str, str] = ("unpatched", "patched"),
+         hooks: tuple[Hook, ...] = ()) -> RunResult:
     runs = tmp_path_factory.mktemp("runs")
     known = load_variants()
-    result = Run([known[v] for v in variants], load_scenario(str(RESOURCES / f"{scenario}.yaml")),
-                 runs, log=lambda s: None, probe=True).execute()
-    return result
+    return Run([known[v] for v in variants], load_scenario(str(RESOURCES / f"{scenario}.yaml")), runs,
+               RunOptions(probe=True), log=lambda s: None, hooks=hooks).execute()
 
 
 def _wakeups(result, variant: str) -> dict[str, float]:
@@ -44,13 +81,33 @@ def _wakeups(result, variant: str) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def v1_burst(short_burst: Path) -> RunResult:
     """The short-burst run of conftest.py: unpatched and patched side by side, with the probe."""
-    m = json.loads((short_burst / "manifest.json").read_text())
-    return RunResult(short_burst, m["summary"], m["probe"])
+    return RunResult(RunRecord.model_validate_json((short_burst / MANIFEST).read_text()), short_burst)
 
 
 @pytest.fixture(scope="module")
-def v2_four_groups(tmp_path_factory):
-    return _run(tmp_path_factory, "short-fourgroups-v2")
+def phases() -> Phases:
+    return Phases()
+
+
+@pytest.fixture(scope="module")
+def v2_four_groups(tmp_path_factory, phases: Phases) -> RunResult:
+    return _run(tmp_path_factory, "short-fourgroups-v2", hooks=(phases,))
+
+
+def test_a_hook_of_its_own_sees_every_phase_of_the_run_in_order(v2_four_groups, phases: Phases):
+    kinds = [p[0] for p in phases.seen]
+    once = ["brokers_up", "ready", "load_started", "load_ended", "archive", "brokers_down", "finished"]
+    assert [k for k in kinds if k in once] == once
+    assert phases.seen[0] == ("brokers_up", ["patched", "unpatched"])
+    assert ("ready", True) in phases.seen and ("archive", ["patched", "unpatched"]) in phases.seen
+    assert phases.seen[-1] == ("finished", True)
+    # Between the load's start and end: every cycle of each variant once, in order, then its drain.
+    live = phases.seen[kinds.index("load_started") + 1:kinds.index("load_ended")]
+    for variant in ("unpatched", "patched"):
+        cycles = [p[2] for p in live if p[:2] == ("cycle_started", variant)]
+        assert cycles == list(range(len(cycles))) and cycles, variant
+        assert live.index(("drain_started", variant)) > max(i for i, p in enumerate(live)
+                                                             if p[:2] == ("cycle_started", variant))
 
 
 def test_v1_retries_wake_nobody_unpatched_and_their_owner_patched(v1_burst):

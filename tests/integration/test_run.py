@@ -8,8 +8,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from harness.archive.schema import MANIFEST_SCHEMA_VERSION
 from harness.contracts.events import COLUMNS, EVENT_SCHEMA_VERSION
+from harness.contracts.record import MANIFEST_SCHEMA_VERSION
 from harness.core import process
 from harness.deploy.local import LocalBackend
 from harness.run.observability import dashboards

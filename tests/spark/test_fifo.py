@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from harness.archive.schema import HostInfo, Manifest, VariantInfo
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
+from harness.contracts.record import HostInfo, RunRecord, VariantRecord
 from harness.measure.latency import derive
 from harness.measure.tally import summarize
 from spark.comparison import collect
@@ -44,9 +44,9 @@ def _fifo_archive(runs, run_id):
                 rows.append({**ev, "kind": "acked", "delivery_attempt": 1, "t_client_ns": (clock + 1) * MS})
                 clock += 10
     write_parquet(rows, staging.dir("events") / "all.parquet")
-    return staging.commit(Manifest(
+    return staging.commit(RunRecord(
         event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=doc,
-        variants=[VariantInfo(name=v, version="5.3.3") for v in ("good", "bad")], harness_version="test",
+        variants=[VariantRecord(name=v, version="5.3.3") for v in ("good", "bad")], harness_version="test",
         harness_git_sha=None, host=HostInfo(hostname="t", cpus=2, memory_gib=24, python="", java="", platform=""),
         started_at="2026-11-22T00:00:00+00:00", ended_at="2026-11-22T00:01:00+00:00", duration_s=60.0))
 

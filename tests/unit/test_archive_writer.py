@@ -4,16 +4,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.archive.schema import MANIFEST_SCHEMA_VERSION, HostInfo, Manifest
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import SCHEMA, write_parquet
+from harness.contracts.record import MANIFEST_SCHEMA_VERSION, HostInfo, RunRecord
 from harness.core.errors import HarnessError
 
 MS = 1_000_000
 
 
-def _manifest(run_id: str) -> Manifest:
-    return Manifest(event_schema_version=1, run_id=run_id, scenario={"name": "s"}, variants=[],
+def _manifest(run_id: str) -> RunRecord:
+    return RunRecord(event_schema_version=1, run_id=run_id, scenario={"name": "s"}, variants=[],
                     harness_version="0", harness_git_sha=None,
                     host=HostInfo(hostname="h", cpus=2, memory_gib=24, python="3.11", java="17", platform="x"),
                     started_at="a", ended_at="b", duration_s=1.0)

@@ -75,7 +75,7 @@ def test_a_comparison_after_a_run_needs_two_variants_before_anything_starts(tmp_
 
 def test_variants_come_up_in_a_recorded_random_order_or_as_given():
     from harness.inputs.variants import load_variants, select
-    from harness.run.sequence import variant_order
+    from harness.run.plan import variant_order
 
     variants = select(load_variants(None), ["unpatched", "patched", "upstream-5.4.0"])
     names = [v.name for v in variants]

@@ -60,7 +60,7 @@ def test_stopping_a_sampler_never_started_gives_nothing_measured():
 
 
 def test_a_peak_is_the_busiest_ten_seconds_not_a_one_second_burst():
-    u = cpu._Use()
+    u = cpu._GroupCpu()
     for s in range(30):
         u.add(1.0 if s == 3 else 0.2, 1.0)  # one second at a full core among 0.2
     f = u.figures(30.0)

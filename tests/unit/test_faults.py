@@ -12,7 +12,7 @@ import pytest
 from harness.core.errors import ConfigError
 from harness.inputs.scenario import load_scenario, parse_fault, parse_scenario, with_faults
 from harness.measure.fault_impact import impact, longest_gap, waits
-from harness.run.faults import FaultRecord, Injector, act
+from harness.run.faults import FaultRecord, Injector, carry_out
 
 BASE = {
     "name": "s",
@@ -123,7 +123,7 @@ class FakeProcess:
 def test_each_action_is_its_sequence_of_signals(spec, calls, slept):
     proc, sleeps = FakeProcess(), []
     record = FaultRecord("v", "x", "broker", 1, None)
-    act(proc, parse_fault(spec), record, sleep=sleeps.append)
+    carry_out(proc, parse_fault(spec), record, sleep=sleeps.append)
     assert proc.calls == calls and sleeps == slept
     assert record.process == "pid 1" and record.started_ns <= record.ended_ns
     assert record.back == ("" if calls[0] == "pause" else "pid 2")

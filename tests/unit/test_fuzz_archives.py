@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.archive.schema import MANIFEST_SCHEMA_VERSION
 from harness.contracts.events import COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
+from harness.contracts.record import MANIFEST_SCHEMA_VERSION
 from spark.io import ArchiveError, load_archives
 from tests import synth
 from tests.unit.test_fuzz_inputs import Case, assert_one_line, assert_refused, mutated, scratch, snapshot, weird

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.archive import manifest
-from harness.archive.schema import HostInfo, Manifest
-from harness.contracts.endpoints import Endpoints
 from harness.contracts.modules import ModuleJar, borrowed, hybrid_note
+from harness.contracts.options import RunOptions
+from harness.contracts.record import MANIFEST_SCHEMA_VERSION, RunRecord
 from harness.core.errors import ConfigError
 from harness.deploy.local import jars, linkage
 from harness.inputs.scenario import load_scenario
@@ -257,21 +257,18 @@ def test_a_cached_hybrid_keeps_what_its_fetch_recorded(tmp_path: Path, monkeypat
 
 def test_the_manifest_records_every_module_jar_and_reads_archives_without_them():
     variant = Variant(name="rocketmq-5.3.4", version="5.3.4")
-    ep = Endpoints("rocketmq-5.3.4", "5.3.4", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4",
-                   "http://127.0.0.1:5/metrics")
     now = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
     jar = ModuleJar("rocketmq-proxy", "5.3.3", "ab" * 32)
-    m = manifest.build(
-        run_id="r1", scenario=load_scenario("burst"), variants=[variant], endpoints=[ep], broker_configs={},
-        agent_reports={}, clock_offsets={}, digests={}, host=HostInfo(hostname="h", cpus=2, memory_gib=24.0,
-        python="3.11", java="17", platform="linux"), harness_git_sha=None, started=now, ended=now, duration_s=1.0,
-        summary=[], probes={}, prometheus={}, modules={"rocketmq-5.3.4": [jar]})
-    assert m.schema_version == 8
+    record = manifest.begin("r1", load_scenario("burst"), [variant], RunOptions(),
+                            {"names": [variant.name], "how": "given", "seed": None}, started=now)
+    record.variant(variant.name).modules = [jar.as_dict()]  # as the run's BrokerFacts records them
+    m = manifest.build(record, ended=now + dt.timedelta(seconds=1))
+    assert (m.schema_version, m.duration_s, m.host.cpus > 0) == (MANIFEST_SCHEMA_VERSION, 1.0, True)
     assert m.variants[0].modules == [{"artifact": "rocketmq-proxy", "version": "5.3.3", "sha256": "ab" * 32}]
     old = m.model_dump()
     old["schema_version"] = 6
     del old["variants"][0]["modules"]
-    assert Manifest.model_validate(old).variants[0].modules == []
+    assert RunRecord.model_validate(old).variants[0].modules == []
 
 
 def test_the_terminal_summary_marks_a_hybrid_and_says_what_came_from_where(capsys: pytest.CaptureFixture):
@@ -285,18 +282,18 @@ def test_the_terminal_summary_marks_a_hybrid_and_says_what_came_from_where(capsy
 def test_the_analysis_rows_and_the_variant_facts_carry_each_archives_hybrid_note():
     from types import SimpleNamespace
 
-    from spark.comparison import add_hybrids
+    from harness.measure.enrich import enrich
     from spark.matrix import variant_facts
 
     scenario = load_scenario("burst").model_dump(mode="json")
     mods = [{"artifact": "rocketmq-broker", "version": "5.5.1", "sha256": "a"},
             {"artifact": "rocketmq-proxy", "version": "5.5.0", "sha256": "b"}]
-    archive = SimpleNamespace(path="runs/r1", manifest={
-        "started_at": "2026-11-27T12:00:00+00:00", "scenario": scenario,
-        "variants": [{"name": "rocketmq-5.5.1", "version": "5.5.1", "modules": mods},
-                     {"name": "rocketmq-5.3.3", "version": "5.3.3"}]})  # recorded nothing: an older archive
-    rows = [{"scenario": "burst", "variant": "rocketmq-5.5.1"}, {"scenario": "burst", "variant": "rocketmq-5.3.3"}]
-    add_hybrids([archive], rows)
+    record = RunRecord(run_id="r1", started_at="2026-11-27T12:00:00+00:00", scenario=scenario, variants=[
+        {"name": "rocketmq-5.5.1", "version": "5.5.1", "modules": mods},
+        {"name": "rocketmq-5.3.3", "version": "5.3.3"}])  # recorded nothing: an older archive
+    archive = SimpleNamespace(path="runs/r1", record=record)
+    rows = enrich([{"scenario": "burst", "variant": "rocketmq-5.5.1"},
+                   {"scenario": "burst", "variant": "rocketmq-5.3.3"}], [record])
     assert [r["hybrid"] for r in rows] == ["hybrid: proxy from 5.5.0", None]
     facts = variant_facts(SimpleNamespace(archives=[archive]), ["rocketmq-5.5.1", "rocketmq-5.3.3"])
     assert [f["hybrid"] for f in facts] == ["hybrid: proxy from 5.5.0", None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.cli.main import parser
+from harness.contracts.options import RunOptions
 from harness.deploy.base import parse_properties
 from harness.deploy.k8s import naming
 from harness.deploy.k8s.cluster import agent_option, merged_broker_conf
@@ -44,14 +45,16 @@ def test_agent_option_finds_the_jar_among_jvm_options():
 
 
 def test_run_args_are_what_the_cli_accepts():
+    options = RunOptions(probe=True, order="given", keep_resources=True)
     args = parser().parse_args(run_args("20261122-090000-burst-ab12", "/etc/rmq-harness/scenario/burst.yaml",
-                                         ["unpatched", "patched"], probe=True))
+                                         ["unpatched", "patched"], options))
     assert args.command == "run" and args.backend == "k8s"
     assert args.run_id == "20261122-090000-burst-ab12"
     assert args.variants_wanted == ["unpatched", "patched"] and args.probe
     assert str(args.variants) == naming.VARIANTS_FILE and str(args.runs_dir) == naming.RUNS_MOUNT
     assert args.grpc_client == "official"
-    native = parser().parse_args(run_args("r", "/s.yaml", ["unpatched"], probe=False, grpc_client="native"))
+    assert RunOptions.from_args(args) == options  # the Job's run runs as asked
+    native = parser().parse_args(run_args("r", "/s.yaml", ["unpatched"], RunOptions(grpc_client="native")))
     assert native.grpc_client == "native"  # `k8s run --grpc-client native`: the run Job's workers drive it too
 
 

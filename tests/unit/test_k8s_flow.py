@@ -14,6 +14,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from harness.contracts.options import RunOptions
 from harness.core.errors import ConfigError, HarnessError
 from harness.deploy.k8s import naming, remote
 from harness.deploy.k8s.cluster import K8sBackend
@@ -243,7 +244,7 @@ def test_a_second_run_is_refused_while_one_is_active(cluster):
     cluster.batch = NS(list_namespaced_job=lambda ns, label_selector: NS(items=[
         NS(metadata=NS(name="rmq-run-1"), status=NS(active=1))]))
     with pytest.raises(HarnessError, match="already going.*rmq-run-1"):
-        cluster.start("r3", None, ["unpatched"], probe=False)
+        cluster.start("r3", None, ["unpatched"], RunOptions())
 
 
 def test_a_patched_variant_whose_agent_did_not_install_is_refused(backend, monkeypatch):

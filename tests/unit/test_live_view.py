@@ -4,6 +4,7 @@ the cluster, without changing how the run goes."""
 import pytest
 
 from harness.cli.main import main
+from harness.contracts.options import RunOptions
 from harness.deploy.k8s import naming
 from harness.deploy.k8s.remote import run_args
 from harness.workload.fleet import LOCAL_UI, ui_options
@@ -22,8 +23,8 @@ def test_in_the_cluster_each_variant_has_a_fixed_port_the_service_forwards_and_m
     with pytest.raises(ValueError, match="for 4 variants"):
         naming.ui_port(naming.UI_PORTS)
     assert LOCAL_UI.host == "127.0.0.1" and LOCAL_UI.port(0) != LOCAL_UI.port(0)  # free ports here
-    assert run_args("r", "s.yaml", ["a"], probe=False, ui=True)[-1] == "--ui"
-    assert "--ui" not in run_args("r", "s.yaml", ["a"], probe=False)
+    assert run_args("r", "s.yaml", ["a"], RunOptions(ui=True))[-1] == "--ui"
+    assert "--ui" not in run_args("r", "s.yaml", ["a"], RunOptions())
     five = [a for v in ("a", "b", "c", "d", "e") for a in ("--variant", v)]
     assert main(["k8s", "run", *five, "--ui"]) == 2
     err = capsys.readouterr().err

@@ -3,6 +3,8 @@ from pathlib import Path
 import pytest
 
 from harness.campaigns import matrix
+from harness.campaigns.loop import Campaign
+from harness.contracts.options import RunOptions
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import SCENARIO_DIR
 from harness.inputs.variants import load_variants, select
@@ -23,11 +25,12 @@ def test_a_variant_against_a_scenario_is_refused_before_anything_starts():
     unpatched, patched = select(load_variants(), ["unpatched", "patched"])
     v2 = unpatched.model_copy(update={"broker": {"enableRetryTopicV2": True}})
     plan = matrix.scenarios(["burst", "fourgroups-v2"]).scenarios
-    matrix.check(plan, [unpatched, patched])
+    campaign = Campaign("runs", RunOptions())
+    matrix.check(plan, [unpatched, patched], campaign)
     with pytest.raises(ConfigError, match="enableRetryTopicV2=true .* against scenario burst"):
-        matrix.check(plan, [v2, patched])
+        matrix.check(plan, [v2, patched], campaign)
     with pytest.raises(ConfigError, match="at least two variants"):
-        matrix.check(plan, [patched])
+        matrix.check(plan, [patched], campaign)
 
 
 def test_a_series_point_can_be_named_alone():
@@ -71,7 +74,7 @@ def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
             self.summary = [{"scenario": archive.name}]
 
     class FakeRun:  # the orchestration only: which scenarios ran, what failed
-        def __init__(self, variants, scenario, runs_dir, log, probe):
+        def __init__(self, variants, scenario, runs_dir, options, log):
             self.scenario = scenario
 
         def execute(self):
@@ -82,7 +85,9 @@ def test_a_failed_scenario_is_reported_and_the_others_still_run(tmp_path):
     plan = matrix.scenarios(["burst", "lapse", "steady"]).scenarios
     lines = []
     shown = []
-    out = matrix.run_all(plan, [], tmp_path, False, lines.append, make_run=FakeRun, on_result=shown.extend)
+    campaign = Campaign(tmp_path, RunOptions(), lines.append, make_run=FakeRun, on_result=shown.extend,
+                        min_variants=2)
+    out = matrix.run_all(plan, select(load_variants(), ["unpatched", "patched"]), campaign)
     assert out.archives == [tmp_path / "burst", tmp_path / "steady"]
     assert [s["scenario"] for s in shown] == ["burst", "steady"]
     assert out.failed == {"lapse": "variant patched: broker did not start"}

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.campaigns import ramp
+from harness.campaigns.loop import Campaign
 from harness.cli.main import main
+from harness.contracts.options import RunOptions
 from harness.core.errors import ConfigError, HarnessError
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import load_variants
@@ -31,6 +33,13 @@ class Result:
     cpu: dict
 
 
+def _ramp(variants, rates, make_run, **kw):
+    """The ramp over ``rates`` with runs ``make_run`` makes, as `rmq-harness ramp` runs it."""
+    campaign = Campaign("runs", RunOptions(), lambda s: None, make_run=make_run, stop_on_config_error=True,
+                        outcome=ramp.Outcome())
+    return ramp.run_all(MIXED, variants, rates, campaign, **kw)
+
+
 def _cpu(machine: float, locust: float) -> dict:
     """A run's CPU as harness.run.cpu gives it: the machine's peak busy share, the busiest Locust process's cores."""
     out = {"cores": 2, "sampled_s": 30.0, "machine": {"mean_busy": machine, "peak_busy": machine},
@@ -46,7 +55,7 @@ def _fake(behaviour, cpu=lambda rate: _cpu(0.5, 0.3)):
     asked = []
 
     class FakeRun:
-        def __init__(self, variants, scenario, runs_dir, log):
+        def __init__(self, variants, scenario, runs_dir, options, log):
             self.scenario = scenario
 
         def execute(self):
@@ -64,8 +73,7 @@ def test_each_variant_holds_up_to_the_rate_before_its_first_broken_rule_and_the_
                 _row("patched", rate * d, 20, lost=0 if rate < 400 else 3)]
 
     FakeRun, asked = _fake(brokers)
-    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100, 200, 400, 800], "runs", lambda s: None,
-                       duration_s=30, make_run=FakeRun)
+    out = _ramp(load_variants_pair(), [50, 100, 200, 400, 800], duration_s=30, make_run=FakeRun)
     assert [a[1] for a in asked] == [50, 100, 200, 400]  # 800 never runs: nobody held at 400
     assert asked[0][0] == "mixed-load-at-50" and all(a[2] == 30 for a in asked)
     assert [a[3] for a in asked] == [1, 2, 4, 8]  # at most 50 messages/s a producer
@@ -79,7 +87,7 @@ def test_each_variant_holds_up_to_the_rate_before_its_first_broken_rule_and_the_
 def test_a_step_the_producers_could_not_reach_judges_nothing_and_says_so():
     FakeRun, _ = _fake(lambda rate, d: [_row("unpatched", min(rate, 120) * d, 20), _row("patched", min(rate, 120) * d,
                                                                                          20)])
-    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100, 200], "runs", lambda s: None, make_run=FakeRun)
+    out = _ramp(load_variants_pair(), [50, 100, 200], make_run=FakeRun)
     [v, _] = ramp.verdicts(out, ["unpatched", "patched"])
     assert out.steps[-1]["variants"]["unpatched"]["state"] == ramp.NOT_REACHED
     assert v["holds_up_to_per_s"] == 100 and v["breaks_at_per_s"] is None and "reached 120/s" in v["note"]
@@ -93,7 +101,7 @@ def test_each_break_and_each_rate_not_reached_says_whose_cpu_ran_out():
                 _row("patched", min(rate, 150) * d, 20)]
 
     FakeRun, _ = _fake(brokers, cpu=lambda rate: _cpu(0.6, 0.4) if rate < 200 else _cpu(0.7, 0.97))
-    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100, 200], "runs", lambda s: None, make_run=FakeRun)
+    out = _ramp(load_variants_pair(), [50, 100, 200], make_run=FakeRun)
     v = {x["variant"]: x for x in ramp.verdicts(out, ["unpatched", "patched"])}
     assert v["unpatched"]["breaks_at_per_s"] == 100 and "no CPU ran out" in v["unpatched"]["note"]
     assert v["unpatched"]["cpu_ran_out"] == {"load_generator": False, "machine": False}
@@ -105,7 +113,7 @@ def test_each_break_and_each_rate_not_reached_says_whose_cpu_ran_out():
 def test_a_break_on_a_machine_out_of_cpu_is_not_put_down_to_the_brokers_alone():
     FakeRun, _ = _fake(lambda rate, d: [_row("unpatched", rate * d, 300 if rate < 100 else 1500)],
                        cpu=lambda rate: _cpu(0.96, 0.5))
-    out = ramp.run_all(MIXED, load_variants_pair()[:1], [50, 100], "runs", lambda s: None, make_run=FakeRun)
+    out = _ramp(load_variants_pair()[:1], [50, 100], make_run=FakeRun)
     [v] = ramp.verdicts(out, ["unpatched"])
     assert v["cpu_ran_out"]["machine"] is True and "need not be the brokers' limit" in v["note"]
     assert "servers took the most" in v["note"]
@@ -117,8 +125,7 @@ def test_client_errors_and_the_users_own_rules_break_a_step_and_a_rule_without_d
                 _row("patched", rate * d, None, redelivery_p99=1500 if rate < 100 else 4000)]
 
     FakeRun, _ = _fake(brokers)
-    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100], "runs", lambda s: None, make_run=FakeRun,
-                       rules=["redelivery_ms.p99 < 3000"])
+    out = _ramp(load_variants_pair(), [50, 100], make_run=FakeRun, rules=["redelivery_ms.p99 < 3000"])
     first = out.steps[0]["variants"]["unpatched"]
     assert first["state"] == ramp.HOLDS and first["no_data"] == ["wakeup_ms.p50 < 1000"]  # no retry found a poll
     v = {x["variant"]: x for x in ramp.verdicts(out, ["unpatched", "patched"])}
@@ -132,12 +139,12 @@ def test_a_refusal_of_the_first_step_is_raised_not_taken_for_a_failed_run():
             raise ConfigError("variant outside: name server 127.0.0.1:1 does not answer")
 
     with pytest.raises(ConfigError, match="does not answer"):
-        ramp.run_all(MIXED, load_variants_pair(), [50, 100], "runs", lambda s: None, make_run=Refused)
+        _ramp(load_variants_pair(), [50, 100], make_run=Refused)
 
 
 def test_holding_at_every_rate_asked_says_to_ramp_higher():
     FakeRun, _ = _fake(lambda rate, d: [_row("patched", rate * d, 20)])
-    out = ramp.run_all(MIXED, load_variants_pair()[1:], [50, 100], "runs", lambda s: None, make_run=FakeRun)
+    out = _ramp(load_variants_pair()[1:], [50, 100], make_run=FakeRun)
     [v] = ramp.verdicts(out, ["patched"])
     assert v["holds_up_to_per_s"] == 100 and "ramp higher" in v["note"]
 
@@ -150,7 +157,7 @@ def test_a_failed_run_ends_the_ramp_with_its_reason():
         def execute(self):
             raise HarnessError("variant patched: broker did not start\ndetail")
 
-    out = ramp.run_all(MIXED, load_variants_pair(), [50, 100], "runs", lambda s: None, make_run=Broken)
+    out = _ramp(load_variants_pair(), [50, 100], make_run=Broken)
     assert out.failed == {"50": "variant patched: broker did not start"} and out.steps == []
 
 

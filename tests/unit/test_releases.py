@@ -143,7 +143,7 @@ class FakeRun:
     lacking: dict[str, str] = {}  # release -> scenario it lacks a setting of
     broken: set[str] = set()
 
-    def __init__(self, variants, scenario, runs_dir, log, probe):
+    def __init__(self, variants, scenario, runs_dir, options, log):
         self.names = [v.name for v in variants]
         self.scenario = scenario
 
@@ -166,11 +166,13 @@ def test_a_sweep_runs_each_scenario_per_batch_leaving_out_a_release_that_lacks_i
     from types import SimpleNamespace
 
     from harness.campaigns import sweep
+    from harness.campaigns.loop import Campaign
+    from harness.contracts.options import RunOptions
 
     FakeRun.calls, FakeRun.lacking, FakeRun.broken = [], {"rocketmq-5.1.0": "v2"}, {"rocketmq-5.5.0"}
     plan = [SimpleNamespace(name="v1"), SimpleNamespace(name="v2")]
     rel = [releases.release_variant(v) for v in ("5.0.0", "5.1.0", "5.3.3", "5.5.0")]
-    out = sweep.run_all(plan, rel, 2, tmp_path, False, log=lambda s: None, make_run=FakeRun)
+    out = sweep.run_all(plan, rel, 2, Campaign(tmp_path, RunOptions(), lambda s: None, make_run=FakeRun))
     assert FakeRun.calls == [
         ("v1", ["rocketmq-5.0.0", "rocketmq-5.1.0"]),
         ("v2", ["rocketmq-5.0.0", "rocketmq-5.1.0"]), ("v2", ["rocketmq-5.0.0"]),
@@ -186,21 +188,20 @@ def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_i
     from harness.deploy import readiness
     from harness.deploy.readiness import UnknownSetting
     from harness.inputs.scenario import load_scenario
-    from harness.run.sequence import Run
+    from harness.run.brokers import check_settings
 
     ep = SimpleNamespace(variant="rocketmq-5.1.0", version="5.1.0")
     monkeypatch.setattr(readiness, "ignored_settings",
                         lambda ep, written: sorted(k for k in written if k != "known"))
     written = {"known": "1", "enableRetryTopicV2": "true", "enableNotifyBeforePopCalculateLag": "false"}
     lines: list[str] = []
-    v2 = SimpleNamespace(scenario=load_scenario("fourgroups-v2"), log=lines.append)
     with pytest.raises(UnknownSetting) as e:
-        Run._check_settings(v2, ep, written)
+        check_settings(ep, load_scenario("fourgroups-v2"), written, lines.append)
     assert e.value.variant == "rocketmq-5.1.0" and "does not know enableRetryTopicV2" in str(e.value)
     # Off is how a build without the setting behaves: kept in the manifest and said, not refused.
-    v1 = SimpleNamespace(scenario=load_scenario("burst"), log=lines.append)
     written["enableRetryTopicV2"] = "false"
-    assert Run._check_settings(v1, ep, written) == ["enableNotifyBeforePopCalculateLag", "enableRetryTopicV2"]
+    kept = check_settings(ep, load_scenario("burst"), written, lines.append)
+    assert kept == ["enableNotifyBeforePopCalculateLag", "enableRetryTopicV2"]
     assert lines == ["warning: rocketmq-5.1.0 (RocketMQ 5.1.0) does not know enableNotifyBeforePopCalculateLag, "
                      "enableRetryTopicV2 from its broker.conf and runs without (the manifest keeps them as "
                      "ignored_settings)"]

@@ -190,7 +190,7 @@ def test_the_defect_table_marks_each_release_and_the_first_and_last_that_shows_i
 
 
 def test_the_run_says_how_many_failures_were_planted_and_warns_when_none_was():
-    from harness.run.sequence import planted_line
+    from harness.run.brokers import planted_line
 
     installed = "installed: org.x.A#read (1 overload), mode fail, calls 3, skip 0, after_ms 5000"
     report = {"pop-fault.jar": [installed, "planted failure 1/3 in org.x.A#read",
@@ -259,20 +259,20 @@ def test_a_sweep_plot_of_a_scenario_without_retries_is_drawn(tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 0
 
 
-def test_the_lag_each_run_read_reaches_the_analysis_summed_and_none_when_a_run_did_not_read_it(monkeypatch):
-    from types import SimpleNamespace
+def test_the_lag_each_run_read_reaches_the_analysis_summed_and_none_when_a_run_did_not_read_it():
+    from harness.contracts.record import RunRecord
+    from harness.measure.enrich import enrich
 
-    import spark.comparison as comparison
+    def record(run_id, schema, **variants):
+        return RunRecord.model_validate({"schema_version": schema, "run_id": run_id, "scenario": {"name": "s"},
+                                         "variants": [{"name": n, "version": "5.3.3", "offsets": o}
+                                                      for n, o in variants.items()]})
 
-    def archive(name, rows):
-        return SimpleNamespace(name=name, manifest={"summary": rows})
-
-    runs = [archive("a", [{"variant": "v", "offsets": {"lag": 16, "groups": {"G": 16}}},
-                          {"variant": "w", "offsets": {"lag": 0, "groups": {"G": 0}}}]),
-            archive("b", [{"variant": "v", "offsets": {"lag": 4, "groups": {"G": 4}}},
-                          {"variant": "w"}])]  # an older run: no lag read
-    rows = [{"scenario": "s", "variant": "v"}, {"scenario": "s", "variant": "w"}]
-    monkeypatch.setattr(comparison, "scenario_of", lambda a: SimpleNamespace(name="s"))
-    comparison.add_offsets(runs, rows)
+    older = RunRecord.model_validate({  # schema 8 kept the lag in its summary rows: read onto its variants
+        "schema_version": 8, "run_id": "b", "scenario": {"name": "s"},
+        "variants": [{"name": "v", "version": "5.3.3"}, {"name": "w", "version": "5.3.3"}],
+        "summary": [{"variant": "v", "offsets": {"lag": 4, "groups": {"G": 4}}}, {"variant": "w"}]})
+    runs = [record("a", 9, v={"lag": 16, "groups": {"G": 16}}, w={"lag": 0, "groups": {"G": 0}}), older]
+    rows = enrich([{"scenario": "s", "variant": "v"}, {"scenario": "s", "variant": "w"}], runs)
     assert rows[0]["offsets"] == {"lag": 20, "groups": {"G": 20}}
-    assert "offsets" not in rows[1]
+    assert "offsets" not in rows[1]  # run b did not read w's lag

@@ -180,23 +180,35 @@ def test_which_grpc_client_drove_each_variant_is_said_when_not_only_the_official
     assert " ".join(capsys.readouterr().out.split()) == "gRPC client: unpatched native, patched native (--grpc-client)"
 
 
-def test_the_analysis_rows_carry_the_client_each_archive_drove():
-    from types import SimpleNamespace
-
+def test_a_runs_own_table_names_the_grpc_client_it_drove(capsys: pytest.CaptureFixture):
+    """`run --grpc-client native`: the rows a run prints come from its record, which says which client drove it."""
+    from harness.contracts.record import RunRecord
     from harness.inputs.scenario import load_scenario
-    from spark.comparison import add_grpc_clients
+    from harness.run.sequence import RunResult
+
+    row = _variant("unpatched")
+    record = RunRecord(run_id="r", scenario=load_scenario("burst").model_dump(mode="json"), grpc_client="native",
+                       variants=[{"name": "unpatched", "version": "5.3.3"}], summary=[row])
+    rows = RunResult(record, "runs/r").summary
+    assert rows[0]["grpc_client"] == "native" and "grpc_client" not in record.summary[0]
+    terminal.print_summary(rows)
+    assert "gRPC client: unpatched native (--grpc-client)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_analysis_rows_carry_the_client_each_archive_drove():
+    from harness.contracts.record import RunRecord
+    from harness.inputs.scenario import load_scenario
+    from harness.measure.enrich import enrich
 
     grpc = load_scenario("burst").model_dump(mode="json")
     remoting = {**grpc, "name": "burst-remoting", "protocol": "remoting"}
 
-    def archive(scenario: dict, client: str | None, *names: str) -> SimpleNamespace:
-        return SimpleNamespace(path="runs/r", variants=list(names), manifest={
-            "started_at": "2026-11-27T12:00:00+00:00", "scenario": scenario, "grpc_client": client,
-            "variants": [{"name": n, "version": "5.3.3"} for n in names]})
+    def record(scenario: dict, client: str | None, *names: str) -> RunRecord:
+        return RunRecord(run_id="r", scenario=scenario, grpc_client=client,
+                         variants=[{"name": n, "version": "5.3.3"} for n in names])
 
-    archives = [archive(grpc, None, "a"), archive(grpc, "native", "a", "b"), archive(remoting, None, "a")]
-    rows = [{"scenario": "burst", "variant": "a"}, {"scenario": "burst", "variant": "b"},
-            {"scenario": "burst-remoting", "variant": "a"}]
-    add_grpc_clients(archives, rows)
+    records = [record(grpc, None, "a"), record(grpc, "native", "a", "b"), record(remoting, None, "a")]
+    rows = enrich([{"scenario": "burst", "variant": "a"}, {"scenario": "burst", "variant": "b"},
+                   {"scenario": "burst-remoting", "variant": "a"}], records)
     # Before manifest schema 8 a gRPC run had only the official client; a remoting run has none.
     assert [r["grpc_client"] for r in rows] == ["official / native", "native", None]

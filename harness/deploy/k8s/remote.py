@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.contracts.workers import DEFAULT_GRPC_CLIENT
+from harness.contracts.options import RunOptions
 from harness.core import publish
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.waiting import Deadline, Pending, wait_until
@@ -64,15 +64,13 @@ def compare_manifest(cronjob: dict, namespace: str, name: str, args: list[str]) 
             "spec": spec}
 
 
-def run_args(run_id: str, scenario_file: str, variants: Sequence[str], probe: bool, order: str = "random",
-             ui: bool = False, grpc_client: str = DEFAULT_GRPC_CLIENT) -> list[str]:
+def run_args(run_id: str, scenario_file: str, variants: Sequence[str], options: RunOptions) -> list[str]:
+    """`rmq-harness run` in the load-test pod: the release's variants, the scenario's file, the run's options."""
     args = ["--variants", naming.VARIANTS_FILE, "run", "--backend", "k8s", "--run-id", run_id,
-            "--scenario", scenario_file, "--runs-dir", naming.RUNS_MOUNT, "--order", order]
+            "--scenario", scenario_file, "--runs-dir", naming.RUNS_MOUNT]
     for v in variants:
         args += ["--variant", v]
-    if grpc_client != DEFAULT_GRPC_CLIENT:
-        args += ["--grpc-client", grpc_client]
-    return args + (["--probe"] if probe else []) + (["--ui"] if ui else [])
+    return args + options.as_args()
 
 
 def job_manifest(release: Release, run_id: str, scenario_configmap: str, args: list[str]) -> dict:
@@ -160,8 +158,7 @@ class Cluster:
         jobs = self.batch.list_namespaced_job(self.release.namespace, label_selector=selector).items
         return [j.metadata.name for j in jobs if j.status.active]
 
-    def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], probe: bool,
-              order: str = "random", ui: bool = False, grpc_client: str = DEFAULT_GRPC_CLIENT) -> str:
+    def start(self, run_id: str, scenario: Scenario, variants: Sequence[str], options: RunOptions) -> str:
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
@@ -177,7 +174,7 @@ class Cluster:
             "metadata": {"name": scenario_cm, "labels": {naming.INSTANCE: self.release.name, naming.RUN_ID: run_id}},
             "data": {file: yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)},
         })
-        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, probe, order, ui, grpc_client)
+        args = run_args(run_id, f"{naming.SCENARIO_DIR}/{file}", variants, options)
         try:
             job = self.batch.create_namespaced_job(ns, job_manifest(self.release, run_id, scenario_cm, args))
         except ApiException as e:
