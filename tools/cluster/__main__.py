@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
-from harness.report.terminal import console
+from harness.report.console import console
 from tools import entry
 from tools.cluster import binaries, images, node
 from tools.cluster.layout import default_layout
