@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from harness.core.errors import HarnessError
-from harness.report.terminal import err_console, line
+from harness.report.console import err_console, line
 
 
 def main(parser: Callable[[], argparse.ArgumentParser], run: Callable[[argparse.Namespace], int],

@@ -9,7 +9,8 @@ from harness.cli.options import add_variants_file
 from harness.core.errors import ConfigError
 from harness.core.paths import state_dir
 from harness.inputs.variants import Variant, load_variants, select
-from harness.report.terminal import console, log, print_endpoints
+from harness.report.console import console, log
+from harness.report.run_tables import print_endpoints
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,8 @@ from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
-from harness.report.terminal import console, log, print_calibration
+from harness.report.campaign_tables import print_calibration
+from harness.report.console import console, log
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

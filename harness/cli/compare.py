@@ -6,7 +6,8 @@ import argparse
 
 from harness.cli.options import add_format_option, adopt
 from harness.contracts.verdict import VerdictRule, gate_exit
-from harness.report.terminal import TABLE, log_to, print_comparison_as, progress_console, warn
+from harness.report.console import TABLE, log_to, progress_console, warn
+from harness.report.rows import print_comparison_as
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 from harness.cli.options import add_variants_file
 from harness.inputs.variants import Variant, load_variants
-from harness.report.terminal import console
+from harness.report.console import console
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ from harness import __version__
 from harness.cli import brokers, calibrate, compare, listing, matrix, ramp, releases, runs
 from harness.cli.options import VARIANTS_FILE_ENV, Parser, chosen, describe_env, env_defaults, set_env
 from harness.core.errors import ConfigError, HarnessError
-from harness.report.terminal import err_console, line
+from harness.report.console import err_console, line
 
 # In the order `rmq-harness --help` lists them.
 COMMANDS = (listing, brokers, runs, calibrate, matrix, ramp, releases, compare)

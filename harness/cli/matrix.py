@@ -12,7 +12,9 @@ from harness.core.errors import HarnessError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS
 from harness.inputs.variants import load_variants, select
-from harness.report.terminal import console, log, print_matrix, print_summary
+from harness.report.campaign_tables import print_matrix
+from harness.report.console import console, log
+from harness.report.run_tables import print_summary
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

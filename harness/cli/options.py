@@ -14,7 +14,7 @@ from harness.contracts.verdict import add_gate_option
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.scenario import PROTOCOLS, Scenario
-from harness.report.terminal import FORMATS, TABLE
+from harness.report.console import FORMATS, TABLE
 
 ENV_PREFIX = "RMQ_HARNESS_"
 # Environment names that are not RMQ_HARNESS_<OPTION>, each with why. The variants file: RMQ_HARNESS_VARIANTS

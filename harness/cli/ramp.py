@@ -12,7 +12,9 @@ from harness.contracts.options import RunOptions, add_run_options
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
-from harness.report.terminal import console, log, print_ramp, print_summary
+from harness.report.campaign_tables import print_ramp
+from harness.report.console import console, log
+from harness.report.run_tables import print_summary
 
 
 def rates(value: str) -> list[float]:

@@ -14,16 +14,9 @@ from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import release_name
-from harness.report.terminal import (
-    console,
-    log,
-    print_bisect,
-    print_history,
-    print_hybrids,
-    print_summary,
-    print_sweep,
-    warn,
-)
+from harness.report.campaign_tables import print_bisect, print_history, print_sweep
+from harness.report.console import console, log, warn
+from harness.report.run_tables import print_hybrids, print_summary
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

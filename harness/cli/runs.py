@@ -16,16 +16,9 @@ from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
 from harness.inputs.variants import load_variants, select
-from harness.report.terminal import (
-    TABLE,
-    console,
-    log_to,
-    place,
-    print_faults,
-    print_probes,
-    print_summary_as,
-    progress_console,
-)
+from harness.report.console import TABLE, console, log_to, place, progress_console
+from harness.report.rows import print_summary_as
+from harness.report.run_tables import print_faults, print_probes
 from harness.run import outbox
 
 

@@ -1,7 +1,7 @@
 """A run's per-variant summary and a comparison as flat records, one a variant or a comparison: what
-`--format tsv|json` prints for programs, and what the terminal's tables spell for people (harness.report.terminal).
-Figures stay raw here (milliseconds as measured, shares as fractions, None where there is none); formats.py
-spells them for people."""
+`--format tsv|json` prints for programs, and what the terminal's tables spell for people (run_tables.py,
+comparison_table.py). Figures stay raw here (milliseconds as measured, shares as fractions, None where there is
+none); formats.py spells them for people."""
 
 from __future__ import annotations
 

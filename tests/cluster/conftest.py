@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as kclient
 
-from tools.cluster import binaries, images, node
+from tools.cluster import binaries, images, kube_api, node, processes
 from tools.cluster.layout import BRIDGE, Layout
 
 
@@ -41,7 +41,7 @@ def cluster(tmp_path_factory):
         node.up(lay, log=print)
         images.load(lay, images.base(print), print)
         os.environ["KUBECONFIG"] = str(lay.admin_kubeconfig)  # for helm and the harness's k8s backend
-        api = node.api(lay)
+        api = kube_api.api(lay)
         yield lay, kclient.CoreV1Api(api)
         api.close()
     finally:
@@ -50,5 +50,5 @@ def cluster(tmp_path_factory):
         else:
             os.environ["KUBECONFIG"] = previous
         node.down(lay, log=print)
-    assert node.running(lay) == {}
+    assert processes.running(lay) == {}
     assert host_traces() == before

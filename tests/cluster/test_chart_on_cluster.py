@@ -172,10 +172,10 @@ def test_the_workers_ran_as_pods_and_every_ones_events_came_back(archive, releas
 
 def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
     lay, _ = release
-    from tools.cluster import node
+    from tools.cluster import kube_api
 
     run_id = archive.name
-    api = node.api(lay)
+    api = kube_api.api(lay)
     try:
         path = (f"/api/v1/namespaces/{NAMESPACE}/services/http:{FULL}-prometheus:9090/proxy/api/v1/query"
                 f"?query=count%20by%20(job)%20(count_over_time(up%7Brun%3D%22{run_id}%22%7D%5B1h%5D))")

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client as kclient
 from kubernetes.stream import stream
 
-from tools.cluster import binaries, images, node
+from tools.cluster import binaries, images, kube_api
 from tools.cluster.layout import NODE_NAME
 
 NS = "default"
@@ -57,7 +57,7 @@ def test_the_node_is_ready_and_runs_the_pinned_kubelet(cluster):
     lay, v1 = cluster
     info = v1.read_node(NODE_NAME).status.node_info
     assert info.kubelet_version == binaries.KUBERNETES
-    assert node.node_ready(lay)
+    assert kube_api.node_ready(lay)
 
 
 def test_logs_and_exec_go_through_the_api_server(pods):

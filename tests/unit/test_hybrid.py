@@ -20,7 +20,7 @@ from harness.core.errors import ConfigError
 from harness.deploy.local import jars, linkage
 from harness.inputs.scenario import load_scenario
 from harness.inputs.variants import Variant
-from harness.report import terminal
+from harness.report.run_tables import print_hybrids, variant_label
 
 # The listings of Maven Central as found on 2026-11-27 (maven-metadata.xml of each module; 5.x releases only).
 CENTRAL_2026_11_27 = {
@@ -272,11 +272,11 @@ def test_the_manifest_records_every_module_jar_and_reads_archives_without_them()
 
 
 def test_the_terminal_summary_marks_a_hybrid_and_says_what_came_from_where(capsys: pytest.CaptureFixture):
-    terminal.print_hybrids({"rocketmq-5.5.1": "hybrid: namesrv, proxy from 5.5.0", "rocketmq-5.3.3": None})
+    print_hybrids({"rocketmq-5.5.1": "hybrid: namesrv, proxy from 5.5.0", "rocketmq-5.3.3": None})
     lines = capsys.readouterr().out.replace("\n", " ")
     assert "rocketmq-5.5.1 is a hybrid: namesrv, proxy from 5.5.0" in lines and "5.3.3" not in lines
-    assert terminal.variant_label("rocketmq-5.5.1", "hybrid: x from y") == "rocketmq-5.5.1 (hybrid)"
-    assert terminal.variant_label("rocketmq-5.3.3", None) == "rocketmq-5.3.3"
+    assert variant_label("rocketmq-5.5.1", "hybrid: x from y") == "rocketmq-5.5.1 (hybrid)"
+    assert variant_label("rocketmq-5.3.3", None) == "rocketmq-5.3.3"
 
 
 def test_the_analysis_rows_and_the_variant_facts_carry_each_archives_hybrid_note():

@@ -12,8 +12,12 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from harness.cli.main import parse
-from harness.report import terminal
+from harness.report import console
+from harness.report.comparison_table import print_comparison
 from harness.report.records import COMPARISON_FIELDS, SUMMARY_FIELDS
+from harness.report.rows import print_comparison_as, print_summary_as
+from harness.report.run_tables import print_faults, print_grpc_clients, print_summary
+from harness.report.tables import print_whole
 
 LONG = ("5.3.3-with-a-long-name", "5.3.3-with-an-even-longer-name-for-ci", "unpatched")
 
@@ -53,8 +57,8 @@ def _comparison(baseline: str, candidate: str, tmp: Path) -> dict:
 def screen(monkeypatch) -> io.StringIO:
     """The terminal's consoles as an 80-column CI log (not a terminal: no colour codes to strip)."""
     out = io.StringIO()
-    monkeypatch.setattr(terminal, "console", Console(file=out, width=80, highlight=False))
-    monkeypatch.setattr(terminal, "err_console", Console(file=out, width=80, highlight=False))
+    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    monkeypatch.setattr(console, "err_console", Console(file=out, width=80, highlight=False))
     return out
 
 
@@ -70,7 +74,7 @@ def _fits(lines: list[str], width: int = 80) -> None:
 
 
 def test_a_runs_summary_fits_80_columns_with_every_variant_name_whole(screen):
-    terminal.print_summary([_variant(n) for n in LONG])
+    print_summary([_variant(n) for n in LONG])
     lines = _lines(screen)
     _fits(lines)
     for name in LONG:
@@ -81,7 +85,7 @@ def test_a_runs_summary_fits_80_columns_with_every_variant_name_whole(screen):
 
 
 def test_a_summary_of_several_scenarios_names_each_above_its_variant(screen):
-    terminal.print_summary([_variant("patched", "burst"), _variant("patched", "steady")])
+    print_summary([_variant("patched", "burst"), _variant("patched", "steady")])
     text = screen.getvalue()
     _fits(_lines(screen))
     assert "burst" in text and "steady" in text
@@ -90,7 +94,7 @@ def test_a_summary_of_several_scenarios_names_each_above_its_variant(screen):
 def test_a_comparison_fits_80_columns_names_both_variants_whole_and_the_rule_is_not_repeated(screen, tmp_path,
                                                                                             monkeypatch):
     monkeypatch.chdir(tmp_path)
-    terminal.print_comparison(_comparison(LONG[0], LONG[1], tmp_path))
+    print_comparison(_comparison(LONG[0], LONG[1], tmp_path))
     lines = _lines(screen)
     _fits(lines)
     text = "\n".join(lines)
@@ -102,7 +106,7 @@ def test_a_comparison_fits_80_columns_names_both_variants_whole_and_the_rule_is_
 
 
 def test_faults_fit_80_columns(screen):
-    terminal.print_faults([_variant(n) for n in LONG])
+    print_faults([_variant(n) for n in LONG])
     lines = _lines(screen)
     _fits(lines)
     for name in LONG:
@@ -111,8 +115,8 @@ def test_faults_fit_80_columns(screen):
 
 def test_progress_lines_and_warnings_wrap_at_the_width(screen):
     long = "unpatched: broker clock - load generator clock between -4.7 and 5.8 ms; " * 4
-    terminal.log(long + "[5407, 5409]")  # no markup: a PID list stays as written
-    terminal.warn(long)
+    console.log(long + "[5407, 5409]")  # no markup: a PID list stays as written
+    console.warn(long)
     lines = _lines(screen)
     _fits(lines)
     assert "[5407, 5409]" in " ".join(screen.getvalue().split())
@@ -121,14 +125,14 @@ def test_progress_lines_and_warnings_wrap_at_the_width(screen):
 def test_piped_output_takes_columns_when_it_is_set(monkeypatch):
     piped = io.StringIO()
     monkeypatch.delenv("COLUMNS", raising=False)
-    assert terminal._width(piped) == terminal.PIPED_WIDTH
+    assert console._width(piped) == console.PIPED_WIDTH
     monkeypatch.setenv("COLUMNS", "80")
-    assert terminal._width(piped) is None  # rich reads COLUMNS itself
-    assert Console(file=piped, width=terminal._width(piped)).width == 80
+    assert console._width(piped) is None  # rich reads COLUMNS itself
+    assert Console(file=piped, width=console._width(piped)).width == 80
 
 
 def test_rows_for_programs_as_tsv(capsys):
-    terminal.print_summary_as([_variant(n) for n in LONG], "tsv", archive="runs/r")
+    print_summary_as([_variant(n) for n in LONG], "tsv", archive="runs/r")
     header, *rows, blank = capsys.readouterr().out.split("\n")[:-1]
     assert header.split("\t") == list(SUMMARY_FIELDS) and blank == ""
     assert [r.split("\t")[1] for r in rows] == list(LONG)
@@ -137,8 +141,8 @@ def test_rows_for_programs_as_tsv(capsys):
 
 
 def test_rows_for_programs_as_json(capsys, tmp_path):
-    terminal.print_summary_as([_variant("patched")], "json", archive="runs/r")
-    terminal.print_comparison_as(_comparison("unpatched", "patched", tmp_path), "json")
+    print_summary_as([_variant("patched")], "json", archive="runs/r")
+    print_comparison_as(_comparison("unpatched", "patched", tmp_path), "json")
     variants, comparison = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert variants["kind"] == "variants" and variants["run_archive"] == "runs/r"
     assert list(variants["rows"][0]) == list(SUMMARY_FIELDS) and variants["rows"][0]["wakeup_p50_ms"] == 16918.13
@@ -165,18 +169,18 @@ def test_a_wide_table_of_another_command_is_printed_whole_not_cut(screen):
     for n in range(10):
         t.add_column(f"change {n}")
     t.add_row(*["improvement"] * 10)
-    terminal._whole(t)
+    print_whole(t)
     out = screen.getvalue()
     assert out.count("improvement") == 10 and "…" not in out
 
 
 def test_which_grpc_client_drove_each_variant_is_said_when_not_only_the_official_one(capsys: pytest.CaptureFixture):
-    terminal.print_grpc_clients({"unpatched": "official", "patched": "official", "remoting-one": None})
+    print_grpc_clients({"unpatched": "official", "patched": "official", "remoting-one": None})
     assert capsys.readouterr().out == ""  # the default, everywhere: nothing to say
-    terminal.print_grpc_clients({"via-official": "official", "via-native": "native"})
+    print_grpc_clients({"via-official": "official", "via-native": "native"})
     said = " ".join(capsys.readouterr().out.split())
     assert said.startswith("gRPC clients differ: via-official official, via-native native")
-    terminal.print_grpc_clients({"unpatched": "native", "patched": "native"})
+    print_grpc_clients({"unpatched": "native", "patched": "native"})
     assert " ".join(capsys.readouterr().out.split()) == "gRPC client: unpatched native, patched native (--grpc-client)"
 
 
@@ -191,7 +195,7 @@ def test_a_runs_own_table_names_the_grpc_client_it_drove(capsys: pytest.CaptureF
                        variants=[{"name": "unpatched", "version": "5.3.3"}], summary=[row])
     rows = RunResult(record, "runs/r").summary
     assert rows[0]["grpc_client"] == "native" and "grpc_client" not in record.summary[0]
-    terminal.print_summary(rows)
+    print_summary(rows)
     assert "gRPC client: unpatched native (--grpc-client)" in " ".join(capsys.readouterr().out.split())
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError
 from harness.core.paths import REPO_ROOT
-from harness.report.terminal import console
+from harness.report.console import console
 from tools import entry
-from tools.cluster import binaries, images, node
+from tools.cluster import binaries, host, images, node
 from tools.cluster.layout import default_layout
 
 
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         node.up(lay, console.print)
         console.print(f"export KUBECONFIG={lay.admin_kubeconfig}")
     elif args.action == "down":
-        node.down(node.owner() or lay, console.print)
+        node.down(host.owner() or lay, console.print)
     elif args.action == "images":
         _images(args)
     else:

@@ -1,7 +1,8 @@
 """The single-node cluster's life: up (bridge, certificates, etcd, control plane, containerd, kubelet,
 kube-proxy, DNS, every one a process recorded by PID and start time), status, and down (the processes,
 the containers, and every trace on the host: mounts, network namespaces, iptables chains, the bridge,
-sysctls and the host directories kubelet created).
+sysctls and the host directories kubelet created). Its steps: processes.py (the components by PID),
+host.py (what up changes on the host), kube_api.py (the API).
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
-from harness.core.waiting import Deadline, Pending, wait_until
-from tools.cluster import binaries, configs, images
+from harness.core.waiting import Deadline
+from tools.cluster import binaries, configs, host, images, kube_api, processes
 from tools.cluster.layout import (
     API_PORT,
     BRIDGE,
@@ -29,9 +29,7 @@ from tools.cluster.layout import (
     NODE_IP,
     NODE_NAME,
     OWNER_MARKER,
-    POD_CIDR,
     SERVICE_CIDR,
-    SYSCTLS,
     Layout,
 )
 
@@ -42,13 +40,6 @@ ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 HOST_TOOLS = {"containerd": "containerd", "runc": "runc", "conntrack": "conntrack", "iptables": "iptables",
               "ip": "iproute2", "podman": "podman", "debootstrap": "debootstrap"}
 IPTABLES_PREFIXES = ("KUBE-", "CNI-")
-
-
-def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise HarnessError(f"{' '.join(argv)} failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
-    return proc
 
 
 def preflight() -> None:
@@ -62,252 +53,51 @@ def preflight() -> None:
         raise ConfigError(f"the local cluster needs {', '.join(pkgs)}: run `make cluster-up` (installs them with apt)")
 
 
-# --- processes ---------------------------------------------------------------------------------------
-
-def _read_pids(lay: Layout) -> dict[str, dict]:
-    return json.loads(lay.pids.read_text()) if lay.pids.is_file() else {}
-
-
-def _record(lay: Layout, name: str, pid: int) -> None:
-    pids = _read_pids(lay)
-    pids[name] = {"pid": pid, "started": process.started_at(pid)}
-    tmp = lay.pids.with_suffix(".tmp")
-    tmp.write_text(json.dumps(pids, indent=1))
-    tmp.replace(lay.pids)
-
-
-def running(lay: Layout) -> dict[str, int]:
-    """The recorded components still running, by name."""
-    out = {}
-    for name, rec in _read_pids(lay).items():
-        try:
-            if abs(process.started_at(rec["pid"]) - rec["started"]) < 0.01:
-                out[name] = rec["pid"]
-        except Exception:  # noqa: BLE001 - gone or unreadable: not running
-            pass
-    return out
-
-
-def _start(lay: Layout, name: str, argv: list[str], log: Callable[[str], None]) -> int:
-    pid = process.spawn(argv, lay.logs / f"{name}.log", cwd=lay.root)
-    _record(lay, name, pid)
-    log(f"{name}: started (pid {pid})")
-    return pid
-
-
-def _wait(what: str, ok: Callable[[], bool], lay: Layout, name: str, timeout_s: float) -> None:
-    def alive() -> None:
-        if name not in running(lay):
-            raise HarnessError(f"{name} exited while starting", detail=_tail(lay, name))
-
-    def up() -> bool | Pending:
-        try:
-            return True if ok() else Pending()
-        except Exception as e:  # noqa: BLE001 - not up yet
-            return Pending(str(e))
-
-    wait_until(what, up, timeout_s, interval_s=0.5, alive=alive, detail=lambda: _tail(lay, name))
-
-
-def _tail(lay: Layout, name: str, lines: int = 25) -> str:
-    path = lay.logs / f"{name}.log"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.is_file() else ""
-
-
-# --- host ----------------------------------------------------------------------------------------------
-
-def _record_host(lay: Layout) -> None:
-    if lay.host.is_file():
-        return
-    state = {"sysctls": {k: Path("/proc/sys", k).read_text().strip() for k in SYSCTLS if Path("/proc/sys", k).exists()},
-             "existed": [d for d in HOST_DIRS if Path(d).exists()],
-             "bridge_existed": Path("/sys/class/net", BRIDGE).exists()}
-    lay.host.write_text(json.dumps(state, indent=1))
-    tmp = OWNER_MARKER.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"root": str(lay.root), "host": state}, indent=1))
-    tmp.replace(OWNER_MARKER)
-
-
-def owner() -> Layout | None:
-    """The state directory of the cluster this host carries (running or left by a killed starter), if any."""
-    if not OWNER_MARKER.is_file():
-        return None
-    return Layout(Path(json.loads(OWNER_MARKER.read_text())["root"]))
-
-
 def take_down_stale(log: Callable[[str], None]) -> bool:
     """Take down a cluster whose processes are all gone (its starter was killed: a CI runner's restart, a
     kill -9) but whose traces are still on the host. A running cluster is left alone; True if one was."""
-    lay = owner()
+    lay = host.owner()
     if lay is None:
         return False
-    if running(lay):
+    if processes.running(lay):
         return True
     log(f"a cluster left by a killed run ({lay.root}) still had traces on this host: taking them down")
     down(lay, log)
     return False
 
 
-def _prepare_host() -> None:
-    for key in SYSCTLS:
-        path = Path("/proc/sys", key)
-        if not path.exists():
-            raise HarnessError(f"/proc/sys/{key} is missing: this kernel lacks what pod networking needs")
-        path.write_text("1")
-    if not Path("/sys/class/net", BRIDGE).exists():
-        _sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    addrs = _sh("ip", "-o", "-4", "addr", "show", "dev", BRIDGE).stdout
-    if f" {NODE_IP}/" not in addrs:
-        _sh("ip", "addr", "add", f"{NODE_IP}/{POD_CIDR.split('/')[1]}", "dev", BRIDGE)
-    _sh("ip", "link", "set", BRIDGE, "up")
-
-
-def _pki(lay: Layout, kubeadm: Path) -> None:
-    """Certificates and kubeconfigs by kubeadm's own phases (no hand-made PKI)."""
-    if lay.admin_kubeconfig.is_file():
-        return
-    common = ["--kubernetes-version", binaries.KUBERNETES, "--cert-dir", str(lay.pki)]
-    _sh(str(kubeadm), "init", "phase", "certs", "all", *common, "--apiserver-advertise-address", NODE_IP,
-        "--service-cidr", SERVICE_CIDR, "--service-dns-domain", CLUSTER_DOMAIN, "--apiserver-cert-extra-sans",
-        f"127.0.0.1,{NODE_NAME}")
-    _sh(str(kubeadm), "init", "phase", "kubeconfig", "all", *common, "--kubeconfig-dir", str(lay.kubeconfigs),
-        "--apiserver-advertise-address", NODE_IP, "--apiserver-bind-port", str(API_PORT), "--node-name", NODE_NAME)
-
-
-def _write_configs(lay: Layout) -> None:
-    for d in (lay.config, lay.cni_conf, lay.cni_ipam, lay.kubelet, lay.containerd, lay.logs, lay.runc_root):
-        d.mkdir(parents=True, exist_ok=True)
-    (lay.config / "containerd.toml").write_text(configs.containerd_toml(lay))
-    (lay.cni_conf / "10-rmq-harness.conflist").write_text(configs.cni_conflist(lay))
-    (lay.config / "kubelet.yaml").write_text(configs.kubelet_yaml(lay))
-    (lay.config / "kube-proxy.yaml").write_text(configs.kube_proxy_yaml(lay))
-    (lay.config / "Corefile").write_text(configs.corefile(lay))
-    (lay.config / "resolv.conf").write_text(f"search {CLUSTER_DOMAIN}\n")
-
-
-# --- the API ------------------------------------------------------------------------------------------
-
-def api(lay: Layout):
-    """A kubernetes client ApiClient for the cluster, as system:masters."""
-    from kubernetes import config as kconfig
-
-    return kconfig.new_client_from_config(config_file=str(lay.admin_kubeconfig))
-
-
-def _api_ready(lay: Layout) -> bool:
-    client = api(lay)
-    try:
-        return client.call_api("GET", client.configuration.host + "/readyz").status == 200
-    finally:
-        client.close()
-
-
-def _grant_cluster_admins(lay: Layout) -> None:
-    """kubeadm's certificates for admin.conf and the API server's kubelet client name the group
-    kubeadm:cluster-admins; `kubeadm init` would bind it to cluster-admin, its phases do not (without it,
-    logs and exec are forbidden)."""
-    from kubernetes import client as kclient
-
-    body = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "kubeadm:cluster-admins"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kubeadm:cluster-admins"}]}
-    c = api(lay)
-    try:
-        _create(lambda: kclient.RbacAuthorizationV1Api(c).create_cluster_role_binding(body))
-    finally:
-        c.close()
-
-
-STORAGE_CLASS = "local-volumes"
-VOLUMES = 4
-
-
-def _default_storage(lay: Layout) -> None:
-    """A default StorageClass whose volumes are directories of the state dir, made ahead (no provisioner
-    runs here): what a chart's claims bind to, as kind's local-path provisioner gives them there."""
-    from kubernetes import client as kclient
-
-    c = api(lay)
-    try:
-        storage = kclient.StorageV1Api(c)
-        core = kclient.CoreV1Api(c)
-        sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-              "metadata": {"name": STORAGE_CLASS,
-                           "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-              "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
-              "reclaimPolicy": "Retain"}
-        _create(lambda: storage.create_storage_class(sc))
-        for i in range(VOLUMES):
-            path = lay.volumes / f"pv-{i}"
-            path.mkdir(parents=True, exist_ok=True)
-            path.chmod(0o777)  # the charts' pods run as their images' own non-root users
-            pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"local-pv-{i}"},
-                  "spec": {"capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteOnce"],
-                           "persistentVolumeReclaimPolicy": "Retain", "storageClassName": STORAGE_CLASS,
-                           "local": {"path": str(path)},
-                           "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                               {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}]}]}}}}
-            _create(lambda pv=pv: core.create_persistent_volume(pv))
-    finally:
-        c.close()
-
-
-def _create(call: Callable[[], object]) -> None:
-    from kubernetes import client as kclient
-
-    try:
-        call()
-    except kclient.ApiException as e:
-        if e.status != 409:  # already there: a restart over existing state
-            raise
-
-
-def node_ready(lay: Layout) -> bool:
-    from kubernetes import client as kclient
-
-    c = api(lay)
-    try:
-        node = kclient.CoreV1Api(c).read_node(NODE_NAME)
-        return any(cond.type == "Ready" and cond.status == "True" for cond in node.status.conditions or [])
-    finally:
-        c.close()
-
-
-# --- up / down ----------------------------------------------------------------------------------------
-
 def up(lay: Layout, log: Callable[[str], None]) -> None:
     preflight()
     progs = binaries.build(log)
-    alive = running(lay)
+    alive = processes.running(lay)
     if set(ORDER) <= set(alive):
         log(f"cluster already up ({lay.root})")
         return
     if alive:
         raise HarnessError(f"a partial cluster is running ({', '.join(sorted(alive))}): "
                            "run `make cluster-down` first")
-    other = owner()
+    other = host.owner()
     if other is not None and other != lay:
-        if running(other):
+        if processes.running(other):
             raise HarnessError(f"another cluster is up on this host ({other.root}); take it down first "
                                "(`make cluster-down`)")
         take_down_stale(log)
     t0 = time.monotonic()
     lay.root.mkdir(parents=True, exist_ok=True)
-    _record_host(lay)
-    _prepare_host()
-    _pki(lay, progs["kubeadm"])
-    _write_configs(lay)
+    host.record(lay)
+    host.prepare()
+    host.pki(lay, progs["kubeadm"])
+    host.write_configs(lay)
     kc = lay.kubeconfigs
     pki = lay.pki
     etcd_url = f"http://127.0.0.1:{ETCD_CLIENT_PORT}"
-    _start(lay, "etcd", [str(progs["etcd"]), "--name", "node", "--data-dir", str(lay.etcd),
-                         "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
-                         "--listen-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
-                         "--initial-advertise-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
-                         "--initial-cluster", f"node=http://127.0.0.1:{ETCD_PEER_PORT}",
-                         "--listen-metrics-urls", "http://127.0.0.1:23810", "--log-level", "warn"], log)
-    _start(lay, "kube-apiserver", [
+    processes.start(lay, "etcd", [str(progs["etcd"]), "--name", "node", "--data-dir", str(lay.etcd),
+                                  "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+                                  "--listen-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
+                                  "--initial-advertise-peer-urls", f"http://127.0.0.1:{ETCD_PEER_PORT}",
+                                  "--initial-cluster", f"node=http://127.0.0.1:{ETCD_PEER_PORT}",
+                                  "--listen-metrics-urls", "http://127.0.0.1:23810", "--log-level", "warn"], log)
+    processes.start(lay, "kube-apiserver", [
         str(progs["kube-apiserver"]), f"--etcd-servers={etcd_url}", f"--bind-address={NODE_IP}",
         f"--advertise-address={NODE_IP}", f"--secure-port={API_PORT}", f"--service-cluster-ip-range={SERVICE_CIDR}",
         f"--client-ca-file={pki / 'ca.crt'}", f"--tls-cert-file={pki / 'apiserver.crt'}",
@@ -320,12 +110,12 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
         f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
         "--profiling=false"], log)
-    _wait("the API server to be ready", lambda: _api_ready(lay), lay, "kube-apiserver", 120)
+    processes.wait_up("the API server to be ready", lambda: kube_api.ready(lay), lay, "kube-apiserver", 120)
     log(f"API server ready at https://{NODE_IP}:{API_PORT} ({time.monotonic() - t0:.1f} s)")
-    _grant_cluster_admins(lay)
-    _default_storage(lay)
+    kube_api.grant_cluster_admins(lay)
+    kube_api.default_storage(lay)
     cm = str(kc / "controller-manager.conf")
-    _start(lay, "kube-controller-manager", [
+    processes.start(lay, "kube-controller-manager", [
         str(progs["kube-controller-manager"]), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",
         f"--authorization-kubeconfig={cm}", "--bind-address=127.0.0.1", "--secure-port=10257",
         f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
@@ -334,31 +124,32 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
         # No node IPAM controller: the node's pod range is the kubelet's own (host-local on the bridge).
         "--controllers=*,-nodeipam", "--leader-elect=false", "--profiling=false"], log)
     sc = str(kc / "scheduler.conf")
-    _start(lay, "kube-scheduler", [
+    processes.start(lay, "kube-scheduler", [
         str(progs["kube-scheduler"]), f"--kubeconfig={sc}", f"--authentication-kubeconfig={sc}",
         f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", "--secure-port=10259",
         "--leader-elect=false", "--profiling=false"], log)
-    _start(lay, "containerd", ["containerd", "--config", str(lay.config / "containerd.toml")], log)
-    _wait("containerd's socket to appear", lay.containerd_socket.exists, lay, "containerd", 60)
+    processes.start(lay, "containerd", ["containerd", "--config", str(lay.config / "containerd.toml")], log)
+    processes.wait_up("containerd's socket to appear", lay.containerd_socket.exists, lay, "containerd", 60)
     images.load_pause(lay, progs["pause"], log)
-    _start(lay, "kubelet", [
+    processes.start(lay, "kubelet", [
         str(progs["kubelet"]), f"--config={lay.config / 'kubelet.yaml'}", f"--kubeconfig={kc / 'kubelet.conf'}",
         f"--root-dir={lay.kubelet}", f"--cert-dir={lay.kubelet / 'pki'}", f"--node-ip={NODE_IP}",
         f"--hostname-override={NODE_NAME}"], log)
-    _wait("the node to be Ready", lambda: node_ready(lay), lay, "kubelet", 120)
+    processes.wait_up("the node to be Ready", lambda: kube_api.node_ready(lay), lay, "kubelet", 120)
     log(f"node {NODE_NAME} Ready ({time.monotonic() - t0:.1f} s)")
-    _start(lay, "kube-proxy", [str(progs["kube-proxy"]), f"--config={lay.config / 'kube-proxy.yaml'}"], log)
-    _start(lay, "coredns", [str(progs["coredns"]), "-conf", str(lay.config / "Corefile")], log)
+    processes.start(lay, "kube-proxy", [str(progs["kube-proxy"]), f"--config={lay.config / 'kube-proxy.yaml'}"],
+                    log)
+    processes.start(lay, "coredns", [str(progs["coredns"]), "-conf", str(lay.config / "Corefile")], log)
     log(f"cluster up in {time.monotonic() - t0:.1f} s; KUBECONFIG={lay.admin_kubeconfig}")
 
 
 def _kill_containers(lay: Layout, log: Callable[[str], None]) -> None:
     if lay.runc_root.is_dir():
         for root in [lay.runc_root, *[p for p in lay.runc_root.iterdir() if p.is_dir()]]:
-            listing = _sh("runc", "--root", str(root), "list", "-q", check=False).stdout.split()
+            listing = host.sh("runc", "--root", str(root), "list", "-q", check=False).stdout.split()
             for cid in listing:
-                _sh("runc", "--root", str(root), "kill", cid, "KILL", check=False)
-                _sh("runc", "--root", str(root), "delete", "--force", cid, check=False)
+                host.sh("runc", "--root", str(root), "kill", cid, "KILL", check=False)
+                host.sh("runc", "--root", str(root), "delete", "--force", cid, check=False)
     # Whatever is left in the pods' cgroups (a shim's child, a container runc no longer knows).
     left = []
     for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
@@ -395,7 +186,7 @@ def _unmount_under(prefixes: list[str]) -> int:
         if not hits:
             break
         for m in hits:
-            _sh("umount", "-l", m, check=False)
+            host.sh("umount", "-l", m, check=False)
         released += len(hits)
     return released
 
@@ -405,18 +196,18 @@ def _clean_iptables() -> None:
         if shutil.which(tool) is None:
             continue
         for table in ("filter", "nat", "mangle"):
-            rules = _sh(tool, "-t", table, "-S", check=False).stdout.splitlines()
+            rules = host.sh(tool, "-t", table, "-S", check=False).stdout.splitlines()
             ours = {r.split()[1] for r in rules if r.startswith("-N ") and r.split()[1].startswith(IPTABLES_PREFIXES)}
             if not ours:
                 continue
             for r in rules:  # rules in the built-in chains that lead into ours (comments are quoted)
                 parts = shlex.split(r)
                 if parts[0] == "-A" and parts[1] not in ours and any(x in ours for x in parts):
-                    _sh(tool, "-t", table, "-D", *parts[1:], check=False)
+                    host.sh(tool, "-t", table, "-D", *parts[1:], check=False)
             for chain in ours:
-                _sh(tool, "-t", table, "-F", chain, check=False)
+                host.sh(tool, "-t", table, "-F", chain, check=False)
             for chain in ours:
-                _sh(tool, "-t", table, "-X", chain, check=False)
+                host.sh(tool, "-t", table, "-X", chain, check=False)
 
 
 def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
@@ -449,8 +240,8 @@ def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
 
 def down(lay: Layout, log: Callable[[str], None]) -> None:
     """Everything up() started or changed, undone; safe to repeat, and after a crash half-way up."""
-    recs = _read_pids(lay)
-    alive = running(lay)
+    recs = processes.read_pids(lay)
+    alive = processes.running(lay)
     by_name = {n: (r["pid"], r["started"]) for n, r in recs.items()}
     for name in ("kubelet", "kube-proxy", "coredns", "kube-scheduler", "kube-controller-manager"):
         if name in by_name:
@@ -463,11 +254,11 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
             process.stop_started([by_name[name]], timeout_s=15)
     marker = json.loads(OWNER_MARKER.read_text()) if OWNER_MARKER.is_file() else {}
     if lay.host.is_file():
-        host = json.loads(lay.host.read_text())
+        before = json.loads(lay.host.read_text())
     elif marker.get("root") == str(lay.root):
-        host = marker["host"]
+        before = marker["host"]
     else:  # nothing recorded what the way up changed: change nothing back that may not be ours
-        host = {"sysctls": {}, "existed": list(HOST_DIRS), "bridge_existed": True}
+        before = {"sysctls": {}, "existed": list(HOST_DIRS), "bridge_existed": True}
     n = _unmount_under([str(lay.root) + "/", "/run/netns/cni-", "/var/lib/kubelet/"])
     for ns in Path("/run/netns").glob("cni-*"):
         try:
@@ -475,12 +266,12 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
         except OSError as e:  # still mounted somewhere: said at the end, the rest is cleaned anyway
             log(f"could not remove {ns}: {e}")
     _clean_iptables()
-    if not host.get("bridge_existed") and Path("/sys/class/net", BRIDGE).exists():
-        _sh("ip", "link", "delete", BRIDGE, check=False)
-    for key, value in host.get("sysctls", {}).items():
+    if not before.get("bridge_existed") and Path("/sys/class/net", BRIDGE).exists():
+        host.sh("ip", "link", "delete", BRIDGE, check=False)
+    for key, value in before.get("sysctls", {}).items():
         Path("/proc/sys", key).write_text(value)
     for d in HOST_DIRS:
-        if d not in host.get("existed", HOST_DIRS) and Path(d).exists():
+        if d not in before.get("existed", HOST_DIRS) and Path(d).exists():
             shutil.rmtree(d, ignore_errors=True)
     stuck = _remove_cgroups()
     if lay.root.exists():
@@ -494,12 +285,12 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
 
 
 def status(lay: Layout) -> dict[str, object]:
-    alive = running(lay)
+    alive = processes.running(lay)
     out: dict[str, object] = {"components": {n: (n in alive) for n in ORDER}, "api": False, "node_ready": False}
     if "kube-apiserver" in alive:
         try:
-            out["api"] = _api_ready(lay)
-            out["node_ready"] = node_ready(lay)
+            out["api"] = kube_api.ready(lay)
+            out["node_ready"] = kube_api.node_ready(lay)
         except Exception:  # noqa: BLE001 - not answering is the status
             pass
     return out

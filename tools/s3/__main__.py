@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.core.errors import ConfigError
 from harness.core.paths import cache_dir
-from harness.report.terminal import console, err_console
+from harness.report.console import console, err_console
 from tools import entry
 from tools.s3 import build, seaweedfs
 from tools.s3.seaweedfs import S3Server
