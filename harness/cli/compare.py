@@ -16,10 +16,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     cmp_ = sub.add_parser("compare", help="Spark comparison of run archives: verdict, summary.json, report.html")
     adopt(cmp_, parser())
     add_format_option(cmp_)
-    cmp_.set_defaults(func=compare_)
+    cmp_.set_defaults(func=compare_command)
 
 
-def compare_(args: argparse.Namespace) -> int:
+def compare_command(args: argparse.Namespace) -> int:
     from spark.jobs.compare import run
 
     VerdictRule.from_args(args)  # a bad option is refused before Spark starts
@@ -40,4 +40,4 @@ def compare_archives(archives: list[str], baseline: str, candidate: str, gate: b
     args = parser().parse_args([*archives, "--baseline", baseline, "--candidate", candidate,
                                 *(["--fail-on-regression"] if gate else [])])
     args.format = fmt
-    return compare_(args)
+    return compare_command(args)
