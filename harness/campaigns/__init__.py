@@ -1,1 +1,2 @@
-"""Many runs toward one answer: the scenario matrix, the release sweep, bisection, and calibration of the rule."""
+"""Many runs toward one answer, on one loop (loop): the scenario matrix, the release sweep, the ramp, bisection,
+and calibration of the rule."""

@@ -1,2 +1,3 @@
-"""One run: its sequence (brokers up, clocks, topics, load, archive), where it happens (site: this machine or the
-chart's load-test pod), the faults it injects, and its own Prometheus (observability/)."""
+"""One run: its plan and checks before anything starts (plan), its sequence of phases (sequence) and the hooks that
+act at them (hooks; the standard ones: standard, brokers, faults, cpu, offsets, observability/), where it happens
+(site: this machine or the chart's load-test pod), and its events once the load is over (events)."""
