@@ -23,8 +23,9 @@ from scipy.stats import binomtest
 from harness.contracts.verdict import CHANGED, REGRESSION, STATISTIC, VerdictRule, level
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.publish import publish_json
+from harness.deploy.agents import DELAY_JAR
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import DELAY_JAR, JavaAgent, Variant
+from harness.inputs.variants import JavaAgent, Variant
 from harness.run.sequence import Run
 
 COPY_SUFFIX = "-copy"

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError, NotApplicable
-from harness.inputs.scenario import Scenario, builtin_names, load_scenario, load_scenarios, on_protocol
+from harness.inputs import needs
+from harness.inputs.catalogue import builtin_names, load_scenario, load_scenarios, on_protocol
+from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run.sequence import Run, refuse_on_external
 
@@ -77,7 +79,7 @@ def check(plan: Sequence[Scenario], variants: Sequence[Variant], probe: bool = F
         for v in variants:
             if v.is_external:  # what no run can do there, said before the first scenario starts
                 refuse_on_external(v, sc, probe)
-            clash = sc.conflicts(v.broker, v.proxy)
+            clash = needs.conflicts(sc, v.broker, v.proxy)
             if clash:
                 raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
                                   f"{sc.name} ({sc.source}); remove it from the variant or leave the scenario out")

@@ -13,6 +13,7 @@ from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_opt
 from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
+from harness.inputs import timing
 from harness.inputs.variants import load_variants, select
 from harness.report.terminal import (
     TABLE,
@@ -146,7 +147,7 @@ def k8s_run(args: argparse.Namespace) -> int:
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
     job = cluster.start(run_id, scenario, names, args.probe, args.order, args.ui, args.grpc_client)
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
-    cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
+    cluster.follow(job, timeout_s=timing.run_time_s(scenario) + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
     manifest = json.loads((fetched / "manifest.json").read_text())
     archive = outbox.deliver(fetched, bucket, log=console.print)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from harness.core.errors import ConfigError
 from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
-from harness.inputs.scenario import Fault
+from harness.inputs.brokers import Fault
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
 

@@ -35,9 +35,11 @@ from harness.contracts.modules import hybrid_note
 from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError, HarnessError, NotApplicable
 from harness.deploy import readiness
+from harness.deploy.agents import PLANT_JAR, pop_fault_options, with_plants, with_probe
 from harness.deploy.base import Backend
+from harness.inputs import needs, timing
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import GIVEN, ORDERS, PLANT_JAR, RANDOM, Variant, with_plants, with_probe
+from harness.inputs.variants import GIVEN, ORDERS, RANDOM, Variant
 from harness.measure.shares import read_shares
 from harness.measure.tally import SlicesSummary
 from harness.run import offsets, outbox
@@ -207,21 +209,21 @@ class Run:
         # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
         # a variant that says otherwise would silently run something else.
         for v in variants:
-            clash = scenario.conflicts(v.broker, v.proxy)
+            clash = needs.conflicts(scenario, v.broker, v.proxy)
             if clash:
                 raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
                                   f"{scenario.name} ({scenario.source}); remove it from the variant or pick "
                                   "another scenario")
             if v.is_external:  # a cluster the harness does not own: its live settings are checked instead
                 refuse_on_external(v, scenario, probe)
-            why = scenario.not_applicable(v.version)
+            why = needs.not_applicable(scenario, v.version)
             if why:
                 raise NotApplicable(v.name, f"variant {v.name}: {why}")
         self.variants = [v if v.is_external else v.model_copy(update={
-            "broker": {**v.broker, **scenario.broker_overrides()}, "proxy": {**v.proxy, **scenario.proxy}})
+            "broker": {**v.broker, **needs.broker_overrides(scenario)}, "proxy": {**v.proxy, **scenario.proxy}})
             for v in variants]
         if scenario.plant:
-            planted = ";".join(p.options for p in scenario.plant)
+            planted = pop_fault_options(scenario.plant)
             self.variants = [with_plants(v, planted) for v in self.variants]
         if probe:
             self.variants = [with_probe(v) for v in self.variants]
@@ -374,7 +376,7 @@ class Run:
         summary, unfit = [], []
         for variant, shard_dir in sorted(shard_dirs.items()):
             acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000,
-                                [f for f in faults if f["variant"] == variant], sc.late_after_ms)
+                                [f for f in faults if f["variant"] == variant], timing.late_after_ms(sc))
             # FIFO order is checked over whole message groups: those runs are read again at once. Others are
             # summarised from the shares of messages the merge holds anyway (harness.archive.writer).
             fifo = any(t.message_type == "FIFO" for t in sc.topics)
@@ -395,11 +397,11 @@ class Run:
         """The broker.conf keys a variant's broker does not know (older releases ignore them silently): refused
         when the scenario needs one of them on (its run would measure a build without the feature), else
         logged and kept in the manifest."""
-        why = self.scenario.not_applicable(ep.version)  # an external cluster's version is known only now
+        why = needs.not_applicable(self.scenario, ep.version)  # an external cluster's version is known only now
         if why:
             raise NotApplicable(ep.variant, f"variant {ep.variant}: {why}")
         ignored = readiness.ignored_settings(ep, written) if written else []
-        required = self.scenario.required_settings()
+        required = needs.required_settings(self.scenario)
         missing = [k for k in ignored if k in required]
         if missing:
             raise readiness.UnknownSetting(

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from harness.core.paths import REPO_ROOT
-from harness.inputs.scenario import load_scenario
-from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
+from harness.deploy.agents import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR
+from harness.inputs.catalogue import load_scenario
+from harness.inputs.variants import load_variants
 from harness.run.sequence import Run, RunResult
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"

@@ -18,7 +18,7 @@ from harness.contracts.endpoints import Endpoints
 from harness.contracts.modules import ModuleJar, borrowed, hybrid_note
 from harness.core.errors import ConfigError
 from harness.deploy.local import jars, linkage
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import Variant
 from harness.report import terminal
 

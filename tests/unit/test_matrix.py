@@ -4,7 +4,7 @@ import pytest
 
 from harness.campaigns import matrix
 from harness.core.errors import ConfigError, HarnessError
-from harness.inputs.scenario import SCENARIO_DIR
+from harness.inputs.catalogue import SCENARIO_DIR
 from harness.inputs.variants import load_variants, select
 
 

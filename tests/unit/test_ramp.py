@@ -9,7 +9,7 @@ import pytest
 from harness.campaigns import ramp
 from harness.cli.main import main
 from harness.core.errors import ConfigError, HarnessError
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import load_variants
 from harness.run.cpu import ran_out
 

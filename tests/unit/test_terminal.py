@@ -183,7 +183,7 @@ def test_which_grpc_client_drove_each_variant_is_said_when_not_only_the_official
 def test_the_analysis_rows_carry_the_client_each_archive_drove():
     from types import SimpleNamespace
 
-    from harness.inputs.scenario import load_scenario
+    from harness.inputs.catalogue import load_scenario
     from spark.comparison import add_grpc_clients
 
     grpc = load_scenario("burst").model_dump(mode="json")
