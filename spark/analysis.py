@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from harness.contracts.events import COLUMNS, SCHEMA
 from harness.contracts.verdict import MEDIAN, STATISTIC
+from harness.inputs import timing
 from harness.measure import ordering, tally
 from harness.measure.fault_impact import TIMES, impact
 from spark import facts
@@ -31,7 +32,7 @@ def routing(archives: Sequence[Archive]) -> dict[str, facts.Routing]:
         sc = scenario_of(a)
         subs = {t: {g: list(f) for g, f in gs.items()} for t, gs in sc.subscriptions().items()}
         out[a.run_id] = facts.Routing(subs, dict(sc.allowed_deliveries()), sc.consume.long_poll_s * 1000,
-                                      sc.late_after_ms)
+                                      timing.late_after_ms(sc))
     return out
 
 

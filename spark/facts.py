@@ -83,7 +83,7 @@ class Routing:
     subscriptions: dict[str, dict[str, list[str]]]
     allowed_deliveries: dict[str, int]
     long_poll_ms: float
-    late_after_ms: float | None = None  # Scenario.late_after_ms
+    late_after_ms: float | None = None  # harness.inputs.timing.late_after_ms(scenario)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def variant_facts(c: Collected, variants: Sequence[str]) -> list[dict]:
 
 
 def series(c: Collected, variants: Sequence[str]) -> dict[str, list[dict]]:
-    """Scenarios that are points of a series (harness.inputs.scenario.Series) -> per series, one row per (number of
+    """Scenarios that are points of a series (harness.inputs.traffic.Series) -> per series, one row per (number of
     groups, variant): the probe's wasted wakeups per nack and the retry latencies, to draw as a curve. The
     unit is the run (one per point): the ratios are totals over its nacks, not a spread."""
     by = {(r["scenario"], r["variant"]): r for r in c.per_variant}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.contracts.verdict import CHANGED, STATISTIC, VerdictRule, level
+from harness.inputs import needs
 from harness.inputs.expectations import NOT_APPLICABLE, PRESENT, RUN_FAILED, defect, describe
 from spark.comparison import Collected, analyse, expectations, nested_runs
 from spark.matrix import variant_facts
@@ -129,7 +130,7 @@ def defect_table(per_scenario: dict, c: Collected, variants: Sequence[str], vers
                 states[v] = {"state": NOT_APPLICABLE, "why": not_applicable[f"{name}@{v}"]}
             elif f"{name}@{v}" in failed or name in failed:
                 states[v] = {"state": RUN_FAILED, "why": failed.get(f"{name}@{v}") or failed.get(name)}
-            elif name in c.scenarios and (why := c.scenarios[name].not_applicable(versions.get(v))):
+            elif name in c.scenarios and (why := needs.not_applicable(c.scenarios[name], versions.get(v))):
                 # A sweep drawn again from archives knows the releases the scenario applies to from the scenario.
                 states[v] = {"state": NOT_APPLICABLE, "why": why}
         shows = [v for v in variants if states.get(v, {}).get("state") == PRESENT]

@@ -24,8 +24,9 @@ from harness.campaigns.loop import Campaign
 from harness.contracts.verdict import CHANGED, REGRESSION, STATISTIC, VerdictRule, level
 from harness.core.errors import ConfigError
 from harness.core.publish import publish_json
+from harness.deploy.agents import DELAY_JAR
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import DELAY_JAR, JavaAgent, Variant
+from harness.inputs.variants import JavaAgent, Variant
 
 COPY_SUFFIX = "-copy"
 MAX_SHIFT_MS = 2000  # the delay agent's own bound (DelayOptions.MAX_DELAY_MS); beyond it the agent refuses

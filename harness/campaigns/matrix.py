@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from harness.campaigns.loop import Campaign, Failed, Outcome
 from harness.core.errors import ConfigError
-from harness.inputs.scenario import Scenario, builtin_names, load_scenario, load_scenarios, on_protocol
+from harness.inputs.catalogue import builtin_names, load_scenario, load_scenarios, on_protocol
+from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 
 ALL = "all"

@@ -28,7 +28,7 @@ def _rows(rows: list[tuple[str, ...]]) -> None:
 
 
 def scenarios_command(args: argparse.Namespace) -> int:
-    from harness.inputs.scenario import builtin_names, load_scenarios
+    from harness.inputs.catalogue import builtin_names, load_scenarios
 
     rows = []
     for name in builtin_names():

@@ -1,5 +1,5 @@
 """What the command line means, shared by every command: the parser class, RMQ_HARNESS_<OPTION> for every
-option, the options several commands take, and the scenario those options name."""
+option, the options several commands take, and the scenario those options name (--fault's syntax included)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from harness.contracts.options import add_run_options
 from harness.contracts.verdict import add_gate_option
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
-from harness.inputs.scenario import PROTOCOLS, Scenario
+from harness.inputs.brokers import FAULT_ACTIONS, FAULT_TARGETS, Fault
+from harness.inputs.scenario import PROTOCOLS, Scenario, invalid_message
 from harness.report.console import FORMATS, TABLE
 
 ENV_PREFIX = "RMQ_HARNESS_"
@@ -206,7 +209,8 @@ def run_options() -> argparse.ArgumentParser:
 
 def scenario_of(args: argparse.Namespace) -> Scenario:
     """The scenario the options name, with --protocol, --fault and --duration applied."""
-    from harness.inputs.scenario import load_scenario, on_protocol, parse_fault, parse_scenario, with_faults
+    from harness.inputs.catalogue import load_scenario, on_protocol, with_faults
+    from harness.inputs.scenario import parse_scenario
 
     scenario = load_scenario(args.scenario)
     if getattr(args, "protocol", None):
@@ -220,6 +224,24 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
             data["cycles"] = {**data["cycles"], "cap_s": max(scenario.cycles.cap_s or 0.0, args.duration)}
         scenario = parse_scenario(data, f"{scenario.source} (--duration {args.duration:g})")
     return scenario
+
+
+_FAULT_SPEC = re.compile(r"^(?P<action>[a-z0-9]+):(?P<target>[a-z-]+)@(?P<at>[0-9.]+)(\+(?P<duration>[0-9.]+))?$")
+
+
+def parse_fault(spec: str) -> Fault:
+    """``ACTION:TARGET@AT_S[+DURATION_S]`` (e.g. kill9:broker@30+10) -> a Fault; ConfigError naming what is wrong."""
+    m = _FAULT_SPEC.match(spec)
+    if not m:
+        raise ConfigError(f"--fault {spec!r}: expected ACTION:TARGET@AT_S[+DURATION_S], e.g. kill9:broker@30+10 "
+                          f"(actions: {', '.join(FAULT_ACTIONS)}; targets: {', '.join(FAULT_TARGETS)})")
+    data = {"action": m["action"], "target": m["target"], "at_s": m["at"]}
+    if m["duration"] is not None:
+        data["duration_s"] = m["duration"]
+    try:
+        return Fault.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(invalid_message(e, f"--fault {spec}")) from None
 
 
 def refuse_existing(out: Path | None, what: str = "reports") -> None:

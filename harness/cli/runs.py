@@ -15,6 +15,7 @@ from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_opt
 from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
+from harness.inputs import timing
 from harness.inputs.variants import load_variants, select
 from harness.report.console import TABLE, console, log_to, place, progress_console
 from harness.report.rows import print_summary_as
@@ -149,7 +150,7 @@ def k8s_run(args: argparse.Namespace) -> int:
     bucket = outbox.bucket_of(args.runs_dir, [run_id])
     job = cluster.start(run_id, scenario, names, RunOptions.from_args(args))
     # Brokers restart for the run (up to their readiness timeout), then the load, then the export.
-    cluster.follow(job, timeout_s=scenario.run_time_s + GRACE_S + 900)
+    cluster.follow(job, timeout_s=timing.run_time_s(scenario) + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
     record = RunRecord.model_validate_json((fetched / MANIFEST).read_text())
     result = RunResult(record, outbox.deliver(fetched, bucket, log=console.print))

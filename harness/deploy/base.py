@@ -13,7 +13,7 @@ from typing import Protocol
 
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.modules import ModuleJar
-from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Variant
 
 
@@ -87,7 +87,7 @@ class Backend(Protocol):
         ...
 
     def process(self, name: str, target: str) -> ServerProcess:
-        """The process of variant ``name`` that a fault on ``target`` (harness.inputs.scenario.FAULT_TARGETS) hits."""
+        """The process of variant ``name`` that a fault on ``target`` (harness.inputs.brokers.FAULT_TARGETS) hits."""
         ...
 
     def modules(self, name: str) -> list[ModuleJar]:

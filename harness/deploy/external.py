@@ -23,7 +23,9 @@ from harness.contracts.modules import ModuleJar
 from harness.core.errors import ConfigError, one_line
 from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
-from harness.inputs.scenario import SINGLE, Scenario, Topology
+from harness.inputs import needs
+from harness.inputs.brokers import SINGLE, Topology
+from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 
 Log = Callable[[str], None]
@@ -155,8 +157,8 @@ def _check_settings(where: str, broker: str, address: str, settings: dict[str, s
     """One master's live settings against what the run needs: no ACL, the scenario's settings as it needs them."""
     if _truthy(settings.get("aclEnable")) or _truthy(settings.get("authenticationEnabled")):
         raise ConfigError(f"{where}: broker {broker} {address} runs with ACL; the harness has no credentials for it")
-    required = scenario.required_settings()
-    for key, wanted in scenario.broker_overrides().items():
+    required = needs.required_settings(scenario)
+    for key, wanted in needs.broker_overrides(scenario).items():
         live = settings.get(key)
         if live is None and key in required:
             raise ConfigError(f"{where}: broker {broker} {address} (RocketMQ {version}) does not know {key}, which "

@@ -145,41 +145,6 @@ class Variant(BaseModel):
         return self._source
 
 
-# The project's agents (broker-patches/, built by `make setup`), by their path in the repository.
-WAKEUP_FIX_JAR = "broker-patches/target/pop-retry-wakeup.jar"
-# The fix for issue 16: a pop reads the retry topic (V1 or V2) that has messages, not a coin's pick.
-RETRY_READ_JAR = "broker-patches/target/pop-retry-read.jar"
-PROBE_JAR = "broker-patches/target/pop-wakeup-probe.jar"
-# A positive control, never a fix: delays every wakeup of a suspended pop by `delay_ms=N` (calibration).
-DELAY_JAR = "broker-patches/target/pop-wakeup-delay.jar"
-# Mounted on every local broker: binds the proxy's gRPC and remoting ports and the HA port to loopback,
-# which RocketMQ has no setting for. It moves listeners only.
-LOOPBACK_JAR = "broker-patches/target/loopback-bind.jar"
-# The probe serves its counters on the variant's probe port (the local backend fills it in).
-PROBE_OPTIONS = "port={probe_port}"
-
-
-def mounts_probe(variant: Variant) -> bool:
-    return any(Path(a.jar).name == Path(PROBE_JAR).name for a in variant.agents)
-
-
-def with_probe(variant: Variant) -> Variant:
-    """The variant with the wakeup probe mounted last (its advice then wraps any patch's)."""
-    if mounts_probe(variant):
-        return variant
-    return variant.model_copy(update={"agents": [*variant.agents, JavaAgent(jar=PROBE_JAR, options=PROBE_OPTIONS)]})
-
-
-# The fault-planting agent a scenario's `plant:` mounts on every variant (harness.inputs.scenario.Plant).
-PLANT_JAR = "broker-patches/target/pop-fault.jar"
-
-
-def with_plants(variant: Variant, options: str) -> Variant:
-    """The variant with the pop-fault agent planting ``options`` (';'-joined plants), mounted first: it fails a
-    method before any patch or probe advice around it runs."""
-    return variant.model_copy(update={"agents": [JavaAgent(jar=PLANT_JAR, options=options), *variant.agents]})
-
-
 # A release run as shipped (rmq-harness sweep, bisect) is the variant rocketmq-<version>.
 RELEASE_PREFIX = "rocketmq-"
 _RELEASE_NAME = re.compile(rf"^{RELEASE_PREFIX}(\d+\.\d+\.\d+)$")

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness.inputs.scenario import tag_matches
+from harness.inputs.fields import tag_matches
 from harness.measure import frames
 
 OWED_CLASSES = ("dead_lettered", "duplicated", "late", "acked_first", "acked_after_retry", "lost")
@@ -116,7 +116,7 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliver
              keys: np.ndarray | None = None, late_after_ms: float | None = None) -> pd.DataFrame:
     """The ledger of one scenario's events (any number of runs and variants of it); ``subscriptions`` maps
     each topic to its groups and their consumers' tag filters (harness.inputs.scenario.Scenario.subscriptions),
-    ``allowed_deliveries`` each group to its retryMaxTimes + 1, ``late_after_ms`` (Scenario.late_after_ms) when
+    ``allowed_deliveries`` each group to its retryMaxTimes + 1, ``late_after_ms`` (harness.inputs.timing) when
     an ack comes too late for its cycle. Returns one row per pair, ``COLUMNS``. ``keys``: message_keys(events),
     when at hand."""
     wanted = events["kind"].isin(KINDS).to_numpy()

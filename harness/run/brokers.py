@@ -12,8 +12,9 @@ from harness.client.registry import driver
 from harness.contracts.endpoints import Endpoints
 from harness.core.errors import HarnessError, NotApplicable
 from harness.deploy import readiness
+from harness.deploy.agents import PLANT_JAR
+from harness.inputs import needs
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import PLANT_JAR
 from harness.run.hooks import Hook, Log, RunState
 
 # Wakeup subtracts the broker's store time from the client's receive time: a clock offset between them
@@ -83,11 +84,11 @@ def check_settings(ep: Endpoints, scenario: Scenario, written: dict[str, str], l
     """The broker.conf keys a variant's broker does not know (older releases ignore them silently): refused
     when the scenario needs one of them on (its run would measure a build without the feature), else
     logged and kept in the manifest."""
-    why = scenario.not_applicable(ep.version)  # an external cluster's version is known only now
+    why = needs.not_applicable(scenario, ep.version)  # an external cluster's version is known only now
     if why:
         raise NotApplicable(ep.variant, f"variant {ep.variant}: {why}")
     ignored = readiness.ignored_settings(ep, written) if written else []
-    required = scenario.required_settings()
+    required = needs.required_settings(scenario)
     missing = [k for k in ignored if k in required]
     if missing:
         raise readiness.UnknownSetting(

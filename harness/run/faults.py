@@ -20,7 +20,7 @@ from harness.contracts.events import EventLog
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
-from harness.inputs.scenario import Fault
+from harness.inputs.brokers import Fault
 from harness.run.hooks import Hook, RunState
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from harness.contracts.options import GIVEN, ORDERS, RANDOM, RunOptions
 from harness.contracts.workers import DEFAULT_GRPC_CLIENT
 from harness.core.errors import ConfigError, NotApplicable
+from harness.deploy.agents import pop_fault_options, with_plants, with_probe
+from harness.inputs import needs
 from harness.inputs.scenario import Scenario
-from harness.inputs.variants import Variant, with_plants, with_probe
+from harness.inputs.variants import Variant
 
 
 def new_run_id(scenario: str) -> str:
@@ -50,14 +52,14 @@ def check(variants: Sequence[Variant], scenario: Scenario, options: RunOptions, 
     # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
     # a variant that says otherwise would silently run something else.
     for v in variants:
-        clash = scenario.conflicts(v.broker, v.proxy)
+        clash = needs.conflicts(scenario, v.broker, v.proxy)
         if clash:
             raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
                               f"{scenario.name} ({scenario.source}); remove it from the variant or pick another "
                               "scenario")
         if v.is_external:  # a cluster the harness does not own: its live settings are checked instead
             refuse_on_external(v, scenario, options.probe)
-        why = scenario.not_applicable(v.version) if applicable else None
+        why = needs.not_applicable(scenario, v.version) if applicable else None
         if why:
             raise NotApplicable(v.name, f"variant {v.name}: {why}")
 
@@ -66,10 +68,10 @@ def as_run(variants: Sequence[Variant], scenario: Scenario, options: RunOptions)
     """The variants as the run starts them: the scenario's broker and proxy settings, the failures it plants and
     the probe applied (an external cluster as it is)."""
     out = [v if v.is_external else v.model_copy(update={
-        "broker": {**v.broker, **scenario.broker_overrides()}, "proxy": {**v.proxy, **scenario.proxy}})
+        "broker": {**v.broker, **needs.broker_overrides(scenario)}, "proxy": {**v.proxy, **scenario.proxy}})
         for v in variants]
     if scenario.plant:
-        planted = ";".join(p.options for p in scenario.plant)
+        planted = pop_fault_options(scenario.plant)
         out = [with_plants(v, planted) for v in out]
     if options.probe:
         out = [with_probe(v) for v in out]

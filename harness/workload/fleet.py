@@ -24,6 +24,7 @@ from harness.contracts.workers import ENV_SPEC, Placement, WorkerPlan, WorkerSta
 from harness.core import process
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
+from harness.inputs import timing
 from harness.inputs.scenario import Scenario
 from harness.workload import shipping
 from harness.workload.spec import MASTER, WorkloadSpec
@@ -238,7 +239,7 @@ class LocustFleet:
     def prepare(self) -> dict[str, dict[str, str]]:
         """Plan every variant's workers and get them ready; variant -> worker -> host:port of its metrics."""
         n = self.scenario.workers
-        deadline = int(self.scenario.run_time_s + GRACE_S + START_S)
+        deadline = int(timing.run_time_s(self.scenario) + GRACE_S + START_S)
         for k, ep in enumerate(self.endpoints):
             work = self.work / "locust" / ep.variant
             self._shard_dir(ep.variant).mkdir(parents=True, exist_ok=True)
@@ -266,7 +267,7 @@ class LocustFleet:
     def wait(self, on_tick: Callable[[float, dict[str, Progress]], None] | None = None) -> None:
         """Until every master and worker exited; HarnessError past the scenario's duration and a grace."""
         started = time.monotonic()
-        limit = self.scenario.run_time_s + GRACE_S
+        limit = timing.run_time_s(self.scenario) + GRACE_S
         answers: dict[int | str, Progress] = {}
         silent = {g.variant for g in self.groups}
         checked = 0.0
@@ -338,7 +339,7 @@ class LocustFleet:
         master = process.spawn(
             [*locust_command(), *ui, "--master", "--master-bind-host", self.workers.master_bind,
              "--master-bind-port", str(plan.master_port), "--expect-workers", str(sc.workers), "--users",
-             str(users), "--spawn-rate", str(users), "--run-time", f"{int(sc.run_time_s + 1)}s", "--csv",
+             str(users), "--spawn-rate", str(users), "--run-time", f"{int(timing.run_time_s(sc) + 1)}s", "--csv",
              str(locust_out / "stats"), "--csv-full-history", "--html", str(locust_out / "report.html"),
              "--exit-code-on-error", "0", "--only-summary", "--logfile", str(logs / "locust-master.log")],
             logs / "locust-master.out", cwd=plan.work, env={**env, ENV_SPEC: str(master_spec)}, die_with_parent=True,

@@ -28,7 +28,8 @@ from harness.client.driver import (
 )
 from harness.contracts.events import MessageBody
 from harness.core.waiting import Deadline
-from harness.inputs.scenario import Group
+from harness.inputs import timing
+from harness.inputs.traffic import Group
 from harness.measure.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.measure.ledger import ANY_GROUP
 from harness.workload import cycles
@@ -133,7 +134,7 @@ class ProducerUser(User):
         return self._owed([sent for j in jobs for sent in j.value])
 
     def more_cycles(self) -> bool:
-        return self.spec.scenario.starts_another(self.cycle, time.monotonic() - self.started)
+        return timing.starts_another(self.spec.scenario, self.cycle, time.monotonic() - self.started)
 
     def report(self, cycle: int, owed: dict[str, list[str]]) -> None:
         """Tell the master what ``cycle`` sent, so it can say when every group has acked all of it owes."""

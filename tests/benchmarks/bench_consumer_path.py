@@ -39,7 +39,7 @@ from prometheus_client import generate_latest
 from harness.client.driver import Delivery, Received
 from harness.contracts.endpoints import Endpoints
 from harness.contracts.events import MessageBody, to_table
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.workload import runtime as runtime_module
 from harness.workload.runtime import WorkerRuntime
 from harness.workload.spec import WorkloadSpec

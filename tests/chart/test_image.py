@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from harness.core.paths import REPO_ROOT
-from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR
+from harness.deploy.agents import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
 

@@ -18,12 +18,13 @@ import yaml
 
 from harness.cli.main import parser
 from harness.core.paths import REPO_ROOT
+from harness.deploy.agents import PROBE_JAR, WAKEUP_FIX_JAR
 from harness.deploy.k8s import cluster, naming, pod
 from harness.deploy.k8s.chart_values import ChartValues
 from harness.deploy.local.config import BROKER_DEFAULTS, BROKER_JVM, COMMON_JVM, NAMESRV_JVM, jvm_sizes
 from harness.deploy.local.jars import MAIN_CLASSES
 from harness.inputs.scenario import parse_scenario
-from harness.inputs.variants import PROBE_JAR, WAKEUP_FIX_JAR, Variant, load_variants, parse_variants
+from harness.inputs.variants import Variant, load_variants, parse_variants
 from tests.chart.helm import (
     CHART,
     KUBE_VERSION,

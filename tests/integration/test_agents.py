@@ -12,8 +12,9 @@ import pytest
 from harness.contracts.options import RunOptions
 from harness.contracts.record import MANIFEST, RunRecord
 from harness.core.paths import REPO_ROOT
-from harness.inputs.scenario import load_scenario
-from harness.inputs.variants import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR, load_variants
+from harness.deploy.agents import PROBE_JAR, RETRY_READ_JAR, WAKEUP_FIX_JAR
+from harness.inputs.catalogue import load_scenario
+from harness.inputs.variants import load_variants
 from harness.run.hooks import Hook, RunState
 from harness.run.sequence import Run, RunResult
 

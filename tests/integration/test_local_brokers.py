@@ -15,9 +15,10 @@ import pytest
 from harness.client.registry import driver
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
+from harness.deploy.agents import DELAY_JAR
 from harness.deploy.local import LocalBackend
 from harness.deploy.local.ports import port_free
-from harness.inputs.variants import DELAY_JAR, load_variants, parse_variants
+from harness.inputs.variants import load_variants, parse_variants
 from harness.run.site import RUN_BROKER_STOP_S
 
 

@@ -19,7 +19,7 @@ import yaml
 from harness.contracts.workers import Placement
 from harness.core.process import free_port
 from harness.deploy.local import LocalBackend
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import load_variants, select
 from harness.run.observability.discovery import SD_PATH, DiscoveredPrometheus
 from harness.run.observability.prometheus import binary

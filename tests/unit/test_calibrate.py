@@ -5,7 +5,8 @@ import pytest
 from harness.campaigns import calibrate
 from harness.cli.main import main
 from harness.core.errors import ConfigError
-from harness.inputs.variants import DELAY_JAR, load_variants
+from harness.deploy.agents import DELAY_JAR
+from harness.inputs.variants import load_variants
 
 
 def test_plan_puts_the_build_its_copy_and_one_delayed_copy_per_shift_side_by_side():

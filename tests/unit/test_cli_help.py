@@ -98,7 +98,7 @@ def test_out_means_a_folder_and_out_file_a_file(monkeypatch, tmp_path: Path):
 
 
 def test_list_scenarios_and_variants_one_line_each(tmp_path: Path, capsys):
-    from harness.inputs.scenario import builtin_names
+    from harness.inputs.catalogue import builtin_names
 
     assert main(["list", "scenarios"]) == 0
     rows = capsys.readouterr().out.splitlines()

@@ -7,7 +7,7 @@ import pytest
 from harness.client import remoting
 from harness.core.errors import ConfigError
 from harness.deploy import external
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import parse_variants
 
 ONE_MASTER = '{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.5:10911"},"brokerName":"broker-a",' \

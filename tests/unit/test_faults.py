@@ -9,8 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.cli.options import parse_fault
 from harness.core.errors import ConfigError
-from harness.inputs.scenario import load_scenario, parse_fault, parse_scenario, with_faults
+from harness.inputs.catalogue import load_scenario, with_faults
+from harness.inputs.scenario import parse_scenario
 from harness.measure.fault_impact import impact, longest_gap, waits
 from harness.run.faults import FaultRecord, Injector, carry_out
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from harness.contracts.verdict import EQUIVALENT, INCONCLUSIVE, REGRESSION, VerdictRule
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from spark.comparison import Collected, analyse
 
 RULE = VerdictRule(bootstrap=300)

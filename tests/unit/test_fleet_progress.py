@@ -63,7 +63,8 @@ def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, t
             return {}
 
     said: list[str] = []
-    f = LocustFleet("r", NS(run_time_s=60), [], tmp_path, lambda *_: tmp_path, Workers(), log=said.append)
+    monkeypatch.setattr(fleet.timing, "run_time_s", lambda _sc: 60)
+    f = LocustFleet("r", NS(), [], tmp_path, lambda *_: tmp_path, Workers(), log=said.append)
     shards = tmp_path / "events"
     shards.mkdir()
     (shards / "worker-1-0000.parquet").write_bytes(b"x")

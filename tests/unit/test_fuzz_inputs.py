@@ -53,7 +53,8 @@ from hypothesis import strategies as st
 
 from harness.core.errors import EXIT_USAGE, ConfigError
 from harness.core.paths import DEFAULT_VARIANTS_FILE
-from harness.inputs.scenario import SCENARIO_DIR, Scenario, load_scenario, load_scenarios
+from harness.inputs.catalogue import SCENARIO_DIR, load_scenario, load_scenarios
+from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, load_variants
 
 _RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))

@@ -18,7 +18,7 @@ from harness.contracts.options import RunOptions
 from harness.contracts.record import MANIFEST_SCHEMA_VERSION, RunRecord
 from harness.core.errors import ConfigError
 from harness.deploy.local import jars, linkage
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import Variant
 from harness.report.run_tables import print_hybrids, variant_label
 

@@ -71,7 +71,7 @@ def test_no_such_jvm_says_the_pods_must_share_their_process_namespace():
 
 
 def test_in_two_masters_each_broker_is_told_from_the_other_by_its_file_and_signalled_from_another_container():
-    from harness.inputs.scenario import Topology
+    from harness.inputs.brokers import Topology
 
     pod = FakePod()
     pod.restarts = {"namesrv": 0, "broker": 0, "broker-b": 0, "proxy": 0}

@@ -18,7 +18,7 @@ from harness.contracts.options import RunOptions
 from harness.core.errors import ConfigError, HarnessError
 from harness.deploy.k8s import naming, remote
 from harness.deploy.k8s.cluster import K8sBackend
-from harness.inputs.scenario import Topology
+from harness.inputs.brokers import Topology
 from harness.inputs.variants import JavaAgent, Variant
 
 FULL = "rmq-rocketmq-pop-harness"

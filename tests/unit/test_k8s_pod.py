@@ -7,7 +7,7 @@ import pytest
 
 from harness.deploy.k8s import naming, pod
 from harness.deploy.local import config
-from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Variant
 
 V = Variant(name="patched", version="5.3.3")

@@ -24,7 +24,8 @@ from harness.deploy.k8s.workers import (
     job_name,
     owner_reference,
 )
-from harness.inputs.scenario import load_scenario
+from harness.inputs import timing
+from harness.inputs.catalogue import load_scenario
 from harness.workload.fleet import LocustFleet, worker_command
 from harness.workload.spec import MASTER, WorkloadSpec
 
@@ -143,7 +144,7 @@ def test_one_indexed_job_per_variant_with_every_worker_owned_by_the_run_pod(tmp_
     assert job["metadata"]["name"] == job_name(FULL, RUN_ID, "patched")
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == SCENARIO.workers == 2
-    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] >= SCENARIO.run_time_s
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] >= timing.run_time_s(SCENARIO)
     assert job["metadata"]["ownerReferences"] == [owner_reference("rmq-run-abc12", "uid-123")]
     for labels in (job["metadata"]["labels"], spec["template"]["metadata"]["labels"]):
         assert labels[naming.RUN_ID] == RUN_ID and labels[naming.VARIANT] == "patched"

@@ -1,6 +1,7 @@
 import pandas as pd
 import pytest
 
+from harness.inputs import timing
 from harness.measure.ledger import CLASSES, classify, counts
 
 MS = 1_000_000
@@ -152,10 +153,10 @@ def test_an_ack_after_the_drain_timeout_is_late_not_lost_and_not_on_time():
 
 
 def test_only_scenarios_whose_cycles_drain_have_a_late_threshold():
-    from harness.inputs.scenario import load_scenario
+    from harness.inputs.catalogue import load_scenario
 
     burst, steady = load_scenario("burst"), load_scenario("steady")
-    assert burst.late_after_ms == burst.cycles.drain_timeout_s * 1000 and steady.late_after_ms is None
+    assert timing.late_after_ms(burst) == burst.cycles.drain_timeout_s * 1000 and timing.late_after_ms(steady) is None
 
 
 def test_a_suspended_nack_expects_the_same_attempt_back_and_a_raised_one_is_not_explained():

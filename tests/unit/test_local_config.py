@@ -64,7 +64,7 @@ def test_commands_carry_owner_agents_and_own_homes(tmp_path: Path):
 
 
 def test_a_cluster_mode_topology_is_a_jvm_per_broker_and_a_proxy_of_its_own(tmp_path: Path):
-    from harness.inputs.scenario import Topology
+    from harness.inputs.brokers import Topology
 
     topo = Topology(proxy="cluster", masters=2, slave=True)
     dist = Distribution("5.3.3", tmp_path / "lib", {"proxy": tmp_path / "p.xml", "broker": tmp_path / "b.xml"})

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from harness.contracts.verdict import INCONCLUSIVE, NOT_ENOUGH, REGRESSION, VerdictRule
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from spark.analysis import outcome_samples
 from spark.comparison import Collected, analyse
 

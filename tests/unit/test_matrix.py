@@ -6,7 +6,7 @@ from harness.campaigns import matrix
 from harness.campaigns.loop import Campaign
 from harness.contracts.options import RunOptions
 from harness.core.errors import ConfigError, HarnessError
-from harness.inputs.scenario import SCENARIO_DIR
+from harness.inputs.catalogue import SCENARIO_DIR
 from harness.inputs.variants import load_variants, select
 
 

@@ -11,7 +11,7 @@ from harness.campaigns.loop import Campaign
 from harness.cli.main import main
 from harness.contracts.options import RunOptions
 from harness.core.errors import ConfigError, HarnessError
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import load_variants
 from harness.run.cpu import ran_out
 

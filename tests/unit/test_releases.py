@@ -187,7 +187,7 @@ def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_i
 
     from harness.deploy import readiness
     from harness.deploy.readiness import UnknownSetting
-    from harness.inputs.scenario import load_scenario
+    from harness.inputs.catalogue import load_scenario
     from harness.run.brokers import check_settings
 
     ep = SimpleNamespace(variant="rocketmq-5.1.0", version="5.1.0")

@@ -4,7 +4,9 @@ import pytest
 import yaml
 
 from harness.core.errors import ConfigError
-from harness.inputs.scenario import SCENARIO_DIR, load_scenario, parse_scenario
+from harness.inputs import needs, timing
+from harness.inputs.catalogue import SCENARIO_DIR, load_scenario
+from harness.inputs.scenario import parse_scenario
 
 BASE = {
     "name": "s",
@@ -31,7 +33,7 @@ def test_shipped_scenarios_load(name):
     s = load_scenario(name)
     assert s.name == name and s.protocol == "grpc" and s.retry_topic == "v1"
     assert s.consume.invisible_s >= 10 and 5 <= s.consume.long_poll_s <= 20
-    assert s.broker_overrides() == {"enableRetryTopicV2": False, "enableNotifyBeforePopCalculateLag": False}
+    assert needs.broker_overrides(s) == {"enableRetryTopicV2": False, "enableNotifyBeforePopCalculateLag": False}
 
 
 def test_burst_is_the_seed_case():
@@ -68,8 +70,9 @@ def test_bad_scenarios_name_the_field(doc, needle):
 
 
 def test_v2_retry_topics_set_the_broker():
-    assert parse_scenario(_with(retry_topic="v2")).broker_overrides()["enableRetryTopicV2"] is True
-    assert parse_scenario(_with(observer_effect=True)).broker_overrides()["enableNotifyBeforePopCalculateLag"] is True
+    assert needs.broker_overrides(parse_scenario(_with(retry_topic="v2")))["enableRetryTopicV2"] is True
+    observed = needs.broker_overrides(parse_scenario(_with(observer_effect=True)))
+    assert observed["enableNotifyBeforePopCalculateLag"] is True
 
 
 def test_missing_file_lists_builtins(tmp_path: Path):
@@ -95,7 +98,7 @@ def test_cycles_default_to_one_and_the_burst_runs_many():
     burst = load_scenario("burst")
     assert burst.drains and burst.cycles.count == 0 and burst.cycles.spacing == "drained"
     # Locust may run until the last cycle started before its cap (it runs to 8 cycles) has drained or timed out.
-    assert burst.run_time_s == burst.produce.delay_s + burst.cycles.cap_s + burst.cycles.drain_timeout_s + \
+    assert timing.run_time_s(burst) == burst.produce.delay_s + burst.cycles.cap_s + burst.cycles.drain_timeout_s + \
         burst.cycles.settle_s
 
 
@@ -104,13 +107,13 @@ def test_steady_traffic_cannot_drain():
     with pytest.raises(ConfigError, match="cycles.spacing: steady traffic never drains"):
         parse_scenario(doc, "s.yaml")
     # the sending window, then the drain phase (defaults: 3 s delay, 60 s of sends, 60 s drain timeout)
-    assert parse_scenario(_with(produce__pattern="steady", cycles={"spacing": 10})).run_time_s == 3 + 60 + 60
+    assert timing.run_time_s(parse_scenario(_with(produce__pattern="steady", cycles={"spacing": 10}))) == 3 + 60 + 60
 
 
 def test_a_variant_setting_against_the_scenario_is_named():
     s = load_scenario("burst")
-    assert s.conflicts({"enableRetryTopicV2": True}) == ["enableRetryTopicV2=true (the scenario needs false)"]
-    assert s.conflicts({"enableRetryTopicV2": "false", "other": 1}) == []
+    assert needs.conflicts(s, {"enableRetryTopicV2": True}) == ["enableRetryTopicV2=true (the scenario needs false)"]
+    assert needs.conflicts(s, {"enableRetryTopicV2": "false", "other": 1}) == []
     assert s.source.endswith("workloads/scenarios/burst.yaml")
 
 
@@ -124,7 +127,7 @@ def test_expectations_are_parsed_and_bad_ones_named_by_file_and_field(tmp_path):
 
 
 def test_every_built_in_scenario_says_where_it_comes_from_and_what_a_correct_broker_shows():
-    from harness.inputs.scenario import load_scenarios
+    from harness.inputs.catalogue import load_scenarios
 
     for path in sorted(SCENARIO_DIR.glob("*.yaml")):
         for s in load_scenarios(str(path)):
@@ -215,7 +218,7 @@ def test_message_groups_go_with_fifo_topics_only():
 
 
 def test_a_series_expands_into_points_and_is_refused_as_one_scenario(tmp_path):
-    from harness.inputs.scenario import load_scenarios
+    from harness.inputs.catalogue import load_scenarios
 
     doc = {**BASE, "name": "gs", "series": {"groups": [1, 3]},
            "groups": [{"name": "Own", "topic": "T"}, {"name": "By", "topic": "T", "nacks": False}]}
@@ -260,14 +263,14 @@ def test_remoting_has_the_brokers_limits_not_the_proxys():
 def test_cycles_run_to_at_least_a_count_within_a_cap():
     sc = parse_scenario(_with(produce__count=4, cycles={"count": 0, "spacing": "drained", "at_least": 8,
                                                         "cap_s": 200}, duration_s=60))
-    assert sc.starts_another(3, 59.0)  # within duration_s: always
-    assert sc.starts_another(7, 61.0) and not sc.starts_another(8, 61.0)  # past it: up to 8 cycles
-    assert not sc.starts_another(2, 200.0)  # the cap, however few have run
-    assert sc.run_time_s == pytest.approx(sc.produce.delay_s + 200 + 60 + 1)
+    assert timing.starts_another(sc, 3, 59.0)  # within duration_s: always
+    assert timing.starts_another(sc, 7, 61.0) and not timing.starts_another(sc, 8, 61.0)  # past it: up to 8 cycles
+    assert not timing.starts_another(sc, 2, 200.0)  # the cap, however few have run
+    assert timing.run_time_s(sc) == pytest.approx(sc.produce.delay_s + 200 + 60 + 1)
     plain = parse_scenario(_with(cycles={"count": 0, "spacing": "drained"}, duration_s=60))
-    assert plain.starts_another(0, 59.0) and not plain.starts_another(0, 60.0)
+    assert timing.starts_another(plain, 0, 59.0) and not timing.starts_another(plain, 0, 60.0)
     fixed = parse_scenario(_with(cycles={"count": 3}, duration_s=60))
-    assert fixed.starts_another(2, 1e6) and not fixed.starts_another(3, 0.0)
+    assert timing.starts_another(fixed, 2, 1e6) and not timing.starts_another(fixed, 3, 0.0)
 
 
 @pytest.mark.parametrize(("cycles", "duration", "why"), [

@@ -4,9 +4,11 @@ failures it plants; and the defect table a sweep makes of its rules."""
 import pytest
 
 from harness.core.errors import ConfigError
+from harness.deploy.agents import PLANT_JAR, plant_options
+from harness.inputs import needs
 from harness.inputs.expectations import ABSENT, NO_DATA, NOT_APPLICABLE, PRESENT, RUN_FAILED, defect, evaluate
 from harness.inputs.scenario import parse_scenario
-from harness.inputs.variants import PLANT_JAR, parse_variants
+from harness.inputs.variants import parse_variants
 
 BASE = {
     "name": "s",
@@ -23,11 +25,11 @@ def _sc(**extra):
 
 def test_a_scenarios_broker_settings_join_what_it_decides_and_are_required():
     sc = _sc(broker={"popConsumerKVServiceEnable": True, "popReviveMaxAttemptTimes": 3})
-    assert sc.broker_overrides() == {"popConsumerKVServiceEnable": True, "popReviveMaxAttemptTimes": 3,
-                                     "enableRetryTopicV2": False, "enableNotifyBeforePopCalculateLag": False}
+    assert needs.broker_overrides(sc) == {"popConsumerKVServiceEnable": True, "popReviveMaxAttemptTimes": 3,
+                                          "enableRetryTopicV2": False, "enableNotifyBeforePopCalculateLag": False}
     # A build that does not know one of its own settings cannot run it; the decided ones only when turned on.
-    assert sc.required_settings() == {"popConsumerKVServiceEnable", "popReviveMaxAttemptTimes"}
-    assert "enableRetryTopicV2" in _sc(retry_topic="v2").required_settings()
+    assert needs.required_settings(sc) == {"popConsumerKVServiceEnable", "popReviveMaxAttemptTimes"}
+    assert "enableRetryTopicV2" in needs.required_settings(_sc(retry_topic="v2"))
 
 
 @pytest.mark.parametrize("doc, needle", [
@@ -48,18 +50,18 @@ def test_bad_needs_name_the_field(doc, needle):
 
 def test_a_release_before_applies_since_is_not_applicable_and_says_why():
     sc = _sc(applies={"since": "5.3.2", "why": "the KV pop service is new in 5.3.2"})
-    assert sc.not_applicable("5.3.2") is None and sc.not_applicable("5.10.0") is None
-    assert sc.not_applicable("5.3.3-mybuild") is None
-    why = sc.not_applicable("5.3.1")
+    assert needs.not_applicable(sc, "5.3.2") is None and needs.not_applicable(sc, "5.10.0") is None
+    assert needs.not_applicable(sc, "5.3.3-mybuild") is None
+    why = needs.not_applicable(sc, "5.3.1")
     assert why == ("scenario s needs RocketMQ 5.3.2 or later (the KV pop service is new in 5.3.2); this is 5.3.1")
-    assert sc.not_applicable(None) is None  # an external cluster, judged once asked
-    assert _sc().not_applicable("4.9.0") is None
+    assert needs.not_applicable(sc, None) is None  # an external cluster, judged once asked
+    assert needs.not_applicable(_sc(), "4.9.0") is None
 
 
 def test_conflicts_name_broker_and_proxy_settings_a_variant_sets_otherwise():
     sc = _sc(broker={"popConsumerKVServiceEnable": True}, proxy={"grpcConsumerThreadPoolNums": 1})
-    assert sc.conflicts({"popConsumerKVServiceEnable": "true"}, {"grpcConsumerThreadPoolNums": 1}) == []
-    assert sc.conflicts({"popConsumerKVServiceEnable": False}, {"grpcConsumerThreadPoolNums": 4}) == [
+    assert needs.conflicts(sc, {"popConsumerKVServiceEnable": "true"}, {"grpcConsumerThreadPoolNums": 1}) == []
+    assert needs.conflicts(sc, {"popConsumerKVServiceEnable": False}, {"grpcConsumerThreadPoolNums": 4}) == [
         "popConsumerKVServiceEnable=false (the scenario needs true)",
         "proxy grpcConsumerThreadPoolNums=4 (the scenario needs 1)"]
 
@@ -86,7 +88,7 @@ def test_a_delay_plant_says_its_delay_and_thread_in_the_agents_options():
     sc = _sc(plant=[{"method": "org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords", "mode": "delay",
                      "delay_ms": 3000, "calls": 5, "thread": "PopConsumerCache"},
                     {"method": "org.x.B#write", "mode": "throw", "thread": "Revive Service"}])
-    assert [p.options for p in sc.plant] == [
+    assert [plant_options(p) for p in sc.plant] == [
         "method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,mode=delay,calls=5,skip=0,after_ms=0,"
         "delay_ms=3000,thread=PopConsumerCache",
         "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,thread=Revive Service"]
@@ -114,7 +116,7 @@ def test_an_exception_plant_says_its_class_and_code_in_the_agents_options():
                     {"method": "org.x.B#write", "mode": "throw", "exception": "org.x.B$Failed"},
                     {"method": "org.x.B#write", "mode": "throw", "exception": "a.E", "code": -2},
                     {"method": "org.x.B#write", "mode": "fail"}])
-    assert [p.options for p in sc.plant] == [
+    assert [plant_options(p) for p in sc.plant] == [
         "method=org.apache.rocketmq.proxy.processor.ConsumerProcessor#changeInvisibleTime,mode=fail,calls=1,skip=0,"
         f"after_ms=0,thread=GrpcConsumerThreadPool,exception={mq},code=1",
         "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=org.x.B$Failed",

@@ -10,7 +10,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from harness.contracts.endpoints import Endpoints
-from harness.inputs.scenario import load_scenario
+from harness.inputs.catalogue import load_scenario
 from harness.workload import shipping
 from harness.workload.fleet import missing_events
 from harness.workload.spec import MASTER, WorkloadSpec

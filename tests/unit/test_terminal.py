@@ -187,7 +187,7 @@ def test_which_grpc_client_drove_each_variant_is_said_when_not_only_the_official
 def test_a_runs_own_table_names_the_grpc_client_it_drove(capsys: pytest.CaptureFixture):
     """`run --grpc-client native`: the rows a run prints come from its record, which says which client drove it."""
     from harness.contracts.record import RunRecord
-    from harness.inputs.scenario import load_scenario
+    from harness.inputs.catalogue import load_scenario
     from harness.run.sequence import RunResult
 
     row = _variant("unpatched")
@@ -201,7 +201,7 @@ def test_a_runs_own_table_names_the_grpc_client_it_drove(capsys: pytest.CaptureF
 
 def test_the_analysis_rows_carry_the_client_each_archive_drove():
     from harness.contracts.record import RunRecord
-    from harness.inputs.scenario import load_scenario
+    from harness.inputs.catalogue import load_scenario
     from harness.measure.enrich import enrich
 
     grpc = load_scenario("burst").model_dump(mode="json")

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from harness.inputs.scenario import Topology
+from harness.inputs.brokers import Topology
 from harness.inputs.variants import (
     HARNESS_BROKER_KEYS,
     HARNESS_PROXY_KEYS,

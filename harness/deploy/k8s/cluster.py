@@ -24,7 +24,7 @@ from harness.deploy import readiness
 from harness.deploy.base import ServerProcess, parse_properties
 from harness.deploy.k8s import naming, pod, transfer
 from harness.deploy.k8s.faults import PodProcess
-from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Variant
 
 CONFIG_KEY = "broker.conf"

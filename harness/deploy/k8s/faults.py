@@ -15,7 +15,7 @@ from collections.abc import Callable
 from harness.core.errors import HarnessError
 from harness.core.waiting import Pending, wait_until
 from harness.deploy.k8s import pod
-from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.brokers import SINGLE, Topology
 
 
 def containers(topology: Topology = SINGLE) -> dict[str, tuple[str, str]]:

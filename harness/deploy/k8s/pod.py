@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.deploy.local import config
 from harness.deploy.local.jars import MAIN_CLASSES
 from harness.deploy.local.ports import VariantPorts
-from harness.inputs.scenario import SINGLE, Topology
+from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Variant
 
 # RocketMQ's default ports (naming.PORTS): the first broker's; the other nodes' follow ports.NODE_OFFSETS.
@@ -31,7 +31,7 @@ VARIANT_PLACEHOLDER = "VARIANT"
 # A broker node's port names (a port name has at most 15 characters): the first broker's are the chart's
 # (broker, metrics, probe), the others' carry a prefix.
 PORT_PREFIX = {"broker": "", "broker-b": "b-", "slave": "slave-"}
-# Every topology a scenario can ask for (harness.inputs.scenario.Topology), single first.
+# Every topology a scenario can ask for (harness.inputs.brokers.Topology), single first.
 TOPOLOGIES = (SINGLE, Topology(proxy="cluster"), Topology(proxy="cluster", masters=2),
               Topology(proxy="cluster", slave=True), Topology(proxy="cluster", masters=2, slave=True))
 
@@ -112,7 +112,7 @@ def containers(topology: Topology) -> list[Container]:
 
 
 def container_of(target: str, topology: Topology) -> Container:
-    """The container hosting a fault's target (harness.inputs.scenario.Topology.targets)."""
+    """The container hosting a fault's target (harness.inputs.brokers.Topology.targets)."""
     process = config.host_process(target, topology)
     for c in containers(topology):
         if c.process == process:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from harness.core.paths import REPO_ROOT
 from harness.core.process import owner_flag
+from harness.deploy.agents import LOOPBACK_JAR
 from harness.deploy.local.jars import MAIN_CLASSES, Distribution
 from harness.deploy.local.ports import NodePorts, VariantPorts
-from harness.inputs.scenario import SINGLE, Topology
-from harness.inputs.variants import LOOPBACK_JAR, Scalar, Variant
+from harness.inputs.brokers import SINGLE, Topology
+from harness.inputs.variants import Scalar, Variant
 
 LOOPBACK = "127.0.0.1"
 CLUSTER = "rmq-harness"

@@ -31,12 +31,13 @@ from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
 from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy import readiness
+from harness.deploy.agents import LOOPBACK_JAR, mounts_probe
 from harness.deploy.base import Health, parse_properties
 from harness.deploy.local import config
 from harness.deploy.local.jars import Distribution, distribution_for
 from harness.deploy.local.ports import SlotLocks, VariantPorts, allocate
-from harness.inputs.scenario import SINGLE, Topology
-from harness.inputs.variants import LOOPBACK_JAR, Variant, mounts_probe
+from harness.inputs.brokers import SINGLE, Topology
+from harness.inputs.variants import Variant
 
 STATE_FILE = "state.json"
 # How long a run's (attached) servers get between SIGTERM and SIGKILL when the run throws them away with their
@@ -252,7 +253,7 @@ class LocalBackend:
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
         """What each agent printed so far: read again now, so lines printed while the load ran (a planted
-        failure, harness.inputs.scenario.Plant) are in the manifest too; the start's check where the output
+        failure, harness.inputs.brokers.Plant) are in the manifest too; the start's check where the output
         is gone."""
         root = self.workdir / name
         if not (root / STATE_FILE).is_file():
