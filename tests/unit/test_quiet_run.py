@@ -83,7 +83,7 @@ def test_spark_logs_warnings_only_unless_the_user_says_how(tmp_path):
 
 
 def test_maven_runs_without_colour_codes():
-    from harness.deploy.local.jars import maven_env
+    from harness.deploy.local.maven import maven_env
 
     assert maven_env({"MAVEN_OPTS": "-Xmx1g"})["MAVEN_OPTS"] == "-Xmx1g -Djansi.noreset=true"
     assert maven_env({})["MAVEN_OPTS"] == "-Djansi.noreset=true"

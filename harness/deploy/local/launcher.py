@@ -33,7 +33,8 @@ from harness.core.waiting import Deadline, Pending, wait_until
 from harness.deploy import readiness
 from harness.deploy.base import Health, parse_properties
 from harness.deploy.local import config
-from harness.deploy.local.jars import Distribution, distribution_for
+from harness.deploy.local.distribution import Distribution
+from harness.deploy.local.jars import distribution_for
 from harness.deploy.local.ports import SlotLocks, VariantPorts, allocate
 from harness.inputs.scenario import SINGLE, Topology
 from harness.inputs.variants import LOOPBACK_JAR, Variant, mounts_probe
