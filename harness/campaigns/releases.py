@@ -2,8 +2,8 @@
 
 A release is listed when any of the server modules lists it (5.1.2's common jar is there, its broker is not);
 it is assemblable when its broker is published and every other artifact the harness fetches
-(harness.deploy.local.jars.ARTIFACTS) is published for it or for an earlier release of its line (a hybrid:
-harness.deploy.local.jars.assembly), Maven resolves the tree and a hybrid's modules link. ``sweep`` and
+(harness.deploy.local.assembly.ARTIFACTS) is published for it or for an earlier release of its line (a hybrid:
+harness.deploy.local.assembly.assembly), Maven resolves the tree and a hybrid's modules link. ``sweep`` and
 ``bisect`` run releases as plain variants named ``rocketmq-<version>``: no agents, no overrides, so what they
 measure is the release as shipped (a hybrid says so in every report).
 """
@@ -16,16 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.deploy.local.jars import (
-    Assembly,
-    Distribution,
-    Version,
-    assembly,
-    ensure_version,
-    is_release,
-    listings,
-    parse,
-)
+from harness.deploy.local.assembly import Assembly, Version, assembly, is_release, listings, parse
+from harness.deploy.local.distribution import Distribution
+from harness.deploy.local.jars import ensure_version
 from harness.inputs.variants import Variant, release_name, release_of
 
 # The oldest release the harness runs (measured, November 2026): 5.0.0's proxy sends the Python gRPC client
@@ -48,7 +41,7 @@ def release_variant(version: str) -> Variant:
 class Catalogue:
     """Every listed release (X.Y.Z only) and, per release, which version of each module it would run with."""
 
-    assemblies: dict[str, Assembly]  # version -> its assembly (harness.deploy.local.jars.assembly)
+    assemblies: dict[str, Assembly]  # version -> its assembly (harness.deploy.local.assembly.assembly)
 
     @property
     def versions(self) -> list[str]:

@@ -9,8 +9,9 @@ its end: one switch per call, however many messages it carries, and no other thr
 What gRPC over HTTP/2 needs and is done here (grpc/doc/PROTOCOL-HTTP2.md): a POST per call to
 ``/service/method`` with ``content-type: application/grpc``, ``te: trailers`` and the deadline as
 ``grpc-timeout``; each message framed as a compressed flag (0: none is used) and a 4-byte big-endian length;
-the status in the trailers (``grpc-status``, ``grpc-message``), or in the headers of a trailers-only answer.
-Flow control: the windows are opened wide at the start and credited back as the data is read.
+the status in the trailers (``grpc-status``, ``grpc-message``), or in the headers of a trailers-only answer
+(the framing and the statuses: harness.client.grpc_framing). Flow control: the windows are opened wide at the
+start and credited back as the data is read.
 
 One channel belongs to the thread (the hub) that opened it: every call and stream waits on that hub. A broken
 connection fails the calls it carried (TransportError) and the next call opens a new one.
@@ -18,10 +19,7 @@ connection fails the calls it carried (TransportError) and the next call opens a
 
 from __future__ import annotations
 
-import struct
-import time
 from collections.abc import Callable
-from urllib.parse import unquote
 
 import gevent
 import gevent.event
@@ -44,6 +42,9 @@ from h2.exceptions import H2Error
 from h2.settings import SettingCodes
 from hpack import NeverIndexedHeaderTuple
 
+from harness.client.grpc_calls import BidiStream, Call
+from harness.client.grpc_framing import UNAVAILABLE, Stream, TransportError, frame, grpc_timeout
+
 WINDOW = 1 << 24  # bytes the proxy may send ahead on the connection and on each stream
 READ_SIZE = 1 << 18
 # Unary calls in flight on one connection at most; more wait for one to end. h2 counts a connection's open
@@ -52,134 +53,6 @@ READ_SIZE = 1 << 18
 MAX_UNARY_IN_FLIGHT = 128
 LAST_STREAM_ID = (1 << 31) - 1 - 2 * 1000  # a client's stream ids are odd and below 2^31; a margin for in-flight
 SEND_WINDOW_WAIT_S = 10.0  # how long a send waits for the proxy to open its window before the call fails
-_FRAME = struct.Struct(">?I")
-_OK = 0  # grpc-status OK
-_DEADLINE_EXCEEDED = 4
-_UNAVAILABLE = 14
-
-
-class TransportError(Exception):
-    """The call did not reach the proxy, or its answer did not come back (a gRPC status, not the proxy's)."""
-
-    def __init__(self, message: str, code: int = _UNAVAILABLE) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def frame(message: bytes) -> bytes:
-    """One gRPC length-prefixed message, uncompressed."""
-    return _FRAME.pack(False, len(message)) + message
-
-
-def grpc_timeout(seconds: float) -> bytes:
-    """The grpc-timeout header's value: whole milliseconds (at most 8 digits, as the spec allows)."""
-    return b"%dm" % min(max(int(seconds * 1000), 1), 99_999_999)
-
-
-class _Stream:
-    """One call's side of the connection: its unframed messages, its status when it ends."""
-
-    __slots__ = ("buffer", "messages", "on_message", "done", "status", "detail", "ended_ns", "slot")
-
-    def __init__(self, on_message: Callable[[bytes], None] | None = None) -> None:
-        self.buffer = bytearray()
-        self.messages: list[bytes] = []
-        self.on_message = on_message  # a bidirectional stream hands each message on as it comes
-        self.done = gevent.event.Event()
-        self.status: int | None = None
-        self.detail = ""
-        self.ended_ns = 0  # the wall clock when the stream ended, taken by the reader as it read the end
-        self.slot: gevent.lock.Semaphore | None = None  # the channel's slot it holds while in flight
-
-    def data(self, chunk: bytes) -> None:
-        buf = self.buffer
-        buf += chunk
-        at, size = 0, len(buf)
-        while size - at >= 5:
-            compressed, length = _FRAME.unpack_from(buf, at)
-            if size - at - 5 < length:
-                break
-            if compressed:
-                raise TransportError("the proxy sent a compressed message though none was asked for", 13)
-            message = bytes(buf[at + 5:at + 5 + length])
-            at += 5 + length
-            if self.on_message is not None:
-                self.on_message(message)
-            else:
-                self.messages.append(message)
-        if at:
-            del buf[:at]
-
-    def headers(self, headers: list[tuple[bytes, bytes]]) -> None:
-        for name, value in headers:
-            if name == b"grpc-status":
-                self.status = int(value)
-            elif name == b"grpc-message":
-                self.detail = unquote(value.decode("utf-8", "replace"))
-            elif name == b":status" and value != b"200":
-                self.status, self.detail = _UNAVAILABLE, f"HTTP status {value.decode()}"
-
-    def end(self, status: int | None = None, detail: str = "") -> None:
-        if status is not None and self.status is None:
-            self.status, self.detail = status, detail
-        if self.status is None:
-            self.status, self.detail = 13, "the stream ended without a grpc-status"
-        self.ended_ns = time.time_ns()
-        self.done.set()
-        if self.slot is not None:
-            self.slot, slot = None, self.slot
-            slot.release()
-
-    def result(self, what: str) -> list[bytes]:
-        if self.status != _OK:
-            raise TransportError(f"{what}: gRPC status {self.status}, {self.detail}", self.status or 13)
-        return self.messages
-
-
-class Call:
-    """A call in flight: its answer's messages once it has ended."""
-
-    __slots__ = ("_channel", "_stream_id", "_stream", "_timeout_s")
-
-    def __init__(self, channel: H2Channel, stream_id: int, stream: _Stream, timeout_s: float) -> None:
-        self._channel, self._stream_id, self._stream, self._timeout_s = channel, stream_id, stream, timeout_s
-
-    def result(self, what: str) -> list[bytes]:
-        """Every message of the answer; a status other than OK, or no end before the deadline, raises
-        TransportError."""
-        # The proxy keeps the deadline (grpc-timeout); this wait is for one that does not.
-        if not self._stream.done.wait(self._timeout_s + 1.0):
-            self._channel._cancel(self._stream_id)
-            raise TransportError(f"{what}: no answer within {self._timeout_s:g} s", _DEADLINE_EXCEEDED)
-        return self._stream.result(what)
-
-    @property
-    def ended_ns(self) -> int:
-        return self._stream.ended_ns
-
-
-class BidiStream:
-    """A bidirectional call kept open (the Telemetry stream): send messages, each answer to ``on_message``."""
-
-    def __init__(self, channel: H2Channel, stream_id: int, stream: _Stream) -> None:
-        self._channel, self.stream_id, self._stream = channel, stream_id, stream
-
-    def send(self, message: bytes) -> None:
-        self._channel._send_data(self.stream_id, frame(message), end=False)
-
-    def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait until the stream ends (True) or ``timeout_s`` passes (False)."""
-        return self._stream.done.wait(timeout_s)
-
-    @property
-    def ended(self) -> bool:
-        return self._stream.done.is_set()
-
-    def status(self) -> tuple[int | None, str]:
-        return self._stream.status, self._stream.detail
-
-    def cancel(self) -> None:
-        self._channel._cancel(self.stream_id)
 
 
 class H2Channel:
@@ -192,7 +65,7 @@ class H2Channel:
         self._authority = target.encode()
         self._conn: H2Connection | None = None
         self._sock: socket.socket | None = None
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, Stream] = {}
         self._reader: gevent.Greenlet | None = None
         self._lock = gevent.lock.RLock()  # one writer of the connection's state and socket at a time
         self._closed = False
@@ -280,7 +153,7 @@ class H2Channel:
         elif isinstance(ev, StreamReset):
             stream = self._streams.pop(ev.stream_id, None)
             if stream is not None:
-                stream.end(_UNAVAILABLE, f"the proxy reset the stream (HTTP/2 error {ev.error_code})")
+                stream.end(UNAVAILABLE, f"the proxy reset the stream (HTTP/2 error {ev.error_code})")
         elif isinstance(ev, (WindowUpdated, RemoteSettingsChanged)):
             self._window.set()
         elif isinstance(ev, ConnectionTerminated):
@@ -298,7 +171,7 @@ class H2Channel:
         except OSError:
             pass
         for stream in streams.values():
-            stream.end(_UNAVAILABLE, reason)
+            stream.end(UNAVAILABLE, reason)
 
     # --- calls ------------------------------------------------------------------------------------------------
 
@@ -314,7 +187,7 @@ class H2Channel:
         return headers
 
     def _open(self, conn: H2Connection, path: bytes, metadata: tuple[tuple[str, str], ...],
-              timeout_s: float | None, request: bytes | None, stream: _Stream) -> tuple[int, bool]:
+              timeout_s: float | None, request: bytes | None, stream: Stream) -> tuple[int, bool]:
         """Under the lock: a new stream's headers, and its request too if it fits the send window (most do);
         nothing is flushed. Returns the stream id and whether the request is still to send."""
         if conn.highest_outbound_stream_id >= LAST_STREAM_ID:
@@ -338,7 +211,7 @@ class H2Channel:
             raise TransportError(f"{path.decode()}: {e}") from None
 
     def _start(self, path: bytes, metadata: tuple[tuple[str, str], ...], timeout_s: float | None,
-               request: bytes | None, stream: _Stream) -> int:
+               request: bytes | None, stream: Stream) -> int:
         with self._lock:
             stream_id, more = self._open(self._connected(), path, metadata, timeout_s, request, stream)
         self._flush_soon()
@@ -348,12 +221,12 @@ class H2Channel:
 
     def _send_rest(self, stream_id: int, data: bytes) -> None:
         try:
-            self._send_data(stream_id, data, end=True)
+            self.send_data(stream_id, data, end=True)
         except TransportError:
-            self._cancel(stream_id)
+            self.cancel(stream_id)
             raise
 
-    def _send_data(self, stream_id: int, data: bytes, end: bool) -> None:
+    def send_data(self, stream_id: int, data: bytes, end: bool) -> None:
         """``data`` on a stream, in frames the proxy accepts (16 KiB unless it said more) and no faster than its
         send windows open (a proxy starts a connection at 64 KiB; grpc-java's then grows to 1 MiB)."""
         at = 0
@@ -378,7 +251,8 @@ class H2Channel:
                 raise TransportError(f"stream {stream_id} to {self.target}: the proxy opened no send window "
                                      f"within {SEND_WINDOW_WAIT_S:g} s")
 
-    def _cancel(self, stream_id: int) -> None:
+    def cancel(self, stream_id: int) -> None:
+        """Reset a stream (the proxy drops the call) and end it as cancelled."""
         with self._lock:
             stream = self._streams.pop(stream_id, None)
             if stream is None or self._conn is None:
@@ -394,14 +268,14 @@ class H2Channel:
               unary: bool = True) -> Call:
         """Send a call; its answer is taken later (Call.result), so several can be in flight at once. ``unary``
         False: a server-streaming call that may last (a long poll), not counted in MAX_UNARY_IN_FLIGHT."""
-        stream = _Stream()
+        stream = Stream()
         if unary:
             self._slots.acquire()
             stream.slot = self._slots
         try:
             return Call(self, self._start(path.encode(), metadata, timeout_s, request, stream), stream, timeout_s)
         except TransportError as e:
-            stream.end(_UNAVAILABLE, str(e))  # frees its slot
+            stream.end(UNAVAILABLE, str(e))  # frees its slot
             raise
 
     def begin_all(self, path: str, calls: list[tuple[bytes, tuple[tuple[str, str], ...]]],
@@ -416,13 +290,13 @@ class H2Channel:
             if not self._slots.acquire(blocking=False):
                 self._flush_locked()  # what is started goes out first: it is what frees the slots waited for
                 self._slots.acquire()
-            stream = _Stream()
+            stream = Stream()
             stream.slot = self._slots
             try:
                 with self._lock:
                     stream_id, more = self._open(self._connected(), raw, metadata, timeout_s, request, stream)
             except TransportError as e:
-                stream.end(_UNAVAILABLE, str(e))  # frees its slot
+                stream.end(UNAVAILABLE, str(e))  # frees its slot
                 out.append(e)
                 continue
             if more:
@@ -470,7 +344,7 @@ class H2Channel:
     def bidi(self, path: str, metadata: tuple[tuple[str, str], ...], on_message: Callable[[bytes], None]) -> BidiStream:
         """A bidirectional stream without deadline; each message the proxy sends goes to ``on_message`` (in the
         reader's greenlet: it must not block)."""
-        stream = _Stream(on_message)
+        stream = Stream(on_message)
         return BidiStream(self, self._start(path.encode(), metadata, None, None, stream), stream)
 
     def close(self) -> None:

@@ -36,7 +36,9 @@ from rocketmq.grpc_protocol import service_pb2 as svc
 from harness.client import grpc_wire as wire
 from harness.client.admin import RemotingAdmin
 from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
-from harness.client.grpc_h2 import BidiStream, H2Channel, TransportError
+from harness.client.grpc_calls import BidiStream
+from harness.client.grpc_framing import TransportError
+from harness.client.grpc_h2 import H2Channel
 from harness.contracts.endpoints import Endpoints
 
 __all__ = ["NativeGrpcDriver", "NativePopConsumer", "NativeProducer", "TransportError"]

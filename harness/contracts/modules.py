@@ -2,7 +2,7 @@
 hybrid, shared by the deployment that assembles the jars, the manifest that records them and every report.
 
 A release whose broker jars are on Maven Central but whose proxy, name server or tools are not runs with those
-modules taken from an earlier release of its line (harness.deploy.local.jars.assembly): a hybrid. Every report
+modules taken from an earlier release of its line (harness.deploy.local.assembly.assembly): a hybrid. Every report
 says so, in the words of ``hybrid_note``; the manifest keeps each module jar (artifact, version, sha256).
 """
 

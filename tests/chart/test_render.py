@@ -22,7 +22,7 @@ from harness.deploy.agents import PROBE_JAR, WAKEUP_FIX_JAR
 from harness.deploy.k8s import cluster, naming, pod
 from harness.deploy.k8s.chart_values import ChartValues
 from harness.deploy.local.config import BROKER_DEFAULTS, BROKER_JVM, COMMON_JVM, NAMESRV_JVM, jvm_sizes
-from harness.deploy.local.jars import MAIN_CLASSES
+from harness.deploy.local.distribution import MAIN_CLASSES
 from harness.inputs.scenario import parse_scenario
 from harness.inputs.variants import Variant, load_variants, parse_variants
 from tests.chart.helm import (

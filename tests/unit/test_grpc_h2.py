@@ -10,17 +10,18 @@ from concurrent import futures
 import grpc
 import pytest
 
-from harness.client import grpc_h2
-from harness.client.grpc_h2 import H2Channel, TransportError
+from harness.client import grpc_framing, grpc_h2
+from harness.client.grpc_framing import TransportError
+from harness.client.grpc_h2 import H2Channel
 
 pytestmark = pytest.mark.unit
 
 
 def test_messages_split_anywhere_across_data_frames_come_out_whole():
     messages = [b"", b"a", b"x" * 70_000, b"tail"]
-    wire = b"".join(grpc_h2.frame(m) for m in messages)
+    wire = b"".join(grpc_framing.frame(m) for m in messages)
     for step in (1, 3, 5, 4096, len(wire)):
-        stream = grpc_h2._Stream()
+        stream = grpc_framing.Stream()
         for at in range(0, len(wire), step):
             stream.data(wire[at:at + step])
         assert stream.messages == messages and not stream.buffer
@@ -28,27 +29,27 @@ def test_messages_split_anywhere_across_data_frames_come_out_whole():
 
 def test_a_compressed_message_is_refused_as_none_was_asked_for():
     with pytest.raises(TransportError, match="compressed"):
-        grpc_h2._Stream().data(struct.pack(">?I", True, 1) + b"z")
+        grpc_framing.Stream().data(struct.pack(">?I", True, 1) + b"z")
 
 
 def test_the_status_comes_from_the_trailers_with_its_message_decoded():
-    stream = grpc_h2._Stream()
+    stream = grpc_framing.Stream()
     stream.headers([(b":status", b"200"), (b"content-type", b"application/grpc")])
     stream.headers([(b"grpc-status", b"5"), (b"grpc-message", b"no%20such%20topic")])
     stream.end()
     with pytest.raises(TransportError, match="gRPC status 5, no such topic") as e:
         stream.result("route")
     assert e.value.code == 5 and stream.ended_ns > 0
-    unended = grpc_h2._Stream()
+    unended = grpc_framing.Stream()
     unended.end()  # a stream that ended without any grpc-status is not an OK one
     with pytest.raises(TransportError, match="without a grpc-status"):
         unended.result("x")
 
 
 def test_the_deadline_is_whole_milliseconds_within_eight_digits():
-    assert grpc_h2.grpc_timeout(15) == b"15000m"
-    assert grpc_h2.grpc_timeout(0.0001) == b"1m"
-    assert grpc_h2.grpc_timeout(10**9) == b"99999999m"
+    assert grpc_framing.grpc_timeout(15) == b"15000m"
+    assert grpc_framing.grpc_timeout(0.0001) == b"1m"
+    assert grpc_framing.grpc_timeout(10**9) == b"99999999m"
 
 
 def _handlers(log: list[str]) -> grpc.GenericRpcHandler:

@@ -17,7 +17,7 @@ from harness.contracts.modules import ModuleJar, borrowed, hybrid_note
 from harness.contracts.options import RunOptions
 from harness.contracts.record import MANIFEST_SCHEMA_VERSION, RunRecord
 from harness.core.errors import ConfigError
-from harness.deploy.local import jars, linkage
+from harness.deploy.local import assembly, distribution, jars, linkage, maven
 from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import Variant
 from harness.report.run_tables import print_hybrids, variant_label
@@ -40,35 +40,35 @@ CENTRAL_2026_11_27 = {
 
 
 def test_a_missing_module_comes_from_the_newest_earlier_release_of_the_same_line():
-    plan = jars.assembly("5.3.4", CENTRAL_2026_11_27)
+    plan = assembly.assembly("5.3.4", CENTRAL_2026_11_27)
     assert plan.why_not() is None
     assert plan.versions["rocketmq-broker"] == plan.versions["rocketmq-namesrv"] == "5.3.4"
     assert plan.fills == {"rocketmq-acl": "5.3.2", "rocketmq-client": "5.3.3", "rocketmq-common": "5.3.3",
                              "rocketmq-proxy": "5.3.3", "rocketmq-remoting": "5.3.3",
                              "rocketmq-tiered-store": "5.3.3", "rocketmq-tools": "5.3.3"}
-    plan = jars.assembly("5.5.1", CENTRAL_2026_11_27)
+    plan = assembly.assembly("5.5.1", CENTRAL_2026_11_27)
     assert plan.why_not() is None
     assert plan.fills == {"rocketmq-client": "5.5.0", "rocketmq-namesrv": "5.5.0", "rocketmq-proxy": "5.5.0",
                              "rocketmq-tools": "5.5.0"}
     # A module the release no longer publishes is only managed: 5.3.3's tree has no rocketmq-acl, so Maven takes
     # none and 5.3.3 runs as its own (a hybrid is read from the jars: Distribution.hybrid).
-    assert jars.assembly("5.3.3", CENTRAL_2026_11_27).fills == {"rocketmq-acl": "5.3.2"}
-    assert jars.assembly("5.4.0", CENTRAL_2026_11_27).fills == {}
+    assert assembly.assembly("5.3.3", CENTRAL_2026_11_27).fills == {"rocketmq-acl": "5.3.2"}
+    assert assembly.assembly("5.4.0", CENTRAL_2026_11_27).fills == {}
 
 
 def test_no_module_is_taken_across_a_minor_line_or_from_a_later_release():
     # 5.3.2: no 5.3.x before it has a proxy or a name server (5.2.0's are another line; 5.3.3's come later).
-    assert jars.assembly("5.3.2", CENTRAL_2026_11_27).why_not() == (
+    assert assembly.assembly("5.3.2", CENTRAL_2026_11_27).why_not() == (
         "rocketmq-proxy, rocketmq-namesrv 5.3.2 not published on Maven Central, nor in an earlier 5.3.x release")
-    assert jars.assembly("5.1.2", {"rocketmq-common": {"5.1.2"}}).why_not() == (
+    assert assembly.assembly("5.1.2", {"rocketmq-common": {"5.1.2"}}).why_not() == (
         "rocketmq-broker 5.1.2 not published on Maven Central")
     # 5.1.4 takes 5.1.3's proxy, not 5.1.1's nor 5.2.0's.
-    assert jars.assembly("5.1.4", CENTRAL_2026_11_27).versions["rocketmq-proxy"] == "5.1.3"
+    assert assembly.assembly("5.1.4", CENTRAL_2026_11_27).versions["rocketmq-proxy"] == "5.1.3"
 
 
 def test_a_hybrid_pom_manages_every_module_and_pins_the_releases_own_third_party_versions():
-    plan = jars.assembly("5.5.1", CENTRAL_2026_11_27)
-    pins = jars.parse_dependency_list(
+    plan = assembly.assembly("5.5.1", CENTRAL_2026_11_27)
+    pins = maven.parse_dependency_list(
         "The following files have been resolved:\n"
         "   org.bouncycastle:bcpkix-jdk18on:jar:1.83:runtime -- module org.bouncycastle.pkix\n"
         "   io.netty:netty-tcnative-boringssl-static:jar:linux-x86_64:2.0.53.Final:compile\n"
@@ -76,7 +76,7 @@ def test_a_hybrid_pom_manages_every_module_and_pins_the_releases_own_third_party
     assert pins == [("org.bouncycastle", "bcpkix-jdk18on", "jar", "", "1.83"),
                     ("io.netty", "netty-tcnative-boringssl-static", "jar", "linux-x86_64", "2.0.53.Final"),
                     ("org.apache.rocketmq", "rocketmq-proto", "jar", "", "2.1.2")]
-    pom = jars._pom("5.5.1", plan, pins, top=("rocketmq-broker", *jars.ARTIFACTS))
+    pom = maven._pom("5.5.1", plan, pins, top=("rocketmq-broker", *assembly.ARTIFACTS))
     management, deps = pom.split("</dependencyManagement>")
     assert "<artifactId>rocketmq-proxy</artifactId><version>5.5.0</version>" in deps
     assert "<artifactId>rocketmq-broker</artifactId><version>5.5.1</version>" in deps
@@ -85,7 +85,7 @@ def test_a_hybrid_pom_manages_every_module_and_pins_the_releases_own_third_party
     assert ("<artifactId>netty-tcnative-boringssl-static</artifactId><version>2.0.53.Final</version>"
             "<classifier>linux-x86_64</classifier>") in management
     # A release of its own modules keeps the plain pom: the three artifacts at its version, nothing managed.
-    assert "dependencyManagement" not in jars._pom("5.3.3")
+    assert "dependencyManagement" not in maven._pom("5.3.3")
 
 
 def _jar(path: Path, members: dict[str, bytes]) -> Path:
@@ -102,14 +102,14 @@ def test_the_module_jars_of_a_lib_are_named_with_version_and_digest_and_a_hybrid
     for name in ("rocketmq-broker-5.5.1.jar", "rocketmq-tiered-store-5.5.1.jar", "rocketmq-proxy-5.5.0.jar",
                  "rocketmq-namesrv-5.5.0.jar", "rocketmq-proto-2.1.2.jar", "rocketmq-logback-classic-1.0.1.jar"):
         _jar(lib / name, {"x.txt": name.encode()})
-    modules = jars.module_jars(lib)
+    modules = distribution.module_jars(lib)
     assert [(m.artifact, m.version) for m in modules] == [
         ("rocketmq-broker", "5.5.1"), ("rocketmq-namesrv", "5.5.0"), ("rocketmq-proxy", "5.5.0"),
         ("rocketmq-tiered-store", "5.5.1")]  # proto and the logging shims are versioned apart: not modules
     assert modules[0].sha256 == hashlib.sha256((lib / "rocketmq-broker-5.5.1.jar").read_bytes()).hexdigest()
-    dist = jars.Distribution("5.5.1", lib, {}, modules)
+    dist = distribution.Distribution("5.5.1", lib, {}, modules)
     assert dist.hybrid == "hybrid: namesrv, proxy from 5.5.0"
-    assert jars.Distribution("5.5.0", lib, {}, tuple(m for m in modules if m.version == "5.5.0")).hybrid is None
+    assert distribution.Distribution("5.5.0", lib, {}, tuple(m for m in modules if m.version == "5.5.0")).hybrid is None
 
 
 def test_a_hybrid_note_groups_modules_by_release_and_old_records_are_not_hybrids():
@@ -208,10 +208,10 @@ def test_a_break_in_code_behind_a_setting_is_kept_with_the_setting_and_refused_o
     found = linkage.breaks(pairs)
     assert [b.guard for b in found] == ["authorizationEnabled"]
     lib = pairs[0][0].parent
-    modules = jars.module_jars(lib)
-    unlinked = jars.check_links("5.3.4", lib, modules)
+    modules = distribution.module_jars(lib)
+    unlinked = linkage.check_links("5.3.4", lib, modules)
     assert [s for _, s in unlinked] == ["authorizationEnabled"]
-    dist = jars.Distribution("5.3.4", lib, {}, modules, tuple(unlinked))
+    dist = distribution.Distribution("5.3.4", lib, {}, modules, tuple(unlinked))
     dist.refuse_guarded("rocketmq-5.3.4", {"authorizationEnabled": "false"})
     with pytest.raises(ConfigError) as e:
         dist.refuse_guarded("rocketmq-5.3.4", {"authorizationEnabled": True})
@@ -229,7 +229,7 @@ def test_a_hybrid_that_does_not_link_is_refused_in_one_line_naming_the_first_ref
                                      ("org/apache/rocketmq/common/BrokerConfig", "getNewer", "()I")))
     lib = pairs[0][0].parent
     with pytest.raises(ConfigError) as e:
-        jars.check_links("5.3.4", lib, jars.module_jars(lib))
+        linkage.check_links("5.3.4", lib, distribution.module_jars(lib))
     msg = str(e.value)
     assert msg.startswith("RocketMQ 5.3.4 cannot be assembled from Maven Central: its modules do not link: "
                           "rocketmq-broker-5.3.4.jar (org.apache.rocketmq.broker.Broker) needs "
@@ -243,7 +243,7 @@ def test_a_cached_hybrid_keeps_what_its_fetch_recorded(tmp_path: Path, monkeypat
     root = jars.version_dir("5.5.1")
     lib = root / "lib"
     lib.mkdir(parents=True)
-    for i, main in enumerate(jars.MAIN_CLASSES.values()):
+    for i, main in enumerate(distribution.MAIN_CLASSES.values()):
         name = ("rocketmq-broker-5.5.1.jar", "rocketmq-proxy-5.5.0.jar", "rocketmq-namesrv-5.5.0.jar",
                 "rocketmq-tools-5.5.0.jar")[i]
         _jar(lib / name, {main.replace(".", "/") + ".class": b"\xca\xfe"})
@@ -329,13 +329,13 @@ def test_a_hybrid_that_did_not_link_is_refused_again_without_maven_until_its_pla
         body = "".join(f"<version>{v}</version>" for v in listed.get(url.rsplit("/", 2)[-2], ()))
         return f"<metadata><versioning><versions>{body}</versions></versioning></metadata>".encode()
 
-    plan = jars.assembly("5.3.4", jars.listings(fetch))
+    plan = assembly.assembly("5.3.4", assembly.listings(fetch))
     root = jars.version_dir("5.3.4")
     root.mkdir(parents=True)
     (root / "refused.json").write_text(json.dumps({"versions": plan.versions, "why": "RocketMQ 5.3.4 cannot be "
                                                    "assembled from Maven Central: its modules do not link: x"}))
     monkeypatch.setattr(jars.shutil, "which", lambda name: "/usr/bin/mvn")
-    monkeypatch.setattr(jars, "_fetch", lambda *a: pytest.fail("fetched again"))
+    monkeypatch.setattr(maven, "resolve", lambda *a: pytest.fail("fetched again"))
     with pytest.raises(ConfigError, match="its modules do not link: x"):
         jars.ensure_version("5.3.4", log=lambda s: None, fetch=fetch)
     listed["rocketmq-proxy"] = ("5.3.3", "5.3.4")  # published since: another plan, so Maven is asked again

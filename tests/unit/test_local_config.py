@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from harness.deploy.local import config
-from harness.deploy.local.jars import Distribution
+from harness.deploy.local.distribution import Distribution
 from harness.deploy.local.ports import VariantPorts
 from harness.inputs.variants import parse_variants
 

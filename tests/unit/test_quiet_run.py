@@ -31,7 +31,7 @@ def test_a_thrown_away_broker_killed_after_its_grace_is_no_news(tmp_path, monkey
 def test_thrown_away_brokers_get_no_grace_and_kept_or_restarted_ones_theirs(tmp_path, monkeypatch):
     """A run's brokers are killed at once (their stores are deleted next; a 5.3.3 proxy's shutdown hooks take
     ~10 s, so a grace only ran out); brokers started by hand and a fault's restart keep their SIGTERM grace."""
-    from harness.deploy.local import launcher
+    from harness.deploy.local import faults, launcher
 
     graces: list[float] = []
     monkeypatch.setattr(launcher.process, "stop", lambda targets, timeout_s: graces.append(timeout_s) or [])
@@ -46,7 +46,7 @@ def test_thrown_away_brokers_get_no_grace_and_kept_or_restarted_ones_theirs(tmp_
         backend._stop([lv])
         assert graces == ([launcher.DISCARD_GRACE_S] if attached else [5.0, 5.0]), attached
         graces.clear()
-        launcher.LocalProcess(backend, lv, "proxy", "proxy").terminate()  # a fault's restart
+        faults.LocalProcess(backend, lv, "proxy", "proxy").terminate()  # a fault's restart
         assert graces == [5.0], attached
 
 
@@ -83,7 +83,7 @@ def test_spark_logs_warnings_only_unless_the_user_says_how(tmp_path):
 
 
 def test_maven_runs_without_colour_codes():
-    from harness.deploy.local.jars import maven_env
+    from harness.deploy.local.maven import maven_env
 
     assert maven_env({"MAVEN_OPTS": "-Xmx1g"})["MAVEN_OPTS"] == "-Xmx1g -Djansi.noreset=true"
     assert maven_env({})["MAVEN_OPTS"] == "-Djansi.noreset=true"

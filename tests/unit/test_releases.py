@@ -209,7 +209,7 @@ def test_a_setting_the_broker_does_not_know_is_refused_when_the_scenario_turns_i
 
 def test_assembling_names_the_hybrids_by_the_jars_they_ended_up_with(cat, tmp_path):
     from harness.contracts.modules import ModuleJar
-    from harness.deploy.local.jars import Distribution
+    from harness.deploy.local.distribution import Distribution
 
     def ensure(v: str) -> Distribution:
         own = (ModuleJar("rocketmq-broker", v), ModuleJar("rocketmq-proxy", v))

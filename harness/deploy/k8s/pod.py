@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.deploy.local import config
-from harness.deploy.local.jars import MAIN_CLASSES
+from harness.deploy.local.distribution import MAIN_CLASSES
 from harness.deploy.local.ports import VariantPorts
 from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Variant

@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 from harness.core.process import owner_flag
 from harness.deploy.agents import LOOPBACK_JAR
-from harness.deploy.local.jars import MAIN_CLASSES, Distribution
+from harness.deploy.local.distribution import MAIN_CLASSES, Distribution
 from harness.deploy.local.ports import NodePorts, VariantPorts
 from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Scalar, Variant

@@ -2,44 +2,40 @@
 its own JVM (the first broker inside the proxy's when the proxy runs in local mode), with its own ports,
 user.home, store and logs under one work directory.
 
-A variant's directory holds ``state.json`` (ports, PIDs, command lines, owner token) while it is up, so a
-later command (`brokers status`, `brokers down`) finds and stops exactly those processes, and a fault can
-start a process again as it was.
+A variant's directory holds ``state.json`` (ports, PIDs, command lines, owner token: harness.deploy.local.state)
+while it is up, so a later command (`brokers status`, `brokers down`) finds and stops exactly those processes,
+and a fault can start a process again as it was (harness.deploy.local.faults).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from harness.client import remoting
-from harness.contracts.endpoints import BrokerNode, Endpoints
+from harness.contracts.endpoints import Endpoints
 from harness.contracts.modules import ModuleJar
 from harness.core import process
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import REPO_ROOT
 from harness.core.process import find_java
-from harness.core.waiting import Deadline, Pending, wait_until
+from harness.core.waiting import Deadline
 from harness.deploy import readiness
 from harness.deploy.agents import LOOPBACK_JAR, mounts_probe
 from harness.deploy.base import Health, parse_properties
-from harness.deploy.local import config
-from harness.deploy.local.jars import Distribution, distribution_for
+from harness.deploy.local import config, startup
+from harness.deploy.local.distribution import Distribution
+from harness.deploy.local.faults import LocalProcess
+from harness.deploy.local.jars import distribution_for
 from harness.deploy.local.ports import SlotLocks, VariantPorts, allocate
+from harness.deploy.local.state import STATE_FILE, LocalVariant
 from harness.inputs.brokers import SINGLE, Topology
 from harness.inputs.variants import Variant
 
-STATE_FILE = "state.json"
 # How long a run's (attached) servers get between SIGTERM and SIGKILL when the run throws them away with their
 # stores: none. A 5.3.3 proxy's shutdown hooks are fixed waits of its service threads (NettyEventExecutor's
 # 3 s queue polls, PopBufferMergeService's 2 s, the revive threads'): idle, it exited 9.5 s after SIGTERM, its
@@ -47,112 +43,6 @@ STATE_FILE = "state.json"
 # its shutdown log; the name server took 2.4 s. The run's logs are complete before the stop (its last events
 # were received seconds before); only the shutdown's own lines are not written.
 DISCARD_GRACE_S = 0.0
-
-
-def tcp_open(address: str, timeout_s: float = 0.5) -> bool:
-    host, port = address.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
-
-
-@dataclass
-class LocalVariant:
-    """One variant on this machine: its settings, ports, directory and processes."""
-
-    name: str
-    version: str
-    ports: VariantPorts
-    dirs: config.VariantDirs
-    token: str
-    pids: dict[str, int]
-    started_at: float
-    probe: bool = False
-    agents: list[str] = field(default_factory=list)  # the variant's agent jars, as the variant names them
-    topology: Topology = SINGLE
-    commands: dict[str, list[str]] = field(default_factory=dict)  # process -> its command line, as started
-
-    @property
-    def processes(self) -> tuple[str, ...]:
-        return config.processes(self.topology)
-
-    def node_address(self, node: str) -> str:
-        return f"{config.LOOPBACK}:{self.ports.node(node).listen}"
-
-    @property
-    def endpoints(self) -> Endpoints:
-        lo = config.LOOPBACK
-        nodes = tuple(
-            BrokerNode(n, self.node_address(n), f"http://{lo}:{self.ports.node(n).metrics}/metrics",
-                       f"http://{lo}:{self.ports.node(n).probe}/metrics" if self.probe else "", master=n != "slave")
-            for n in config.node_names(self.topology))
-        return Endpoints(
-            variant=self.name,
-            version=self.version,
-            grpc=f"{lo}:{self.ports.grpc}",
-            remoting=f"{lo}:{self.ports.proxy_remoting}",
-            broker=nodes[0].address,
-            namesrv=f"{lo}:{self.ports.namesrv}",
-            metrics=nodes[0].metrics,
-            probe=nodes[0].probe,
-            nodes=nodes if len(nodes) > 1 else (),
-        )
-
-    def save(self) -> None:
-        state = {
-            "name": self.name,
-            "version": self.version,
-            "ports": self.ports.as_dict(),
-            "token": self.token,
-            "pids": self.pids,
-            "started_at": self.started_at,
-            "probe": self.probe,
-            "agents": self.agents,
-            "topology": self.topology.model_dump(),
-            "commands": self.commands,
-        }
-        tmp = self.dirs.root / f".{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.dirs.root / STATE_FILE)
-
-    @classmethod
-    def load(cls, root: Path) -> LocalVariant:
-        s = json.loads((root / STATE_FILE).read_text())
-        return cls(
-            name=s["name"],
-            version=s["version"],
-            ports=VariantPorts(**s["ports"]),
-            dirs=config.VariantDirs(root),
-            token=s["token"],
-            pids={k: int(v) for k, v in s["pids"].items()},
-            started_at=s["started_at"],
-            probe=s.get("probe", False),
-            agents=s.get("agents", []),
-            topology=Topology.model_validate(s.get("topology", {})),
-            commands=s.get("commands", {}),
-        )
-
-    def alive(self) -> dict[str, bool]:
-        return {role: process.alive(pid, self.token) for role, pid in self.pids.items()}
-
-    def log_tail(self, role: str) -> str:
-        out = tail(self.dirs.stdout(role))
-        name = {"namesrv": "namesrv.log", "proxy": "proxy.log"}.get(role, "broker.log")
-        main_log = self.dirs.server_logs(role) / name
-        errors = [ln for ln in tail(main_log, 400).splitlines() if "ERROR" in ln or "Exception" in ln]
-        parts = [f"--- {self.dirs.stdout(role)} (last lines) ---\n{out}" if out else ""]
-        if errors:
-            parts.append(f"--- {main_log} (last errors) ---\n" + "\n".join(errors[-10:]))
-        return "\n".join(p for p in parts if p)
 
 
 class LocalBackend:
@@ -182,7 +72,6 @@ class LocalBackend:
         self.token_prefix = hashlib.sha1(str(self.workdir).encode()).hexdigest()[:12] + "/"
         self._agents: dict[str, dict[str, list[str]]] = {}
         self._modules: dict[str, list[ModuleJar]] = {}
-        self._served: dict[tuple[str, str], float] = {}  # (variant, process) -> when it first served
         self._slots = SlotLocks()
 
     # --- the Backend interface -------------------------------------------------------------
@@ -262,7 +151,7 @@ class LocalBackend:
         report: dict[str, list[str]] = {}
         several = len(config.node_names(lv.topology)) > 1
         for role in lv.processes:
-            nodes = self._brokers_in(lv, role)
+            nodes = lv.brokers_in(role)
             if not nodes or not lv.dirs.stdout(role).is_file():
                 continue
             output = lv.dirs.stdout(role).read_bytes().decode(errors="replace")
@@ -305,7 +194,7 @@ class LocalBackend:
                              if n.address not in info]
             except remoting.RemotingError as e:
                 problems.append(f"name server: {e}")
-            if not tcp_open(ep.grpc):
+            if not startup.tcp_open(ep.grpc):
                 problems.append(f"gRPC {ep.grpc} not accepting connections")
             pids = " ".join(f"{r}={p}" for r, p in lv.pids.items())
             out.append(Health(ep, not problems, "; ".join(problems) or f"pids {pids}"))
@@ -351,46 +240,29 @@ class LocalBackend:
             topology=topology,
         )
         lv.commands = config.commands(java, dist, v, ports, dirs, files, lv.token, topology)
-        self._served = {k: t for k, t in self._served.items() if k[0] != v.name}
         for role in lv.processes:
             if role == "proxy" and topology.proxy == "cluster":
                 break  # it creates its system topics on the cluster at start: after the brokers (_wait_ready)
-            self._spawn(lv, role)
+            startup.spawn(lv, role, die_with_parent=self.attached)
         pids = ", ".join(f"{role} {pid}" for role, pid in lv.pids.items())
         self.log(f"{v.name}: started RocketMQ {v.version}" + (f" ({dist.hybrid})" if dist.hybrid else "")
                  + f" ({pids})")
         return lv
 
-    def _spawn(self, lv: LocalVariant, role: str) -> int:
-        home = lv.dirs.home(role)
-        # Some RocketMQ code reads $HOME rather than user.home (e.g. client-side logs).
-        env = {**os.environ, "HOME": str(home), "ROCKETMQ_HOME": str(lv.dirs.rocketmq_home)}
-        (lv.dirs.root / f"{role}.cmd").write_text(" ".join(lv.commands[role]) + "\n")
-        lv.pids[role] = process.spawn(lv.commands[role], lv.dirs.stdout(role), cwd=home, env=env,
-                                      die_with_parent=self.attached)
-        lv.save()  # after each spawn, so a crash right here still leaves its PID findable
-        return lv.pids[role]
-
-    def _brokers_in(self, lv: LocalVariant, role: str) -> list[str]:
-        """The broker nodes a process runs: itself, or the first broker inside a local-mode proxy."""
-        if role in config.node_names(lv.topology):
-            return [role]
-        return ["broker"] if role == "proxy" and lv.topology.proxy == "local" else []
-
     def _wait_ready(self, lv: LocalVariant) -> None:
         ep = lv.endpoints
         deadline = Deadline(self.ready_timeout_s)
         for role in lv.processes:
-            self._wait_process(lv, role, deadline)
+            startup.wait_process(lv, role, deadline)
         main = "proxy"
-        alive = self._alive_check(lv, main, "a send/pop round trip")
+        alive = startup.alive_check(lv, main, "a send/pop round trip")
         rt = readiness.wait_serving(ep, "grpc", deadline, alive=alive, detail=lambda: lv.log_tail(main), warn=self.log)
         report: dict[str, list[str]] = {}
         for role in lv.processes:
-            report.update(self._check_agents(lv, role, offset=0))
+            report.update(startup.check_agents(lv, role, offset=0))
         self._agents[lv.name] = report
         # Where start-up time goes: when each process served (since the first was started), then the round trip.
-        marks = ", ".join(f"{r} {self._served[(lv.name, r)] - lv.started_at:.1f}" for r in lv.processes)
+        marks = ", ".join(f"{r} {lv.served[r] - lv.started_at:.1f}" for r in lv.processes)
         total = time.time() - lv.started_at
         self.log(f"{lv.name}: ready in {total:.1f} s ({marks} s; round trip {rt.seconds * 1000:.0f} ms)")
 
@@ -398,68 +270,8 @@ class LocalBackend:
         """Start the processes ``_start`` held back (a cluster-mode proxy) once those before them serve."""
         for role in lv.processes:
             if role not in lv.pids:
-                self._spawn_when_ready(lv, role, deadline)
+                startup.spawn_when_ready(lv, role, deadline, die_with_parent=self.attached)
                 self.log(f"{lv.name}: brokers registered; started the {role} (pid {lv.pids[role]})")
-
-    def _spawn_when_ready(self, lv: LocalVariant, role: str, deadline: Deadline) -> int:
-        """Start ``role``; a cluster-mode proxy only once every process before it serves: it creates its system
-        topics on the cluster at start and exits when no broker is registered (after a name server restart,
-        brokers register again only at their next heartbeat, up to 30 s later)."""
-        if role == "proxy" and lv.topology.proxy == "cluster":
-            for before in lv.processes[: lv.processes.index(role)]:
-                self._wait_process(lv, before, deadline)
-        return self._spawn(lv, role)
-
-    def _alive_check(self, lv: LocalVariant, role: str, what: str) -> Callable[[], None]:
-        def check() -> None:
-            if not process.alive(lv.pids[role], lv.token):
-                raise HarnessError(f"{lv.name}: the {role} process exited during start-up while waiting for {what}",
-                                   detail=lv.log_tail(role))
-        return check
-
-    def _wait_process(self, lv: LocalVariant, role: str, deadline: Deadline) -> None:
-        """Until ``role`` serves: the name server listens; a broker is registered with the name server; the
-        proxy's gRPC port listens (with the broker inside, once that is registered)."""
-        ep = lv.endpoints
-
-        def registered(node: str) -> Callable[[], bool]:
-            def check() -> bool:
-                try:
-                    return lv.node_address(node) in remoting.cluster_info(ep.namesrv)
-                except remoting.RemotingError:
-                    return False
-            return check
-
-        waits: list[tuple[str, Callable[[], bool]]] = []
-        if role == "namesrv":
-            waits.append((f"name server {ep.namesrv} to listen", lambda: tcp_open(ep.namesrv)))
-        for node in self._brokers_in(lv, role):
-            waits.append((f"{node} {lv.node_address(node)} to register with the name server", registered(node)))
-        if role == "proxy":
-            waits.append((f"gRPC {ep.grpc} to listen", lambda: tcp_open(ep.grpc)))
-        for what, ready in waits:
-            wait_until(f"{lv.name}'s {what}", lambda ready=ready: True if ready() else Pending(), deadline,
-                       interval_s=0.2, alive=self._alive_check(lv, role, what), detail=lambda: lv.log_tail(role))
-        self._served.setdefault((lv.name, role), time.time())
-
-    def _check_agents(self, lv: LocalVariant, role: str, offset: int) -> dict[str, list[str]]:
-        """A broker JVM's agents, from what it printed after ``offset`` bytes of its output: a patched variant
-        whose agent did not install would run, and be measured, unpatched. Keyed by jar (and node, when the
-        variant has several brokers)."""
-        nodes = self._brokers_in(lv, role)
-        if not nodes:
-            return {}
-        with open(lv.dirs.stdout(role), "rb") as f:
-            f.seek(offset)
-            output = f.read().decode(errors="replace")
-        jars = [LOOPBACK_JAR, *lv.agents]
-        problems = readiness.agent_problems(output, jars)
-        if problems:
-            raise HarnessError(f"{lv.name}: agents not active in {role}: {'; '.join(problems)}",
-                               detail=lv.log_tail(role))
-        several = len(config.node_names(lv.topology)) > 1
-        return {(f"{nodes[0]}/{jar}" if several else jar): lines
-                for jar, lines in readiness.agent_report(output, jars).items()}
 
     def _stop(self, variants: Sequence[LocalVariant]) -> None:
         if self.attached:
@@ -484,54 +296,3 @@ class LocalBackend:
             (lv.dirs.root / STATE_FILE).unlink(missing_ok=True)
             self._slots.release(lv.ports.slot)
 
-
-class LocalProcess:
-    """One process of a local variant, for a fault: signals by PID after checking the owner token; a start
-    runs the command line it was started with, on the same store, and waits until it serves again."""
-
-    holds_down = True
-
-    def __init__(self, backend: LocalBackend, lv: LocalVariant, target: str, role: str) -> None:
-        self.backend = backend
-        self.lv = lv
-        self.target = target
-        self.role = role
-
-    def describe(self) -> str:
-        where = "" if self.target == self.role else f" (in the {self.role} JVM)"
-        return f"{self.target}{where} pid {self.lv.pids[self.role]}"
-
-    def _proc(self) -> psutil.Process:
-        proc = process.owned(self.lv.pids[self.role], self.lv.token)
-        if proc is None:
-            raise HarnessError(f"{self.lv.name}: {self.describe()} is not running")
-        return proc
-
-    def kill(self) -> None:
-        proc = self._proc()
-        proc.kill()
-        proc.wait(timeout=30)
-        process.exit_code(proc.pid)  # reap it
-
-    def pause(self) -> None:
-        self._proc().suspend()
-
-    def resume(self) -> None:
-        self._proc().resume()
-
-    def terminate(self) -> None:
-        pid = self.lv.pids[self.role]
-        killed = process.stop([(pid, self.lv.token)], self.backend.stop_timeout_s)
-        if killed:
-            self.backend.log(f"{self.lv.name}: killed {self.describe()}: no exit within "
-                             f"{self.backend.stop_timeout_s:.0f} s of SIGTERM")
-        process.exit_code(pid)
-
-    def start(self) -> None:
-        if process.alive(self.lv.pids[self.role], self.lv.token):
-            raise HarnessError(f"{self.lv.name}: {self.describe()} is still running")
-        offset = self.lv.dirs.stdout(self.role).stat().st_size if self.lv.dirs.stdout(self.role).exists() else 0
-        deadline = Deadline(self.backend.ready_timeout_s)
-        self.backend._spawn_when_ready(self.lv, self.role, deadline)
-        self.backend._wait_process(self.lv, self.role, deadline)
-        self.backend._check_agents(self.lv, self.role, offset)

@@ -9,16 +9,20 @@ certainly missing, never what might be.
 
 A reference from a class that runs only when a broker setting turns it on (``GUARDED``: 5.5.1's
 AuthorizationPipeline calls rocketmq-auth 5.5.0's evaluator only with authorizationEnabled) is not a reason to
-refuse the hybrid: it is kept with its setting, and a variant that turns the setting on is refused instead.
+refuse the hybrid: it is kept with its setting, and a variant that turns the setting on is refused instead; any
+other reference that does not link refuses the hybrid in one line (``check_links``).
 """
 
 from __future__ import annotations
 
 import struct
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.contracts.modules import ModuleJar
+from harness.core.errors import ConfigError
 
 _CLASS, _FIELD, _METHOD, _IMETHOD, _NAME_TYPE, _UTF8 = 7, 9, 10, 11, 12, 1
 # Constant-pool entry sizes after the tag byte, by tag (Utf8 is sized by its own length).
@@ -175,3 +179,17 @@ def breaks(jars: Iterable[tuple[Path, str]]) -> list[Break]:
                 member = f"{name}{desc}" if desc.startswith("(") else f"{name}:{desc}"  # a method, or a field
                 out.append(Break(info.jar, info.name, owner.replace("/", "."), member, target.jar))
     return out
+
+
+def check_links(version: str, lib: Path, modules: Sequence[ModuleJar]) -> list[tuple[str, str]]:
+    """A hybrid's module jars link, but for references in code behind a broker setting (returned with it);
+    otherwise a ConfigError naming the first reference that does not and the jar that lacks it."""
+    found = breaks([(lib / f"{m.artifact}-{m.version}.jar", m.version) for m in modules])
+    hard = [b for b in found if b.guard is None]
+    if hard:
+        first = hard[0]
+        raise ConfigError(f"RocketMQ {version} cannot be assembled from Maven Central: its modules do not link: "
+                          f"{first} ({len(hard)} such reference(s)); modules of {version} that are not published "
+                          f"differ from those of the release they were taken from; point the variant's jars: at a "
+                          f"local build")
+    return [(str(b), str(b.guard)) for b in found]
