@@ -1,23 +1,21 @@
 """The `rmq-harness` command: the one composition root. Each command group's module adds its parsers and names
 the function that runs it (``set_defaults(func=...)``); this module builds the parser, gives each command its
-examples, applies RMQ_HARNESS_* to the options of the command being run, and turns errors and interrupts into
-one line and an exit code. ``main(argv)`` is callable
-from tests; the console script calls ``entry``."""
+examples, applies RMQ_HARNESS_* to the options of the command being run, and says errors and interrupts as
+one line and an exit code (harness.core.exits). ``main(argv)`` is callable from tests; the console script calls
+``entry``."""
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 from harness import __version__
 from harness.cli import brokers, calibrate, compare, listing, matrix, ramp, releases, runs
 from harness.cli.options import VARIANTS_FILE_ENV, Parser, chosen, describe_env, env_defaults, set_env
-from harness.core.errors import ConfigError, HarnessError
-from harness.report.console import err_console, line
+from harness.core.exits import exit_code_of
+from harness.report.console import err_console, line, say_end
 
 # In the order `rmq-harness --help` lists them.
 COMMANDS = (listing, brokers, runs, calibrate, matrix, ramp, releases, compare)
@@ -128,30 +126,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Turn SIGTERM into an exception so cleanup (stopping half-started brokers) runs as for Ctrl-C.
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def command() -> int:
         args = parse(argv)
-    except ConfigError as e:
-        err_console.print(line("error:", "red", e), soft_wrap=True)
-        return e.exit_code
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
         return args.func(args)
-    except HarnessError as e:
-        err_console.print(line("error:", "red", e), soft_wrap=True)
-        if e.detail:
-            err_console.print(e.detail, style="dim", markup=False, soft_wrap=True)
-        return e.exit_code
-    except KeyboardInterrupt:
-        err_console.print("interrupted; started processes were stopped")
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+    return exit_code_of(command, say_end, "interrupted; started processes were stopped")
 
 
 def entry() -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.core.errors import one_line
+from harness.core.exits import DETAIL, ERROR
 
 # How results print: tables for people, or rows for programs on stdout (progress then goes to stderr).
 TABLE, TSV, JSON = "table", "tsv", "json"
@@ -34,6 +35,16 @@ def line(label: str, colour: str, message: object) -> Text:
     """``label message`` as one line, the message as written: not rich markup ('[/]', '[a-z0-9]'), no emoji codes
     (':cat:'), line breaks escaped."""
     return Text.assemble((label, colour), " ", one_line(message))
+
+
+def say_end(what: str, text: str) -> None:
+    """How a command's end is said on stderr (harness.core.exits): an error in one red line, its detail dimmed
+    below it, an interrupt as it is said."""
+    if what == ERROR:
+        err_console.print(line("error:", "red", text), soft_wrap=True)
+    else:
+        err_console.print(text, style="dim" if what == DETAIL else None, markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 def log(text: str) -> None:

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
-from harness.core.publish import refuse_existing
 from spark import outputs
-from spark.comparison import analyse, check_variants, collect
+from spark.comparison import Collected, analyse, check_variants
 from spark.io import load_archives
 from spark.jobs import entry
 
@@ -36,37 +33,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None = None,
-        log: Callable[[str], None] = outputs._stderr) -> dict:
-    """The whole job; returns the summary (also written to summary.json). ``log``: a line when Spark starts,
-    one when it starts working and one when the report is being written. A Ctrl-C or SIGTERM comes out as
-    KeyboardInterrupt."""
+def plan(args: argparse.Namespace, warn: entry.Warn) -> entry.Plan:
+    """The two variants in the archives; its log: a line when Spark starts, one when it starts working, one when
+    the report is being written."""
     from harness.report.html import render
-    from spark.session import interruptible
 
-    if args.out:
-        refuse_existing(Path(args.out), "report")
-    rule = VerdictRule.from_args(args)
-    wanted, roles = [args.baseline, args.candidate], ["baseline variant", "candidate variant"]
-    # Inputs checked (wherever they are) before paying for a JVM.
+    wanted = [args.baseline, args.candidate]
     archives = load_archives(args.archives, skip_bad=args.skip_bad, warn=warn)
-    check_variants(archives, wanted, roles)
-    spark = spark or entry.session(args, "rmq-harness-compare", log=log)
-    with interruptible(spark):
-        log(f"comparing {args.candidate} against {args.baseline} on Spark {spark.version}: "
-            f"{len(archives)} archive(s)")
-        collected = collect(spark, archives, wanted, seed=rule.seed)
-        try:
-            result = analyse(collected, args.baseline, args.candidate, rule)
-            out = Path(args.out) if args.out else outputs.default_out(f"{args.candidate}-vs-{args.baseline}")
-            per_variant = [r for r in collected.per_variant if r["variant"] in wanted]
-            return outputs.write(collected, outputs.summary_of(collected, result, per_variant), out, render, log)
-        finally:
-            collected.close()
+    check_variants(archives, wanted, ["baseline variant", "candidate variant"])
+
+    def summary(c: Collected, rule: VerdictRule) -> dict:
+        per_variant = [r for r in c.per_variant if r["variant"] in wanted]
+        return outputs.summary_of(c, analyse(c, args.baseline, args.candidate, rule), per_variant)
+
+    return entry.Plan(archives, wanted, summary, render, kind=f"{args.candidate}-vs-{args.baseline}",
+                      starting=lambda spark: f"comparing {args.candidate} against {args.baseline} on Spark "
+                                             f"{spark.version}: {len(archives)} archive(s)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return entry.main(parser, run, argv, lambda args, summary: gate_exit(args, [summary["verdict"]]))
+JOB = entry.Job("compare", parser, entry.on_archives(plan),
+                exit_code=lambda args, summary: gate_exit(args, [summary["verdict"]]))
+run, main = JOB.run, JOB.main
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from harness.contracts.verdict import EXIT_REGRESSION
 from harness.core.errors import ConfigError
-from harness.core.publish import json_safe, json_text, publish_dir, refuse_existing
+from harness.core.publish import json_safe, json_text, publish_dir
 from harness.core.storage import dir_or_uri, location
 from spark import history, outputs
 from spark.jobs import entry
@@ -39,12 +38,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None = None) -> dict:
+def work(call: entry.Call) -> dict:
+    """Add the new runs (on Spark, when there are any), analyse the whole dataset, write the report."""
     from harness.report.html import render_history
-    from spark.session import interruptible
 
-    if args.out:
-        refuse_existing(Path(args.out), "report")
+    args = call.args
     if args.window < 4:
         raise ConfigError(f"--window {args.window}: at least 4 points")
     if not 0 < args.max_pvalue < 1:
@@ -54,16 +52,15 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
 
     def note(line: str) -> None:
         skipped.append(line)
-        warn(line)
+        call.warn(line)
 
     added: dict = {"archives_found": len(paths), "runs_added": [], "runs_already_in": [], "files_written": 0}
     if paths:
-        spark = spark or entry.session(args, "rmq-harness-history")
-        with interruptible(spark):
+        with call.spark() as spark:
             added = history.ingest(spark, args.dataset, paths, note)
     result = history.analyse(history.read(args.dataset), args.window, args.max_pvalue)
     now = dt.datetime.now(dt.UTC)
-    out = Path(args.out) if args.out else outputs.default_out("history", now)
+    out = call.out(now=now)
     summary = json_safe({"generated_at": now.isoformat(), "dataset": location(args.dataset).uri, **added,
                          "skipped": skipped, **result})
 
@@ -75,8 +72,9 @@ def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None
     return outputs.with_place(summary, out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return entry.main(parser, run, argv, lambda args, summary: EXIT_REGRESSION if summary["regressions"] else 0)
+JOB = entry.Job("history", parser, work,
+                exit_code=lambda args, summary: EXIT_REGRESSION if summary["regressions"] else 0)
+run, main = JOB.run, JOB.main
 
 
 if __name__ == "__main__":

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
-from harness.contracts.verdict import VerdictRule, add_rule_options
-from harness.core.publish import refuse_existing
+from harness.contracts.verdict import add_rule_options
 from spark import outputs
-from spark.comparison import check_variants, collect
+from spark.comparison import check_variants
 from spark.io import load_archives
 from spark.jobs import entry
 from spark.matrix import analyse_matrix
@@ -38,32 +35,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None = None) -> dict:
+def plan(args: argparse.Namespace, warn: entry.Warn) -> entry.Plan:
+    """Each variant once, the first being the baseline."""
     from harness.report.html import render_matrix
-    from spark.session import interruptible
 
-    if args.out:
-        refuse_existing(Path(args.out), "report")
-    rule = VerdictRule.from_args(args)
     variants = entry.distinct(args.variants)
-    failed = entry.reasons("--failed", args.failed)
-    not_applicable = entry.reasons("--not-applicable", args.not_applicable)
+    failed, not_applicable = entry.reasons(args, "--failed", "--not-applicable")
     archives = load_archives(args.archives, warn=warn)
     check_variants(archives, variants)
-    spark = spark or entry.session(args, "rmq-harness-matrix")
-    # A Ctrl-C or SIGTERM in the middle comes out as KeyboardInterrupt, never as a cancelled job's error.
-    with interruptible(spark):
-        c = collect(spark, archives, variants, seed=rule.seed)
-        try:
-            result = analyse_matrix(c, variants, rule, failed, not_applicable)
-            out = Path(args.out) if args.out else outputs.default_out("matrix")
-            return outputs.write(c, outputs.summary_of(c, result), out, render_matrix)
-        finally:
-            c.close()
+    return entry.Plan(archives, variants, lambda c, rule: outputs.summary_of(
+        c, analyse_matrix(c, variants, rule, failed, not_applicable)), render_matrix)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return entry.main(parser, run, argv)
+JOB = entry.Job("matrix", parser, entry.on_archives(plan))
+run, main = JOB.run, JOB.main
 
 
 if __name__ == "__main__":

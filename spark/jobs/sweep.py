@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
-from harness.contracts.verdict import VerdictRule, add_rule_options
+from harness.contracts.verdict import add_rule_options
 from harness.core.errors import ConfigError
-from harness.core.publish import refuse_existing
 from spark import outputs
-from spark.comparison import check_variants, collect
+from spark.comparison import check_variants
 from spark.io import load_archives
 from spark.jobs import entry
 from spark.sweep import analyse_sweep
@@ -42,36 +39,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace, warn: entry.Warn = print, spark: object | None = None) -> dict:
+def plan(args: argparse.Namespace, warn: entry.Warn) -> entry.Plan:
+    """The releases the archives hold, oldest first (a release not run is left out)."""
     from harness.report.html import render_sweep
-    from spark.session import interruptible
 
-    if args.out:
-        refuse_existing(Path(args.out), "report")
-    rule = VerdictRule.from_args(args)
     variants = entry.distinct(args.variants, "release")
-    skipped = entry.reasons("--skipped", args.skipped)
-    failed = entry.reasons("--failed", args.failed)
-    not_applicable = entry.reasons("--not-applicable", args.not_applicable)
+    skipped, failed, not_applicable = entry.reasons(args, "--skipped", "--failed", "--not-applicable")
     archives = load_archives(args.archives, warn=warn)
     present = {v for a in archives for v in a.variants}
     ran = [v for v in variants if v in present]
     if not ran:
         raise ConfigError(f"none of {', '.join(variants)} is in the archives")
     check_variants(archives, ran)
-    spark = spark or entry.session(args, "rmq-harness-sweep")
-    with interruptible(spark):
-        c = collect(spark, archives, ran, seed=rule.seed)
-        try:
-            result = analyse_sweep(c, ran, rule, skipped, failed, not_applicable)
-            out = Path(args.out) if args.out else outputs.default_out("sweep")
-            return outputs.write(c, outputs.summary_of(c, result), out, render_sweep)
-        finally:
-            c.close()
+    return entry.Plan(archives, ran, lambda c, rule: outputs.summary_of(
+        c, analyse_sweep(c, ran, rule, skipped, failed, not_applicable)), render_sweep)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    return entry.main(parser, run, argv)
+JOB = entry.Job("sweep", parser, entry.on_archives(plan))
+run, main = JOB.run, JOB.main
 
 
 if __name__ == "__main__":
