@@ -70,13 +70,16 @@ class _Reader:
 
 
 class ProducerRecorder:
-    """One producer's sends and cycles."""
+    """One producer's sends and cycles. Made when the producer starts: from then it counts among the worker's
+    producers sending (the run's cycle signal), until ``draining``."""
 
     def __init__(self, runtime: WorkerRuntime, client_id: str, topic: str) -> None:
         self._rt = runtime
         self._record = runtime.log.record
         self.client_id = client_id
         self.topic = topic
+        self._sending = runtime.metrics.producers_sending.labels(**runtime.run_labels)
+        self._sending.inc()
 
     def sent(self, cycle: int, ledger_id: str, intended: str, tag: str | None, message_group: str | None, *,
              message_id: str, length: int, started: int, ended: int) -> None:
@@ -96,10 +99,18 @@ class ProducerRecorder:
 
     def cycle_started(self, cycle: int) -> None:
         self._record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=cycle)
+        rt = self._rt
+        if cycle > rt.newest_cycle:  # the worker's newest, whichever of its producers started it
+            rt.newest_cycle = cycle
+            rt.metrics.cycle.labels(**rt.run_labels).set(cycle)
 
     def cycle_ended(self, cycle: int, end: str) -> None:
         """``end``: drained, or timeout."""
         self._record("cycle_end", consumer=self.client_id, topic=self.topic, cycle=cycle, detail=end)
+
+    def draining(self) -> None:
+        """The producer entered its drain phase: it sends nothing more."""
+        self._sending.dec()
 
 
 class ConsumerRecorder(_Reader):

@@ -143,6 +143,7 @@ class ProducerUser(User):
     def drain(self) -> None:
         """The run's drain phase: nothing new is sent; every cycle still open gets until drain_timeout_s from
         now to be acked by every group; what is acked later (in the linger) is late, what never is, lost."""
+        self.recorder.draining()
         last = self.cycle - 1 if self.spec.scenario.produce.pattern == "burst" else self.last_reported
         self.environment.runner.send_message(cycles.SENDS_OVER, {"last": last})
         deadline = Deadline(self.spec.scenario.cycles.drain_timeout_s)

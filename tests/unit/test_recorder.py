@@ -1,4 +1,4 @@
-"""The recorders behind the Locust users: a consumer's sinks for one delivery.
+"""The recorders behind the Locust users: the worker's cycle signal, and a consumer's sinks for one delivery.
 
 The whole of what the users write (event rows, metrics, Locust request events) is compared before and after a
 change by tests/benchmarks/bench_consumer_path.py --dump."""
@@ -30,11 +30,34 @@ def recorder(monkeypatch) -> ModuleType:
 def _runtime() -> NS:
     m = metrics.create()
     rows: list[tuple[str, dict]] = []
-    return NS(metrics=m, run_labels=RUN, protocol="grpc", rows=rows,
+    return NS(metrics=m, run_labels=RUN, protocol="grpc", newest_cycle=-1, rows=rows,
               log=NS(record=lambda kind, **cols: rows.append((kind, cols))),
               labels=lambda group: {**RUN, "group": group},
               group_metrics=lambda group: GroupMetrics(m, {**RUN, "group": group}),
               acked=RecentKeys(60.0), nack_due_ms={}, spec=NS(scenario=NS(consume=NS(invisible_s=15))))
+
+
+def _sample(rt: NS, name: str) -> float | None:
+    return rt.metrics.registry.get_sample_value(name, RUN)
+
+
+def test_the_cycle_signal_is_the_newest_cycle_started_and_the_producers_not_yet_draining(recorder):
+    rt = _runtime()
+    assert _sample(rt, "rmq_harness_cycle") is None and _sample(rt, "rmq_harness_producers_sending") is None
+    a, b = recorder.ProducerRecorder(rt, "w-producer0", "T"), recorder.ProducerRecorder(rt, "w-producer1", "T")
+    assert _sample(rt, "rmq_harness_producers_sending") == 2
+    assert _sample(rt, "rmq_harness_cycle") is None  # no cycle started yet: absent, not 0
+    a.cycle_started(0)
+    a.cycle_started(1)
+    b.cycle_started(0)  # a producer behind the other does not set it back
+    assert _sample(rt, "rmq_harness_cycle") == 1
+    a.draining()
+    assert _sample(rt, "rmq_harness_producers_sending") == 1
+    b.cycle_started(2)
+    b.draining()
+    assert (_sample(rt, "rmq_harness_cycle"), _sample(rt, "rmq_harness_producers_sending")) == (2, 0)
+    assert [(k, c["cycle"]) for k, c in rt.rows] == [("cycle_start", 0), ("cycle_start", 1), ("cycle_start", 0),
+                                                    ("cycle_start", 2)]
 
 
 def test_a_nacked_delivery_that_comes_back_is_measured_against_its_due_time(recorder, monkeypatch):
