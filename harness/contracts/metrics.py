@@ -1,17 +1,19 @@
 """Every metric the harness exports: the one place their names, labels and buckets live.
 
 Dashboards and the chart's scrape config are checked against these names. Labels are bounded:
-variant, scenario, protocol and group come from config files, never from message data.
+variant, scenario, protocol and group come from config files, never from message data. Most are per group;
+the cycle signal the run follows (``cycle``, ``producers_sending``) is per worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 PREFIX = "rmq_harness"
-LABELS = ("variant", "scenario", "protocol", "group")
+WORKER_LABELS = ("variant", "scenario", "protocol")
+LABELS = (*WORKER_LABELS, "group")
 # Retry waits span milliseconds (woken at once) to the long-poll timeout (up to 20 s through the proxy).
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0,
                      12.5, 15.0, 17.5, 20.0, 25.0, 30.0, 60.0)
@@ -32,6 +34,8 @@ class HarnessMetrics:
     cross_topic: Counter
     duplicates: Counter
     errors: Counter
+    cycle: Gauge  # per worker (WORKER_LABELS), as is producers_sending
+    producers_sending: Gauge
 
 
 def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
@@ -66,4 +70,8 @@ def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
         duplicates=counter("duplicate_deliveries", "Deliveries of a message this worker had acked within the last "
                            "two minutes or more (the ledger counts every duplicate)."),
         errors=counter("errors", "Client operations that failed.", (*LABELS, "operation")),
+        cycle=Gauge(f"{PREFIX}_cycle", "The index of the newest cycle a producer of this worker started (absent on a "
+                    "worker without producers).", WORKER_LABELS, registry=reg),
+        producers_sending=Gauge(f"{PREFIX}_producers_sending", "Producers of this worker that have not entered "
+                                "their drain phase.", WORKER_LABELS, registry=reg),
     )

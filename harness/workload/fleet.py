@@ -42,12 +42,16 @@ WORKER_CHECK_S = 5.0
 
 @dataclass
 class Progress:
-    """Live counts summed over a variant's workers (from their Prometheus exporters)."""
+    """Live counts summed over a variant's workers (from their Prometheus exporters), and their cycle signal:
+    ``cycle`` the newest cycle a producer started (the highest any worker says), ``sending`` how many producers
+    have not entered their drain phase (summed); None when no worker exported it (no producer yet, or none)."""
 
     sent: float = 0
     deliveries: float = 0
     retries: float = 0
     wakeup_sum_s: float = 0
+    cycle: int | None = None
+    sending: int | None = None
 
     @property
     def mean_wakeup_s(self) -> float | None:
@@ -71,14 +75,18 @@ def _scrape_one(opener: urllib.request.OpenerDirector, address: int | str) -> Pr
                 p.retries += s.value
             elif s.name == "rmq_harness_retry_wakeup_seconds_sum":
                 p.wakeup_sum_s += s.value
+            elif s.name == "rmq_harness_cycle":  # one series a worker (no group label)
+                p.cycle = int(s.value)
+            elif s.name == "rmq_harness_producers_sending":
+                p.sending = int(s.value)
     return p
 
 
 def scrape(ports: Sequence[int | str], last: dict[int | str, Progress] | None = None) -> Progress | None:
-    """Sum the workers' counters; None when no worker answered (not started yet, or already gone). ``ports``:
-    a loopback port, or host:port. With ``last`` (port -> its previous answer, updated here), a worker too
-    busy to answer within a second counts with what it said before, so a sum never drops (a busy producer's
-    worker once showed "sent 0")."""
+    """Sum the workers' counters (of their cycles, the newest); None when no worker answered (not started yet,
+    or already gone). ``ports``: a loopback port, or host:port. With ``last`` (port -> its previous answer,
+    updated here), a worker too busy to answer within a second counts with what it said before, so a sum never
+    drops (a busy producer's worker once showed "sent 0")."""
     last = {} if last is None else last
     # Never through an HTTP proxy from the environment.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -89,7 +97,10 @@ def scrape(ports: Sequence[int | str], last: dict[int | str, Progress] | None = 
     seen = [last[p] for p in ports if p in last]
     if not seen:
         return None
-    return Progress(*(sum(getattr(p, f) for p in seen) for f in ("sent", "deliveries", "retries", "wakeup_sum_s")))
+    cycles = [p.cycle for p in seen if p.cycle is not None]
+    sending = [p.sending for p in seen if p.sending is not None]
+    return Progress(*(sum(getattr(p, f) for p in seen) for f in ("sent", "deliveries", "retries", "wakeup_sum_s")),
+                    cycle=max(cycles) if cycles else None, sending=sum(sending) if sending else None)
 
 
 def locust_command() -> list[str]:

@@ -61,15 +61,17 @@ class RecentKeys:
 ACK_MEMORY_MIN_S = 120.0
 
 
-# HarnessMetrics's labelled metrics but errors (labelled by operation too).
-_GROUP_METRICS = frozenset(f.name for f in dataclasses.fields(HarnessMetrics)) - {"registry", "errors"}
+# HarnessMetrics's group-labelled metrics: not errors (labelled by operation too), nor the worker's cycle signal.
+_GROUP_METRICS = frozenset(f.name for f in dataclasses.fields(HarnessMetrics)) - {
+    "registry", "errors", "cycle", "producers_sending"}
 
 
 class GroupMetrics:
     """One group's labelled metrics, each looked up on first use and then kept: ``labels()`` builds and checks its
     key on every call, which a consumer would pay several times per delivery. A metric's child for a label set
     never changes, so it is the same series either way; and a series first appears when first used, as before
-    (a histogram no retry reached stays out of the scrape). Not ``errors``, which is labelled by operation too."""
+    (a histogram no retry reached stays out of the scrape). Not ``errors``, which is labelled by operation too, nor
+    the worker's ``cycle`` and ``producers_sending``, which have no group."""
 
     def __init__(self, metrics: HarnessMetrics, labels: dict[str, str]) -> None:
         self._metrics = metrics
@@ -88,6 +90,8 @@ class WorkerRuntime:
         self.spec = spec
         scenario = spec.scenario
         self.protocol = scenario.protocol
+        # The worker's labels (its cycle signal's); each group's add the group.
+        self.run_labels = {"variant": spec.variant, "scenario": scenario.name, "protocol": self.protocol}
         disable_created_metrics()  # the *_created series only add noise to every scrape and export
         self.metrics = metrics.create()
         # Every label set exists from the start (zero), so dashboards show 0 rather than "no data".
@@ -112,6 +116,7 @@ class WorkerRuntime:
         self.acked = RecentKeys(max(ACK_MEMORY_MIN_S, 2 * scenario.consume.invisible_s + 60))
         self.nack_due_ms: dict[tuple, float] = {}  # (group, ledger_id, next attempt) -> due time, ms
         self.nacked_once: set[tuple[str, str]] = set()  # (group, ledger_id) nacked with suspend (nack.suspend)
+        self.newest_cycle = -1  # the newest cycle a producer of this worker started (the cycle gauge)
         self._seq = itertools.count()
         self._indexes: dict[str, int] = {}
         self._group_metrics: dict[str, GroupMetrics] = {}
@@ -119,8 +124,7 @@ class WorkerRuntime:
         self._closed = False
 
     def labels(self, group: str) -> dict[str, str]:
-        return {"variant": self.spec.variant, "scenario": self.spec.scenario.name, "protocol": self.protocol,
-                "group": group}
+        return {**self.run_labels, "group": group}
 
     def group_metrics(self, group: str) -> GroupMetrics:
         """``group``'s metrics with its labels (the ``errors`` counter, labelled by operation too, is not here)."""

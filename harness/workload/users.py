@@ -1,10 +1,8 @@
-"""Locust users: producers, and pop consumers that nack by the scenario's policy.
+"""Locust users: producers, pop consumers that nack by the scenario's policy, and dead-letter queue readers.
 
-They talk to RocketMQ only through the worker's client driver (harness.client.driver). Every client
-operation is recorded three ways: as an event row (the run archive), in the worker's Prometheus metrics,
-and as a Locust request event (so Locust's own stats, CSV and HTML mean something). Each retry delivery
-is also reported to Locust as a pseudo-request "retry wakeup" whose response time is the wakeup latency,
-which puts its percentiles in Locust's report.
+They talk to RocketMQ only through the worker's client driver (harness.client.driver), and tell their recorder
+(harness.workload.recorder) what happened: it writes each client operation as an event row (the run archive), to
+the worker's Prometheus metrics and as a Locust request event.
 """
 
 from __future__ import annotations
@@ -15,33 +13,18 @@ from collections.abc import Callable
 
 import gevent
 import gevent.pool
-from locust import User, constant, events
+from locust import User, constant
 
-from harness.client.driver import (
-    CLIENT_UNFIT,
-    FLOW_BACKOFF_S,
-    FLOW_RETRIES,
-    Delivery,
-    DriverError,
-    PopConsumer,
-    flow_limited,
-)
+from harness.client.driver import FLOW_BACKOFF_S, FLOW_RETRIES, Delivery, PopConsumer, flow_limited
 from harness.contracts.events import MessageBody
 from harness.core.waiting import Deadline
 from harness.inputs import timing
 from harness.inputs.traffic import Group
-from harness.measure.latency import due_ms, redelivery_ms, waited, wakeup_ms
 from harness.measure.ledger import ANY_GROUP
 from harness.workload import cycles
+from harness.workload.recorder import Columns, ConsumerRecorder, DlqRecorder, ProducerRecorder
 from harness.workload.runtime import BURST_CONCURRENCY, SEND_CHUNK, WorkerRuntime
 from harness.workload.spec import WorkloadSpec
-
-
-def _fire(runtime: WorkerRuntime, name: str, started_ns: int, ended_ns: int, exc: BaseException | None = None,
-          length: int = 0, request_type: str | None = None) -> None:
-    events.request.fire(request_type=request_type or runtime.protocol, name=name,
-                        response_time=(ended_ns - started_ns) / 1e6, response_length=length, exception=exc,
-                        context={})
 
 
 class ProducerUser(User):
@@ -60,6 +43,7 @@ class ProducerUser(User):
         self.sent_count = 0  # which tag the next message gets
         self.client_id = rt.next_id("producer")
         self.producer = rt.driver.producer(self.topic)
+        self.recorder = ProducerRecorder(rt, self.client_id, self.topic)
         self.started = time.monotonic()
         self.cycle = 0
         self.open_cycles: list[int] = []  # reported to the master, not yet drained or timed out
@@ -91,21 +75,16 @@ class ProducerUser(User):
         except Exception as e:  # noqa: BLE001 - every client failure is data
             results = [e] * n
         ended = time.time_ns()
+        recorder = self.recorder
         out: list[tuple[str, list[str]] | None] = []
         for (ledger_id, owed, intended, tag, message_group, body, _), result in zip(msgs, results, strict=True):
             if isinstance(result, Exception):
-                rt.log.record("error", consumer=self.client_id, topic=self.topic, group=intended,
-                              ledger_id=ledger_id, cycle=cycle, tag=tag, detail=f"send: {result}"[:500])
-                rt.metrics.errors.labels(**rt.labels(intended), operation="send").inc()
-                _fire(rt, "send", started, ended, exc=result)
+                recorder.send_failed(cycle, ledger_id, intended, tag, error=result, started=started, ended=ended)
                 out.append(None)
-                continue
-            rt.log.record("sent", t_client_ns=started, consumer=self.client_id, topic=self.topic, group=intended,
-                          ledger_id=ledger_id, message_id=result, origin_topic=self.topic,
-                          intended_group=intended, cycle=cycle, tag=tag, message_group=message_group)
-            rt.group_metrics(intended).sent.inc()
-            _fire(rt, "send", started, ended, length=len(body))
-            out.append((ledger_id, owed))
+            else:
+                recorder.sent(cycle, ledger_id, intended, tag, message_group, message_id=result, length=len(body),
+                              started=started, ended=ended)
+                out.append((ledger_id, owed))
         return out
 
     @staticmethod
@@ -143,8 +122,7 @@ class ProducerUser(User):
         self.last_reported = cycle
 
     def close_cycle(self, cycle: int, timeout_s: float) -> None:
-        end = "drained" if self.runtime.drains.wait(cycle, timeout_s) else "timeout"
-        self.runtime.log.record("cycle_end", consumer=self.client_id, topic=self.topic, cycle=cycle, detail=end)
+        self.recorder.cycle_ended(cycle, "drained" if self.runtime.drains.wait(cycle, timeout_s) else "timeout")
         self.open_cycles.remove(cycle)
 
     def run_cycle(self) -> None:
@@ -153,7 +131,7 @@ class ProducerUser(User):
         sc = self.spec.scenario
         k = self.cycle
         begun = time.monotonic()
-        self.runtime.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=k)
+        self.recorder.cycle_started(k)
         self.report(k, self.burst(k))
         if sc.drains:
             self.close_cycle(k, sc.cycles.drain_timeout_s)
@@ -166,6 +144,7 @@ class ProducerUser(User):
     def drain(self) -> None:
         """The run's drain phase: nothing new is sent; every cycle still open gets until drain_timeout_s from
         now to be acked by every group; what is acked later (in the linger) is late, what never is, lost."""
+        self.recorder.draining()
         last = self.cycle - 1 if self.spec.scenario.produce.pattern == "burst" else self.last_reported
         self.environment.runner.send_message(cycles.SENDS_OVER, {"last": last})
         deadline = Deadline(self.spec.scenario.cycles.drain_timeout_s)
@@ -197,7 +176,7 @@ class ProducerUser(User):
             self.drain()
             return
         if window not in self.window_ids:
-            self.runtime.log.record("cycle_start", consumer=self.client_id, topic=self.topic, cycle=window)
+            self.recorder.cycle_started(window)
             self.window_ids[window] = {}
         # Every message due by now, in one chunk: on time at low rates, and at high rates the producer
         # catches up in round trips of many messages rather than falling behind one at a time.
@@ -227,13 +206,10 @@ class PopConsumerUser(User):
         self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
         self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags)
         self.receipts = 0  # receives that returned messages
-        self.group_metrics = rt.group_metrics(self.group.name)
-        # Read per delivery; the scenario does not change during a run, so once is enough.
-        self.invisible_ms = self.spec.scenario.consume.invisible_s * 1000
+        self.recorder = ConsumerRecorder(rt, self.client_id, self.group.name, self.group.topic)
         gevent.sleep(self.spec.scenario.consume.delay_s)
 
     def poll(self) -> None:
-        rt = self.runtime
         c = self.spec.scenario.consume
         if c.receives and self.receipts >= c.receives:
             gevent.sleep(1.0)  # done receiving (consume.receives): what the broker committed stays as it is
@@ -243,83 +219,40 @@ class PopConsumerUser(User):
             received = self.consumer.receive(c.batch, c.invisible_s)
         except Exception as e:  # noqa: BLE001
             if flow_limited(e):  # refused for flow control: the next poll tries again
-                rt.log.record("refused", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
-                              poll_started_ns=started, detail=f"receive: {e}"[:500])
+                self.recorder.receive_refused(started, e)
                 gevent.sleep(FLOW_BACKOFF_S)
                 return
-            # A DriverError means the client cannot measure at all; the run refuses to pass it (harness.run.sequence).
-            what = CLIENT_UNFIT if isinstance(e, DriverError) else "receive"
-            rt.log.record("error", consumer=self.client_id, topic=self.group.topic, group=self.group.name,
-                          poll_started_ns=started, detail=f"{what}: {e}"[:500])
-            rt.metrics.errors.labels(**rt.labels(self.group.name), operation="receive").inc()
-            _fire(rt, "receive", started, time.time_ns(), exc=e)
+            self.recorder.receive_failed(started, e)
             gevent.sleep(0.5)  # a failing proxy is not hammered in a tight loop
             return
-        returned = received.at_ns
-        self.group_metrics.poll_wait.observe((returned - started) / 1e9)
-        _fire(rt, "receive", started, returned, length=len(received.deliveries))
+        self.recorder.polled(started, received)
         if not received.deliveries:
-            rt.log.record("empty_poll", t_client_ns=returned, consumer=self.client_id, topic=self.group.topic,
-                          group=self.group.name, poll_started_ns=started)
-            self.group_metrics.empty_polls.inc()
             return
         self.receipts += 1
         # Acks wait for the end of the batch and go together (one round trip where the protocol allows);
         # nacks and extends go at once.
-        acks: list[tuple[Delivery, dict]] = []
+        acks: list[tuple[Delivery, Columns]] = []
+        returned = received.at_ns
         for d in received.deliveries:
             self.handle(d, started, returned, acks)
         self.flush_acks(acks)
 
-    def handle(self, d: Delivery, poll_started: int, received: int, acks: list[tuple[Delivery, dict]]) -> None:
-        rt = self.runtime
-        g = self.group
-        m = self.group_metrics
-        body = MessageBody.decode(d.body)
-        if body is None:
-            ledger_id = cycle = message_group = origin_topic = intended = None
-        else:
-            ledger_id, cycle, message_group = body.ledger_id, body.cycle, body.message_group
-            origin_topic, intended = body.origin_topic, body.group
-        attempt = d.delivery_attempt
-        common = {"consumer": self.client_id, "topic": g.topic, "group": g.name, "ledger_id": ledger_id,
-                  "message_id": d.message_id, "delivery_attempt": attempt, "cycle": cycle,
-                  "message_group": message_group}
-        rt.log.record("received", t_client_ns=received, store_ts_ms=d.store_ts_ms, born_ts_ms=d.born_ts_ms,
-                      poll_started_ns=poll_started, invisible_ms=self.invisible_ms, tag=d.tag,
-                      origin_topic=origin_topic, intended_group=intended, **common)
-        m.deliveries.inc()
-        if body is not None and (origin_topic != g.topic or intended not in (g.name, ANY_GROUP)):
-            m.cross_topic.inc()
-        if (g.name, ledger_id) in rt.acked:
-            m.duplicates.inc()
-        if attempt > 1:
-            wakeup = wakeup_ms(received, d.store_ts_ms)
-            if waited(poll_started, d.store_ts_ms):
-                m.retry_wakeup.observe(max(wakeup, 0.0) / 1e3)
-                _fire(rt, "retry wakeup", 0, int(wakeup * 1e6), request_type="measure")
-            else:
-                m.retry_pickup.observe(max(wakeup, 0.0) / 1e3)
-            due = rt.nack_due_ms.pop((g.name, ledger_id, attempt), None)
-            if due is not None:
-                m.redelivery_delay.observe(max(redelivery_ms(received, due), 0.0) / 1e3)
-
+    def handle(self, d: Delivery, poll_started: int, received: int, acks: list[tuple[Delivery, Columns]]) -> None:
+        common = self.recorder.received(d, poll_started, received)
         sc = self.spec.scenario
         if sc.consume.processing_s:
             # A consumer that takes its time acks each message when done with it, not with the batch.
             self.flush_acks(acks)
             gevent.sleep(sc.consume.processing_s)
-        nack = sc.nack
-        if g.nacks and nack.applies(attempt, ledger_id) and not (
-                nack.suspend and (g.name, ledger_id) in rt.nacked_once):
+        g, nack, ledger_id = self.group, sc.nack, common["ledger_id"]
+        if g.nacks and nack.applies(d.delivery_attempt, ledger_id) and not (
+                nack.suspend and (g.name, ledger_id) in self.runtime.nacked_once):
             self.nack(d, common, received)
         else:
             self.ack(d, common, acks)
 
-    def nack(self, d: Delivery, common: dict, received: int) -> None:
-        rt = self.runtime
+    def nack(self, d: Delivery, common: Columns, received: int) -> None:
         nack = self.spec.scenario.nack
-        key = (self.group.name, common["ledger_id"], common["delivery_attempt"] + 1)
         detail = nack.how
         if nack.how == "lapse":
             # Neither ack nor change: the message reappears when the receive's invisible time runs out.
@@ -341,35 +274,31 @@ class PopConsumerUser(User):
                                    lambda: self.consumer.change_invisible(d, nack.delay_s, suspend=nack.suspend)):
                 return
             if nack.suspend:
-                rt.nacked_once.add((self.group.name, common["ledger_id"]))
+                self.runtime.nacked_once.add((self.group.name, common["ledger_id"]))
                 detail = "change_invisible, suspend"
-        rt.log.record("nacked", t_client_ns=nacked, invisible_ms=invisible_ms, detail=detail, **common)
-        rt.nack_due_ms[key] = due_ms(nacked, invisible_ms)
-        self.group_metrics.nacks.inc()
+        self.recorder.nacked(common, nacked, invisible_ms, detail)
 
-    def ack(self, d: Delivery, common: dict, acks: list[tuple[Delivery, dict]]) -> None:
+    def ack(self, d: Delivery, common: Columns, acks: list[tuple[Delivery, Columns]]) -> None:
         extend = self.spec.scenario.consume.extend_s
         if extend and not self._operation("extend", common, lambda: self.consumer.change_invisible(d, extend)):
             return
         acks.append((d, common))
 
-    def flush_acks(self, acks: list[tuple[Delivery, dict]]) -> None:
+    def flush_acks(self, acks: list[tuple[Delivery, Columns]]) -> None:
         """Ack every delivery in ``acks`` (emptied): an acked or error event each, and one message to the
         master per cycle with the ids now final."""
         if not acks:
             return
-        rt = self.runtime
+        recorder = self.recorder
         started = time.time_ns()
         try:
             errors = self.consumer.ack_all([d for d, _ in acks])
         except Exception as e:  # noqa: BLE001 - every client failure is data
             errors = [e] * len(acks)
-        errors = list(errors)
         ended = time.time_ns()
-        group = self.group.name
-        record, remember = rt.log.record, rt.acked.add
-        final: dict[int, list[str | None]] = {}
-        for i, ((d, common), err) in enumerate(zip(acks, errors, strict=True)):
+        failed = 0
+        final: dict[object, list[object]] = {}
+        for (d, common), err in zip(acks, errors, strict=True):
             if err is not None:
                 tries = 1
                 while err is not None and self._refused("ack", err, tries, common):
@@ -379,37 +308,31 @@ class PopConsumerUser(User):
                         err = None
                     except Exception as again:  # noqa: BLE001 - every client failure is data
                         err = again
-                errors[i] = err
                 if err is not None:
-                    rt.log.record("error", detail=f"ack: {err}"[:500], **common)
-                    rt.metrics.errors.labels(**rt.labels(group), operation="ack").inc()
-                    _fire(rt, "ack", started, ended, exc=err)
+                    recorder.failed("ack", err, common, started, ended)
+                    failed += 1
                     continue
-            record("acked", t_client_ns=ended, started_ns=started, **common)
-            ledger_id = common["ledger_id"]
-            remember((group, ledger_id))
-            _fire(rt, "ack", started, ended)
+            recorder.acked(common, started, ended)
             cycle = common["cycle"]
             if cycle is not None:
-                final.setdefault(cycle, []).append(ledger_id)
-        self.group_metrics.acks.inc(len(acks) - sum(e is not None for e in errors))
+                final.setdefault(cycle, []).append(common["ledger_id"])
+        recorder.acks_counted(len(acks) - failed)
         acks.clear()
         for cycle, ids in final.items():
             self.environment.runner.send_message(cycles.FINAL, {"cycle": cycle, "group": self.group.name, "ids": ids})
 
-    def _refused(self, name: str, e: BaseException, tries: int, common: dict) -> bool:
+    def _refused(self, name: str, e: BaseException, tries: int, common: Columns) -> bool:
         """Whether a failed call was refused for flow control and may be tried again (a ``refused`` event, a
         pause that doubles each time): as a client would, up to FLOW_RETRIES times."""
         if not flow_limited(e) or tries > FLOW_RETRIES:
             return False
-        self.runtime.log.record("refused", detail=f"{name}: {e}"[:500], **common)
+        self.recorder.refused(name, e, common)
         gevent.sleep(FLOW_BACKOFF_S * 2 ** (tries - 1))
         return True
 
-    def _operation(self, name: str, common: dict, call: Callable[[], object]) -> bool:
-        """A client call reported to Locust; tried again while the server refuses it for flow control; on
-        failure an error event and a count, and False."""
-        rt = self.runtime
+    def _operation(self, name: str, common: Columns, call: Callable[[], object]) -> bool:
+        """A client call on one delivery, tried again while the server refuses it for flow control; False when
+        it failed for good."""
         started = time.time_ns()
         for tries in itertools.count(1):
             try:
@@ -418,11 +341,9 @@ class PopConsumerUser(User):
             except Exception as e:  # noqa: BLE001 - every client failure is data
                 if self._refused(name, e, tries, common):
                     continue
-                rt.log.record("error", detail=f"{name}: {e}"[:500], **common)
-                rt.metrics.errors.labels(**rt.labels(self.group.name), operation=name).inc()
-                _fire(rt, name, started, time.time_ns(), exc=e)
+                self.recorder.failed(name, e, common, started)
                 return False
-        _fire(rt, name, started, time.time_ns())
+        self.recorder.called(name, started)
         return True
 
     tasks = [poll]
@@ -441,9 +362,9 @@ class DlqReaderUser(User):
     def on_start(self) -> None:
         self.client_id = self.runtime.next_id(f"{self.group.dlq_reader}-consumer")
         self.consumer: PopConsumer | None = None
+        self.recorder = DlqRecorder(self.runtime, self.client_id, self.group.name, self.group.dlq_topic)
 
     def poll(self) -> None:
-        rt = self.runtime
         g = self.group
         c = self.spec.scenario.consume
         started = time.time_ns()
@@ -451,27 +372,18 @@ class DlqReaderUser(User):
             # Started here, not in on_start: a reader the broker refuses is an error event (the report says
             # the DLQ could not be read), and it tries again rather than dying unseen in Locust's log.
             if self.consumer is None:
-                self.consumer = rt.driver.pop_consumer(g.dlq_reader, g.dlq_topic, c.long_poll_s)
+                self.consumer = self.runtime.driver.pop_consumer(g.dlq_reader, g.dlq_topic, c.long_poll_s)
             received = self.consumer.receive(c.batch, c.invisible_s)
         except Exception as e:  # noqa: BLE001
-            what = CLIENT_UNFIT if isinstance(e, DriverError) else "dlq receive"
-            rt.log.record("error", consumer=self.client_id, topic=g.dlq_topic, group=g.name,
-                          poll_started_ns=started, detail=f"{what}: {e}"[:500])
+            self.recorder.receive_failed(started, e)
             gevent.sleep(0.5)
             return
         for d in received.deliveries:
-            body = MessageBody.decode(d.body)
-            common = {"consumer": self.client_id, "topic": g.dlq_topic, "group": g.name,
-                      "ledger_id": body.ledger_id if body else None, "message_id": d.message_id,
-                      "delivery_attempt": d.delivery_attempt, "cycle": body.cycle if body else None,
-                      "message_group": body.message_group if body else None}
-            rt.log.record("dlq_seen", t_client_ns=received.at_ns, store_ts_ms=d.store_ts_ms, tag=d.tag,
-                          poll_started_ns=started, origin_topic=body.origin_topic if body else None,
-                          intended_group=body.group if body else None, **common)
+            common = self.recorder.seen(d, started, received.at_ns)
             try:
                 self.consumer.ack(d)
             except Exception as e:  # noqa: BLE001 - seen is seen; a failed ack may show it again
-                rt.log.record("error", detail=f"dlq ack: {e}"[:500], **common)
+                self.recorder.ack_failed(common, e)
             if common["cycle"] is not None:
                 self.environment.runner.send_message(cycles.FINAL, {"cycle": common["cycle"], "group": g.name,
                                                                     "ids": [common["ledger_id"]]})

@@ -17,10 +17,12 @@ rmq_harness_deliveries_total{group="G"} 7.0
 
 
 class _Metrics(http.server.BaseHTTPRequestHandler):
+    exposition = EXPOSITION
+
     def do_GET(self):  # noqa: N802 - the handler's API
         self.send_response(200)
         self.end_headers()
-        self.wfile.write(EXPOSITION)
+        self.wfile.write(self.exposition)
 
     def log_message(self, *args):
         pass
@@ -30,19 +32,48 @@ def _silent_port() -> int:
     return next(p for p in range(47000, 48000) if port_free(p))
 
 
-def test_a_worker_that_does_not_answer_counts_with_its_last_answer():
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Metrics)
+def _serve(exposition: bytes = EXPOSITION) -> http.server.HTTPServer:
+    server = http.server.HTTPServer(("127.0.0.1", 0), type("Metrics", (_Metrics,), {"exposition": exposition}))
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _stop(*servers: http.server.HTTPServer) -> None:
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_worker_that_does_not_answer_counts_with_its_last_answer():
+    server = _serve()
     try:
         up, busy = server.server_address[1], _silent_port()
         last = {busy: Progress(sent=32, deliveries=2048)}
         got = scrape([up, busy], last)
         assert (got.sent, got.deliveries) == (72, 2055)
+        assert (got.cycle, got.sending) == (None, None)  # no worker with a producer
         assert last[up].sent == 40  # remembered for the next tick
         assert scrape([busy]) is None  # nothing known, nothing answered
     finally:
-        server.shutdown()
-        server.server_close()
+        _stop(server)
+
+
+def _cycle_signal(cycle: int, sending: int) -> bytes:
+    labels = '{protocol="grpc",scenario="s",variant="v"}'
+    return EXPOSITION + (f"# TYPE rmq_harness_cycle gauge\nrmq_harness_cycle{labels} {cycle}.0\n"
+                         f"# TYPE rmq_harness_producers_sending gauge\n"
+                         f"rmq_harness_producers_sending{labels} {sending}.0\n").encode()
+
+
+def test_the_cycle_is_the_newest_a_worker_started_and_the_producers_sending_are_summed():
+    servers = [_serve(_cycle_signal(4, 1)), _serve(_cycle_signal(6, 0)), _serve()]
+    try:
+        got = scrape([s.server_address[1] for s in servers])
+        assert (got.sent, got.cycle, got.sending) == (120, 6, 1)
+        got = scrape([servers[1].server_address[1]])
+        assert (got.cycle, got.sending) == (6, 0)  # drained: none sending, which is not "unknown"
+    finally:
+        _stop(*servers)
 
 
 def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, tmp_path):

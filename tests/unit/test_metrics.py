@@ -11,7 +11,7 @@ DESIGN_NAMES = {
     "rmq_harness_retry_wakeup_seconds", "rmq_harness_redelivery_delay_seconds", "rmq_harness_poll_wait_seconds",
     "rmq_harness_messages_sent_total", "rmq_harness_deliveries_total", "rmq_harness_acks_total",
     "rmq_harness_nacks_total", "rmq_harness_empty_polls_total", "rmq_harness_cross_topic_deliveries_total",
-    "rmq_harness_duplicate_deliveries_total",
+    "rmq_harness_duplicate_deliveries_total", "rmq_harness_cycle", "rmq_harness_producers_sending",
 }
 
 
@@ -23,6 +23,9 @@ def _exposition() -> str:
     for c in (m.sent, m.deliveries, m.acks, m.nacks, m.empty_polls, m.cross_topic, m.duplicates):
         c.labels(**labels).inc()
     m.errors.labels(**labels, operation="send").inc()
+    worker = {k: labels[k] for k in metrics.WORKER_LABELS}
+    m.cycle.labels(**worker).set(3)
+    m.producers_sending.labels(**worker).inc()
     return generate_latest(m.registry).decode()
 
 
@@ -49,5 +52,6 @@ def test_a_groups_kept_metrics_are_the_labelled_series_and_appear_only_once_used
     assert "rmq_harness_retry_wakeup_seconds_count" not in generate_latest(m.registry).decode()
     kept.retry_wakeup.observe(0.5)
     assert 'rmq_harness_retry_wakeup_seconds_count{group="G"' in generate_latest(m.registry).decode()
-    with pytest.raises(AttributeError):
-        kept.errors  # noqa: B018 - labelled by operation too: not kept
+    for name in ("errors", "cycle", "producers_sending"):  # labelled by operation too, or without a group
+        with pytest.raises(AttributeError):
+            getattr(kept, name)
