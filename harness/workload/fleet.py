@@ -20,7 +20,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.contracts.endpoints import Endpoints
-from harness.contracts.workers import ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT, ENV_SPEC, Placement, WorkerPlan, WorkerStarter, worker_name
 from harness.core import process
 from harness.core.errors import HarnessError
 from harness.core.paths import REPO_ROOT
@@ -216,7 +216,8 @@ class LocustFleet:
 
     def __init__(self, run_id: str, scenario: Scenario, endpoints: Sequence[Endpoints], work: Path,
                  out: Callable[[str, str], Path], workers: WorkerStarter,
-                 log: Callable[[str], None] = print, ui: UiAt | None = None, grpc_client: str = "official") -> None:
+                 log: Callable[[str], None] = print, ui: UiAt | None = None,
+                 grpc_client: str = DEFAULT_GRPC_CLIENT) -> None:
         self.run_id = run_id
         self.ui = ui
         self.grpc_client = grpc_client

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.contracts.endpoints import Endpoints
-from harness.contracts.workers import ENV_INDEX, ENV_SPEC, ENV_SPEC_JSON, worker_name
+from harness.contracts.workers import DEFAULT_GRPC_CLIENT, ENV_INDEX, ENV_SPEC, ENV_SPEC_JSON, worker_name
 from harness.inputs.scenario import Scenario
 
 __all__ = ["ENV_SPEC", "ENV_SPEC_JSON", "MASTER", "WorkloadSpec"]
@@ -33,8 +33,8 @@ class WorkloadSpec(BaseModel):
     # The workers share no file system with the run (pods): at the end each sends its events and client log
     # to the master, which writes them into its own events_dir and client_log_dir (harness.workload.shipping).
     ship_files: bool = False
-    # The gRPC client the workers drive (harness.client.registry.GRPC_CLIENTS; the run's --grpc-client).
-    grpc_client: str = "official"
+    # The gRPC client the workers drive (harness.contracts.workers.GRPC_CLIENTS; the run's --grpc-client).
+    grpc_client: str = DEFAULT_GRPC_CLIENT
 
     @property
     def is_master(self) -> bool:
