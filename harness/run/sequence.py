@@ -38,7 +38,7 @@ from harness.deploy import readiness
 from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import GIVEN, ORDERS, PLANT_JAR, RANDOM, Variant, with_plants, with_probe
-from harness.measure.shares import read_shares
+from harness.measure.slices import read_events
 from harness.measure.tally import SlicesSummary
 from harness.run import offsets, outbox
 from harness.run.cpu import CpuSampler
@@ -376,13 +376,13 @@ class Run:
             acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000,
                                 [f for f in faults if f["variant"] == variant], sc.late_after_ms)
             # FIFO order is checked over whole message groups: those runs are read again at once. Others are
-            # summarised from the shares of messages the merge holds anyway (harness.archive.writer).
+            # summarised from the slices of messages the merge holds anyway (harness.archive.writer).
             fifo = any(t.message_type == "FIFO" for t in sc.topics)
             path = staging.merge_events(variant, shard_dir, None if fifo else acc.add)
             if path is None:
                 continue
             if fifo:
-                acc.add(next(read_shares(path, 1)))
+                acc.add(read_events(path))
             summary += acc.result()
             unfit += client_unfit(path)
         return summary, unfit
