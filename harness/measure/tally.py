@@ -244,4 +244,3 @@ class SlicesSummary:
                 summary["faults"] = [f for f in impacts if f["variant"] == row["variant"]]
             out.append(summary)
         return out
-
