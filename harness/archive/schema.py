@@ -66,7 +66,7 @@ class Manifest(BaseModel):
     duration_s: float
     faults: list[dict[str, Any]] = Field(default_factory=list)  # harness.run.faults.FaultRecord, one per variant
     files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
-    summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.measure.latency.summarize at write time
+    summary: list[dict[str, Any]] = Field(default_factory=list)  # harness.measure.tally.SlicesSummary at write time
     # Final counters of the pop-wakeup-probe agent per variant, when mounted (also probe/<variant>.prom).
     probe: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     # Per variant and worker the events it recorded (by kind) beside those that reached the archive, and one
@@ -79,7 +79,7 @@ class Manifest(BaseModel):
     variant_order: dict[str, Any] | None = None
     # Locust's web UI was served (run --ui, schema 6): whoever opened it could stop or respawn users by hand.
     ui: bool = False
-    # The gRPC client the workers drove (schema 8; harness.client.registry.GRPC_CLIENTS): official
+    # The gRPC client the workers drove (schema 8; harness.contracts.workers.GRPC_CLIENTS): official
     # (rocketmq-python-client) or native (the project's own); native-gevent in archives written before
     # 2026-11-28, when the native driver had a grpcio variant. None: a remoting run, or before 8.
     grpc_client: str | None = None

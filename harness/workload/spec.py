@@ -33,7 +33,7 @@ class WorkloadSpec(BaseModel):
     # The workers share no file system with the run (pods): at the end each sends its events and client log
     # to the master, which writes them into its own events_dir and client_log_dir (harness.workload.shipping).
     ship_files: bool = False
-    # The gRPC client the workers drive (harness.client.registry.GRPC_CLIENTS; the run's --grpc-client).
+    # The gRPC client the workers drive (harness.contracts.workers.GRPC_CLIENTS; the run's --grpc-client).
     grpc_client: str = "official"
 
     @property
