@@ -45,7 +45,7 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
     events (``routing``).
 
     Archives the tasks can open themselves (a path every node reads, file://, s3://) are read a task per event
-    file or per share of a large one; with ``read_by_spark`` Spark reads them and spreads their events over
+    file or per slice of a large one; with ``read_by_spark`` Spark reads them and spreads their events over
     the tasks by (run, variant, message)."""
     route, wanted, chunk = dict(route), list(variants), facts.CHUNK_ROWS
     ddl = _ddl(facts.PARTS_SCHEMA)
@@ -58,7 +58,7 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
         def by_file(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:
                 for i in batch.column(0).to_pylist():
-                    events = facts.read_share(tasks[i], wanted)
+                    events = facts.read_slice(tasks[i], wanted)
                     yield from facts.facts(events, route, i, chunk, fraction, seed).to_batches()
 
         # One task per partition: the numbers 0..n-1, n partitions.
@@ -75,7 +75,7 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
         from pyspark import TaskContext
 
         task = TaskContext.get().partitionId()
-        yield from facts.facts(facts.share_of_batches(batches), route, task, chunk, 1.0, seed).to_batches()
+        yield from facts.facts(facts.slice_of_batches(batches), route, task, chunk, 1.0, seed).to_batches()
 
     return events.mapInArrow(by_partition, ddl)
 
@@ -90,7 +90,7 @@ def read_events(spark: SparkSession, archives: Sequence[Archive], variants: Sequ
     def by_file(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield from facts.read_share_table(tasks[i], wanted, columns).to_batches()
+                yield from facts.read_slice_table(tasks[i], wanted, columns).to_batches()
 
     return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(by_file, _ddl(SCHEMA))
 
@@ -112,19 +112,6 @@ def local_facts(parts: DataFrame, fact: str, runs: Sequence[str] | None = None,
     schema = facts.OF_KIND[fact] if columns is None else pa.schema([facts.OF_KIND[fact].field(c) for c in columns])
     tables = [facts.decode(d, schema.names) for d in got.column("data").to_pylist()] or [schema.empty_table()]
     return pa.concat_tables(tables).to_pandas()
-
-
-def rows_of(parts: DataFrame, fact: str, columns: Sequence[str]) -> DataFrame:
-    """``columns`` of one kind of fact as Spark rows, decoded from its parts on the executors."""
-    schema = pa.schema([facts.OF_KIND[fact].field(c) for c in columns])
-    names = list(columns)
-
-    def decoded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for data in batch.column(0).to_pylist():
-                yield from facts.decode(data, names).cast(schema).to_batches()
-
-    return parts_of(parts, fact).select("data").mapInArrow(decoded, _ddl(schema))
 
 
 def drawn_sample(parts: DataFrame, fraction: float) -> pd.DataFrame | None:

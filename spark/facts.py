@@ -1,4 +1,4 @@
-"""The per-task side of the Spark analysis: one task reads its share of an archive's events (every event of
+"""The per-task side of the Spark analysis: one task reads its slice of an archive's events (every event of
 the messages it holds), computes harness.measure.tally's facts, and hands them back to Spark as Parquet parts
 (PARTS_SCHEMA: a row per kind of fact, run and chunk of at most CHUNK_ROWS rows, the rows inside as Parquet
 bytes), so the facts stay on the executors, whatever node they run on, and nothing passes through a disk of
@@ -9,14 +9,13 @@ parts as they are.
 
 A task reads its event file itself (pyarrow, a local path, file:// or s3://: harness.core.storage)
 rather than through Spark: the facts are pandas work, and handing ten million events from the JVM to Python
-costs more than all of it. A file of more than SHARE_EVENTS events is read by several tasks, each keeping the
-messages whose id hashes to its share, so one large run still spreads over the cores. Runs in Spark's Python
-workers: nothing here needs a SparkContext.
+costs more than all of it. A file of more than SLICE_EVENTS events is read by several tasks, each keeping the
+messages whose id hashes to its slice (harness.measure.slices), so one large run still spreads over the cores.
+Runs in Spark's Python workers: nothing here needs a SparkContext.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,9 +30,9 @@ from harness.core.storage import filesystem
 from harness.inputs.expectations import DISTRIBUTIONS
 from harness.measure import ledger, tally
 from harness.measure.latency import RETRY_SCHEMA
-from harness.measure.shares import INPUT_COLUMNS, frame, share_numbers
+from harness.measure.slices import INPUT_COLUMNS, count, frame, slice_numbers
 
-SHARE_EVENTS = 8_000_000
+SLICE_EVENTS = 8_000_000
 RETRIES, LEDGER = "retries", "ledger"
 # The values of PARTS_SCHEMA's ``fact``. TALLY, RETRY, LEDGER_ROW: the facts (OF_KIND's rows, as Parquet: a
 # report's files are these parts as they are). DIST: a run's retry latencies (DISTRIBUTIONS) of one (scenario,
@@ -60,7 +59,7 @@ SAMPLE_HEADROOM = 8
 def sample_fraction(tasks: Sequence[Task], wanted_rows: int | None) -> float:
     """The probability each task keeps a retry row with: enough for ``wanted_rows`` (None: every row) in a run
     with a retry every SAMPLE_HEADROOM events."""
-    events = sum(t.file_rows for t in tasks if t.share == 0)
+    events = sum(t.file_rows for t in tasks if t.slice_index == 0)
     if wanted_rows is None or events <= 0:
         return 1.0
     return min(1.0, SAMPLE_HEADROOM * wanted_rows / events)
@@ -90,8 +89,8 @@ class Routing:
 class Task:
     path: str
     version: int  # the archive's event schema version
-    share: int
-    shares: int
+    slice_index: int  # which slice of the file's messages (harness.measure.slices) the task reads, of ``slices``
+    slices: int
     file_rows: int  # events in the whole file (every variant)
 
 
@@ -102,17 +101,17 @@ def plan(files: Iterable[tuple[str, int]]) -> list[Task]:
         where, inner = filesystem(path)
         with where.open_input_file(inner) as f:
             rows = pq.read_metadata(f).num_rows
-        shares = max(1, math.ceil(rows / SHARE_EVENTS))
-        tasks += [Task(path, version, i, shares, rows) for i in range(shares)]
+        slices = count(rows, SLICE_EVENTS)
+        tasks += [Task(path, version, i, slices, rows) for i in range(slices)]
     return tasks
 
 
-def read_share(task: Task, variants: Sequence[str]) -> pd.DataFrame:
+def read_slice(task: Task, variants: Sequence[str]) -> pd.DataFrame:
     """The task's events of ``variants``: INPUT_COLUMNS, null where the archive's version predates one."""
-    return frame(read_share_table(task, variants, INPUT_COLUMNS))
+    return frame(read_slice_table(task, variants, INPUT_COLUMNS))
 
 
-def read_share_table(task: Task, variants: Sequence[str], columns: Sequence[str]) -> pa.Table:
+def read_slice_table(task: Task, variants: Sequence[str], columns: Sequence[str]) -> pa.Table:
     """The task's events of ``variants`` as Arrow, ``columns`` of them (of the events' own types), null where
     the archive's version predates one."""
     present = [c for c in columns if c in COLUMNS_BY_VERSION[task.version]]
@@ -133,14 +132,14 @@ def read_share_table(task: Task, variants: Sequence[str], columns: Sequence[str]
         if c not in present:
             table = table.append_column(c, pa.nulls(table.num_rows, SCHEMA.field(c).type))
     table = table.select(list(columns))
-    if task.shares > 1:
+    if task.slices > 1:
         keys = frame(table.select(["kind", "ledger_id", "message_id"]))
-        table = table.filter(pa.array(share_numbers(keys, task.shares) == task.share))
+        table = table.filter(pa.array(slice_numbers(keys, task.slices) == task.slice_index))
     return table
 
 
-def share_of_batches(batches: Iterable[pa.RecordBatch]) -> pd.DataFrame:
-    """Events handed over by Spark (archives Spark reads itself) as read_share returns them."""
+def slice_of_batches(batches: Iterable[pa.RecordBatch]) -> pd.DataFrame:
+    """Events handed over by Spark (archives Spark reads itself) as read_slice returns them."""
     batches = list(batches)
     return frame(pa.Table.from_batches(batches)) if batches else pd.DataFrame(columns=INPUT_COLUMNS)
 

@@ -1,15 +1,18 @@
-"""Generated run archives for Spark tests and benchmarks: raw events with known latencies."""
+"""Generated run archives for Spark tests and benchmarks: raw events with known latencies; and the run's own
+summary of a set of events, what the Spark analysis is checked against."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
 from harness.contracts.record import HostInfo, RunRecord, VariantRecord
+from harness.measure.tally import SlicesSummary
 
 MS = 1_000_000
 
@@ -99,3 +102,11 @@ def slow(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def fast(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.exponential(30, n)
+
+
+def own_summary(events: pd.DataFrame, subscriptions: Mapping, allowed_deliveries: Mapping[str, int],
+                long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
+    """The run's own summary rows of ``events`` (every event of the run: one slice), as a run computes them."""
+    acc = SlicesSummary(subscriptions, allowed_deliveries, long_poll_ms, faults)
+    acc.add(events)
+    return acc.result()

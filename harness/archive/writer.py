@@ -23,10 +23,10 @@ from harness.contracts.record import MANIFEST, RunRecord
 from harness.core.errors import HarnessError
 from harness.core.publish import INCOMPLETE, KEEP, mark_incomplete, publish, staging_of, write_atomically
 from harness.measure.latency import derive
-from harness.measure.shares import INPUT_COLUMNS, count, frame, share_numbers
+from harness.measure.slices import INPUT_COLUMNS, count, frame, slice_numbers
 
 WRITE_ROWS = 1_000_000  # rows per write of the merged file (one batch made plain at a time)
-SPLIT_ROWS = 250_000  # events split into shares at a time (measured: 1M at a time held 0.8 GB of Arrow memory)
+SPLIT_ROWS = 250_000  # events split into slices at a time (measured: 1M at a time held 0.8 GB of Arrow memory)
 
 
 def _plain(table: pa.Table) -> pa.Table:
@@ -63,17 +63,17 @@ def event_check(shard_dirs: dict[str, Path]) -> tuple[dict[str, dict], list[str]
     return out, problems
 
 
-# Events merged in memory at once; a variant with more is merged a share of its messages at a time (flat
-# memory whatever the run's length: measured, a share of a million events took 1.6 GB at its peak, half a
+# Events merged in memory at once; a variant with more is merged a slice of its messages at a time (flat
+# memory whatever the run's length: measured, a slice of a million events took 1.6 GB at its peak, half a
 # million 0.9 GB; bench-results/soak-*.json).
-MERGE_SHARE_EVENTS = 500_000
+MERGE_SLICE_EVENTS = 500_000
 POSITION = "_position"  # an event's place among all the shards' events: the order of events of one time
 
 
 class _Scratch:
-    """The merge's intermediate files, one per share or span, each written a piece at a time: Arrow IPC streams
+    """The merge's intermediate files, one per slice or span, each written a piece at a time: Arrow IPC streams
     (LZ4). Not Parquet: a Parquet writer holds every row group's metadata until it closes (measured: about 20 KB
-    a row group, without statistics), and a run writes shares times batches of them (spans times shares in the
+    a row group, without statistics), and a run writes slices times batches of them (spans times slices in the
     second pass), which grows as the square of its length; a stream writer holds nothing between pieces."""
 
     OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -103,7 +103,7 @@ def _read_scratch(path: Path) -> pa.Table:
 
 def _batches(shards: list[Path]) -> Iterator[pa.Table]:
     """The shards' events in order, about SPLIT_ROWS at a time: a worker writes parts of 50,000 events, and a
-    split per part would give every share a row group per part."""
+    split per part would give every slice a row group per part."""
     buf: list[pa.Table] = []
     rows = 0
     for shard in shards:
@@ -119,7 +119,7 @@ def _batches(shards: list[Path]) -> Iterator[pa.Table]:
 
 def _split(table: pa.Table, which: np.ndarray) -> Iterator[tuple[int, pa.Table]]:
     """``table``'s rows grouped by ``which`` (in their order within a group): one reordering, then slices (a
-    filter per group would read the whole table once per share)."""
+    filter per group would read the whole table once per slice)."""
     order = np.argsort(which, kind="stable")
     keys = which[order]
     ordered = table.take(pa.array(order))
@@ -148,10 +148,10 @@ def _with_derived(table: pa.Table) -> pa.Table:
     return table
 
 
-def _by_message(shards: list[Path], shares: int, work: Path) -> tuple[list[Path], int, int]:
-    """The shards' events, numbered in order (POSITION), split into ``shares`` files by message (a batch at a
+def _by_message(shards: list[Path], slices: int, work: Path) -> tuple[list[Path], int, int]:
+    """The shards' events, numbered in order (POSITION), split into ``slices`` files by message (a batch at a
     time); and the earliest and latest client time among them."""
-    scratch = _Scratch([work / f"share-{k:04d}.arrows" for k in range(shares)])
+    scratch = _Scratch([work / f"slice-{k:04d}.arrows" for k in range(slices)])
     seen, low, high = 0, None, None
     try:
         for batch in _batches(shards):
@@ -161,7 +161,7 @@ def _by_message(shards: list[Path], shares: int, work: Path) -> tuple[list[Path]
             if span["min"] is not None:
                 low = span["min"] if low is None else min(low, span["min"])
                 high = span["max"] if high is None else max(high, span["max"])
-            which = share_numbers(frame(table.select(["kind", "ledger_id", "message_id"])), shares)
+            which = slice_numbers(frame(table.select(["kind", "ledger_id", "message_id"])), slices)
             for k, piece in _split(table, which):
                 scratch.write(k, piece)
             del table, batch
@@ -170,25 +170,25 @@ def _by_message(shards: list[Path], shares: int, work: Path) -> tuple[list[Path]
     return written, low or 0, high or 0
 
 
-def _by_time(shares: list[Path], n: int, low: int, high: int, work: Path,
-             each_share: Callable[[pd.DataFrame], None] | None) -> list[Path]:
-    """Each share of messages with its derived columns (handed to ``each_share``), spread into ``2 n`` spans of
+def _by_time(slices: list[Path], n: int, low: int, high: int, work: Path,
+             each_slice: Callable[[pd.DataFrame], None] | None) -> list[Path]:
+    """Each slice of messages with its derived columns (handed to ``each_slice``), spread into ``2 n`` spans of
     equal time between ``low`` and ``high``; the spans, in time order."""
     spans = 2 * n
     width = (high - low) // spans + 1
     scratch = _Scratch([work / f"span-{j:04d}.arrows" for j in range(spans)])
     try:
-        for p in shares:
+        for p in slices:
             table = _with_derived(_read_scratch(p))
             p.unlink()
-            if each_share:
-                each_share(frame(_plain(table.select(INPUT_COLUMNS))))
+            if each_slice:
+                each_slice(frame(_plain(table.select(INPUT_COLUMNS))))
             which = pc.divide(pc.subtract(pc.fill_null(table["t_client_ns"], low), low), width).to_numpy()
             for j, piece in _split(table, which):
                 scratch.write(j, piece)
             del table
-            piece = None  # a slice of the reordered share: holds all of it
-            pa.default_memory_pool().release_unused()  # what the share held, back before the next is read
+            piece = None  # a part of the reordered slice: holds all of it
+            pa.default_memory_pool().release_unused()  # what the slice held, back before the next is read
     finally:
         written = scratch.close()
     return written
@@ -214,14 +214,14 @@ class ArchiveStaging:
         return d
 
     def merge_events(self, variant: str, shard_dir: Path,
-                     each_share: Callable[[pd.DataFrame], None] | None = None) -> Path | None:
+                     each_slice: Callable[[pd.DataFrame], None] | None = None) -> Path | None:
         """Merge a variant's worker shards into ``events/<variant>.parquet``, ordered by time (events of one
         time in the order the shards hold them), with the derived columns filled (harness.measure.latency);
-        ``each_share`` is handed every event of it (INPUT_COLUMNS), a share of its messages at a time
-        (harness.measure.shares), for a summary that needs no second read. None without events.
+        ``each_slice`` is handed every event of it (INPUT_COLUMNS), a slice of its messages at a time
+        (harness.measure.slices), for a summary that needs no second read. None without events.
 
-        Memory stays flat whatever the run's length: up to MERGE_SHARE_EVENTS events are merged at once; more
-        are split by message into shares on disk (the derived columns are per message), each share derived
+        Memory stays flat whatever the run's length: up to MERGE_SLICE_EVENTS events are merged at once; more
+        are split by message into slices on disk (the derived columns are per message), each slice derived
         and spread into spans of time, and the spans sorted and written one after another."""
         shards = sorted(shard_dir.glob("*.parquet"))
         rows = sum(pq.read_metadata(s).num_rows for s in shards)
@@ -229,20 +229,20 @@ class ArchiveStaging:
             return None
         path = self.dir("events") / f"{variant}.parquet"
         tmp = path.with_name(f".{path.name}.tmp")
-        shares = count(rows, MERGE_SHARE_EVENTS)
-        if shares == 1:
+        slices = count(rows, MERGE_SLICE_EVENTS)
+        if slices == 1:
             tables = [pq.read_table(s) for s in shards]
             firsts = np.cumsum([0, *(t.num_rows for t in tables)])
             table = _with_derived(pa.concat_tables([_positioned(t, int(f))
                                                     for t, f in zip(tables, firsts, strict=False)]))
             del tables
-            if each_share:
-                each_share(frame(_plain(table.select(INPUT_COLUMNS))))
+            if each_slice:
+                each_slice(frame(_plain(table.select(INPUT_COLUMNS))))
             spans = [table]
         else:
             work = self.dir(f".merge-{variant}")
-            by_message, low, high = _by_message(shards, shares, work)
-            spans = _by_time(by_message, shares, low, high, work, each_share)
+            by_message, low, high = _by_message(shards, slices, work)
+            spans = _by_time(by_message, slices, low, high, work, each_slice)
         with pq.ParquetWriter(tmp, ev.SCHEMA) as writer:
             for span in spans:
                 table = _read_scratch(span) if isinstance(span, Path) else span
@@ -253,7 +253,7 @@ class ArchiveStaging:
                 del table, order
                 if isinstance(span, Path):
                     span.unlink()
-        if shares > 1:
+        if slices > 1:
             shutil.rmtree(work)
         tmp.replace(path)
         return path

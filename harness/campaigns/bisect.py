@@ -2,7 +2,7 @@
 in the order given) that behaves like the newer end, by binary search.
 
 Every step runs the two ends beside the point under test, in one run, and judges with the comparison rule
-(spark.jobs.compare.analyse, the cycle as the unit) on that run alone: the ends are the step's own
+(spark.comparison.analyse, the cycle as the unit) on that run alone: the ends are the step's own
 controls. First the ends must differ (newer against older: an improvement or a regression, the change D).
 A point behaves like the newer end when it differs from the older end by D and not from the newer end; like
 the older end when it differs from the newer end as the older end does and not from the older end; anything

@@ -7,7 +7,7 @@ the scenario's run length, judged on its own by the code `rmq-harness compare` u
 beside an identical copy; each planted shift has runs of its own (the build beside the build plus the delay),
 so no shift reuses another's pairs. The result keeps, per run, the primary comparison's per-cycle levels, raw
 and adjusted p, interval and the order the variants came up in: every rate it states can be derived again
-from it (docs/verdict.md).
+from it (docs/statistics.md, Calibration).
 """
 
 from __future__ import annotations

@@ -39,6 +39,6 @@ def driver(protocol: str, endpoints: Endpoints, offload: Offload = direct, log_f
     inner = cls(endpoints, offload=offload, log_file=log_file)
     if not endpoints.suffix:
         return inner
-    from harness.client.renamed import Renamed
+    from harness.client.suffixed import SuffixedDriver
 
-    return Renamed(inner, endpoints)
+    return SuffixedDriver(inner, endpoints)

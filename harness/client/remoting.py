@@ -42,7 +42,6 @@ CHANGE_MESSAGE_INVISIBLETIME = 200053
 SUCCESS = 0
 PULL_NOT_FOUND = 19
 QUERY_NOT_FOUND = 22  # a group that never committed an offset on that queue
-POLLING_FULL = 209
 POLLING_TIMEOUT = 210  # a pop that found nothing, at once or when its long poll ran out
 
 _LANGUAGE = "PYTHON"

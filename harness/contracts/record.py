@@ -90,11 +90,11 @@ class RunRecord(BaseModel):
     # The run's Prometheus: scrape interval, series exported per query (files in prometheus/).
     prometheus: dict[str, Any] = Field(default_factory=dict)
     # The order the variants came up in and took their slots: {"names", "how": random | given, "seed"}
-    # (harness.run.order); None in archives before schema version 5.
+    # (harness.run.plan.variant_order); None in archives before schema version 5.
     variant_order: dict[str, Any] | None = None
     # Locust's web UI was served (run --ui, schema 6): whoever opened it could stop or respawn users by hand.
     ui: bool = False
-    # The gRPC client the workers drove (schema 8; harness.contracts.options.GRPC_CLIENTS): official
+    # The gRPC client the workers drove (schema 8; harness.contracts.workers.GRPC_CLIENTS): official
     # (rocketmq-python-client) or native (the project's own); native-gevent in archives written before
     # 2026-11-28, when the native driver had a grpcio variant. None: a remoting run, or before 8 (see
     # ``client``).

@@ -20,8 +20,8 @@ from harness.core.errors import ConfigError
 IMPROVEMENT, REGRESSION, NOT_ENOUGH = "improvement", "regression", "not enough data"
 # Neither better nor worse, told apart: the interval lies inside the margin (the builds are the same to within
 # it), or it reaches past it (the data cannot say; more cycles might). Summaries before schema 7 said
-# "no change" for both (NO_CHANGE: read, never written).
-EQUIVALENT, INCONCLUSIVE, NO_CHANGE = "equivalent", "inconclusive", "no change"
+# "no change" for both.
+EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
 VERDICTS = (IMPROVEMENT, REGRESSION, EQUIVALENT, INCONCLUSIVE, NOT_ENOUGH)
 # A verdict that says the two builds differ: what an A/A calibration counts as false, what bisect follows.
 CHANGED = (IMPROVEMENT, REGRESSION)

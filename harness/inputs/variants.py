@@ -43,10 +43,6 @@ HARNESS_PROXY_KEYS = frozenset(
     {"rocketMQClusterName", "proxyMode", "grpcServerPort", "remotingListenPort", "namesrvAddr", "localServeAddr"}
 )
 
-# How a run orders its variants when it brings them up (`run --order`; harness.run.sequence.variant_order).
-RANDOM, GIVEN = "random", "given"
-ORDERS = (RANDOM, GIVEN)
-
 
 def reject_owned(overrides: dict[str, Scalar], owned: frozenset[str]) -> dict[str, Scalar]:
     clash = sorted(set(overrides) & owned)

@@ -253,8 +253,3 @@ def tallies(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
         "tag_changed": owed & rows["tag_changed"].astype(bool), "duplicate_deliveries": rows["repeats"],
     }, index=rows.index).astype("int64")
     return flags.groupby([rows[b] for b in by], dropna=False).sum() if by else flags.sum().to_frame().T
-
-
-def counts(ledger: pd.DataFrame) -> dict[str, int]:
-    """``tallies`` of a whole ledger, as one dict."""
-    return {k: int(v) for k, v in tallies(ledger, []).iloc[0].items()}

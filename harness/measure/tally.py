@@ -1,16 +1,16 @@
 """What the events of a set of whole messages add to a summary, and the summary made of them.
 
-``slice_facts`` takes events holding every event of each message they hold (a whole run, or the share of a
+``slice_facts`` takes events holding every event of each message they hold (a whole run, or the slice of a
 run's messages one Spark task reads) and returns the retry deliveries (harness.measure.latency.retry_rows), the
 ledger rows (harness.measure.ledger.classify) and additive tallies per (run, scenario, variant, cycle). A summary
 over any number of slices is the sum of their tallies and the quantiles of their retry rows
-(``totals``, ``nest``): the run's own summary takes its run as one slice, the Spark analysis adds up the
-slices of many archives. One definition of every count, whichever engine adds them up.
+(``totals``, ``nest``): the run's own summary (``SlicesSummary``) adds up the slices its archive's merge
+hands it, the Spark analysis the slices of many archives. One definition of every count, whichever engine adds them up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,21 +190,18 @@ def table(tallies: pd.DataFrame, retries: pd.DataFrame | None, by: Sequence[str]
     return out.sort_values(by, ignore_index=True)
 
 
-def summarize(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-              long_poll_ms: float, faults: Sequence[Mapping[str, object]] = (),
-              late_after_ms: float | None = None) -> list[dict]:
-    """Per (scenario, variant): counts, the ledger (harness.measure.ledger: ``subscriptions`` topic -> its groups,
-    ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup / redelivery distributions (ms), the retries
-    that stalled (waited for the scenario's ``long_poll_ms`` to run out), the FIFO order checks and, when the
-    run injected ``faults`` (harness.run.faults.FaultRecord.as_dict), what each did (harness.measure.fault_impact)."""
-    return summarize_slices([events], subscriptions, allowed_deliveries, long_poll_ms, faults, late_after_ms)
-
-
 class SlicesSummary:
-    """``summarize`` of events given in slices, each holding every event of its messages (and, for FIFO runs,
-    of its message groups), added one at a time (``add``): the slices' tallies add up (harness.measure.shares),
-    and of each slice only what the summary needs stays: its tallies, its retries' latencies (RETAINED), its
-    FIFO rows and, with faults, its ledger rows' times. ``result`` gives the summary rows."""
+    """The run's own summary, per (scenario, variant): counts, the ledger (harness.measure.ledger:
+    ``subscriptions`` topic -> its groups, ``allowed_deliveries`` group -> retryMaxTimes + 1), wakeup /
+    redelivery distributions (ms), the retries that stalled (waited for the scenario's ``long_poll_ms`` to run
+    out), the FIFO order checks and, when the run injected ``faults`` (harness.run.faults.FaultRecord.as_dict),
+    what each did (harness.measure.fault_impact).
+
+    Of events given in slices, each holding every event of its messages (and, for FIFO runs, of its message
+    groups), added one at a time (``add``; a whole run is one slice): the slices' tallies add up
+    (harness.measure.slices), and of each slice only what the summary needs stays: its tallies, its retries'
+    latencies (RETAINED), its FIFO rows and, with faults, its ledger rows' times. ``result`` gives the summary
+    rows."""
 
     # What a retry row keeps past its slice: the distributions read its latencies, the fault impact its time.
     RETAINED = ["scenario", "variant", "t_client_ns", *DISTRIBUTIONS]
@@ -247,13 +244,3 @@ class SlicesSummary:
                 summary["faults"] = [f for f in impacts if f["variant"] == row["variant"]]
             out.append(summary)
         return out
-
-
-def summarize_slices(slices: Iterable[pd.DataFrame], subscriptions: ledger.Subscriptions,
-                     allowed_deliveries: Mapping[str, int], long_poll_ms: float,
-                     faults: Sequence[Mapping[str, object]] = (), late_after_ms: float | None = None) -> list[dict]:
-    """``summarize`` of events given in slices (SlicesSummary), taken one at a time."""
-    acc = SlicesSummary(subscriptions, allowed_deliveries, long_poll_ms, faults, late_after_ms)
-    for events in slices:
-        acc.add(events)
-    return acc.result()

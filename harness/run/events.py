@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from harness.archive.writer import event_check
 from harness.client.driver import CLIENT_UNFIT
 from harness.inputs import timing
-from harness.measure.shares import read_shares
+from harness.measure.slices import read_events
 from harness.measure.tally import SlicesSummary
 from harness.run.hooks import RunState
 
@@ -38,13 +38,13 @@ def archive_events(run: RunState) -> tuple[list[str], list[str]]:
         acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000,
                             [f for f in run.record.faults if f["variant"] == variant], timing.late_after_ms(sc))
         # FIFO order is checked over whole message groups: those runs are read again at once. Others are
-        # summarised from the shares of messages the merge holds anyway (harness.archive.writer).
+        # summarised from the slices of messages the merge holds anyway (harness.archive.writer).
         fifo = any(t.message_type == "FIFO" for t in sc.topics)
         path = run.staging.merge_events(variant, shard_dir, None if fifo else acc.add)
         if path is None:
             continue
         if fifo:
-            acc.add(next(read_shares(path, 1)))
+            acc.add(read_events(path))
         summary += acc.result()
         unfit += client_unfit(path)
     run.record.summary = summary

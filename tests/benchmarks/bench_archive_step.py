@@ -86,7 +86,7 @@ def main() -> None:
             acc.add(frame)
             added[0] += 1
             if added[0] % 10 == 0:
-                mark(f"share {added[0]} summarised")
+                mark(f"slice {added[0]} summarised")
 
         staging = ArchiveStaging(Path(tmp) / "runs", "bench")
         staging.merge_events(variant, Path(tmp) / "shards", add)
@@ -95,8 +95,9 @@ def main() -> None:
         mark("summarised")
         wall = time.monotonic() - t0
         stop.set()
+    # "merge_share_events" and "shares" (the slices summarised) stay the keys the files in bench-results/ have.
     doc = {"generated_at": dt.datetime.now(dt.UTC).isoformat(), "archive": str(archive), "variant": variant,
-           "events": events, "merge_share_events": writer.MERGE_SHARE_EVENTS, "shares": added[0],
+           "events": events, "merge_share_events": writer.MERGE_SLICE_EVENTS, "shares": added[0],
            "peak_rss_mib": peak[0] >> 20, "wall_s": round(wall, 1), "marks": marks}
     out = REPO_ROOT / "bench-results" / f"archive-step-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(exist_ok=True)

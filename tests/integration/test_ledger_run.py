@@ -12,7 +12,8 @@ import pytest
 from harness.cli.main import main
 from harness.inputs import timing
 from harness.inputs.catalogue import load_scenario
-from harness.measure.ledger import classify, counts
+from harness.measure.ledger import classify
+from tests.unit.test_ledger import counts
 
 SCENARIOS = Path(__file__).parent.parent / "resources" / "scenarios"
 SCENARIO = SCENARIOS / "short-steady.yaml"

@@ -9,7 +9,6 @@ import pytest
 from harness.cli.main import main
 from harness.contracts.schemas import SUMMARY
 from harness.measure.latency import derive
-from harness.measure.tally import summarize
 from spark.jobs.compare import parser, run
 from tests import synth
 
@@ -30,8 +29,8 @@ def _args(paths, out, *extra):
 def test_summary_matches_a_pandas_recomputation_of_the_raw_events(spark, archives, tmp_path):
     summary = run(_args(archives, tmp_path / "out"), spark=spark)
     raw = pd.concat([pd.read_parquet(f) for a in archives for f in sorted((a / "events").glob("*.parquet"))])
-    expected = {(s["scenario"], s["variant"]): s for s in summarize(derive(raw), {"T": {"G": ["*"]}}, {"G": 17},
-                                                                             20_000)}
+    expected = {(s["scenario"], s["variant"]): s
+                for s in synth.own_summary(derive(raw), {"T": {"G": ["*"]}}, {"G": 17}, 20_000)}
     assert len(summary["per_variant"]) == 2
     for got in summary["per_variant"]:
         want = expected[(got["scenario"], got["variant"])]
@@ -220,7 +219,6 @@ def test_faults_are_judged_alike_by_spark_and_by_the_runs_own_summary_and_drawn(
     import pandas as pd
 
     from harness.inputs.scenario import parse_scenario
-    from harness.measure.tally import summarize
     from harness.run.faults import FaultRecord
 
     base_ns = 1_795_000_000_000 * synth.MS
@@ -238,8 +236,8 @@ def test_faults_are_judged_alike_by_spark_and_by_the_runs_own_summary_and_drawn(
     spark_rows = {v["variant"]: v["faults"] for v in summary["per_variant"]}
     events = pd.concat([pd.read_parquet(p) for p in sorted((archive / "events").glob("*.parquet"))], ignore_index=True)
     sc = parse_scenario(json.loads((archive / "manifest.json").read_text())["scenario"])
-    own = {s["variant"]: s["faults"] for s in summarize(events, sc.subscriptions(), sc.allowed_deliveries(),
-                                                          sc.consume.long_poll_s * 1000, records)}
+    own = {s["variant"]: s["faults"] for s in synth.own_summary(events, sc.subscriptions(), sc.allowed_deliveries(),
+                                                                sc.consume.long_poll_s * 1000, records)}
     for variant in ("unpatched", "patched"):
         [spark_row], [own_row] = spark_rows[variant], own[variant]
         assert {k: spark_row[k] for k in own_row} == own_row  # one definition, whichever engine

@@ -6,7 +6,6 @@ from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
 from harness.contracts.record import HostInfo, RunRecord, VariantRecord
 from harness.measure.latency import derive
-from harness.measure.tally import summarize
 from spark.comparison import collect
 from spark.io import load_archives, scenario_of
 from tests import synth
@@ -58,8 +57,8 @@ def test_fifo_metrics_in_spark_are_the_summary_s(spark, tmp_path):
     got = {r["variant"]: r["fifo"] for r in c.per_variant}
     sc = scenario_of(archive)
     raw = pd.read_parquet(path / "events" / "all.parquet")
-    want = {s["variant"]: s["fifo"] for s in summarize(derive(raw), sc.subscriptions(), sc.allowed_deliveries(),
-                                                  sc.consume.long_poll_s * 1000)}
+    want = {s["variant"]: s["fifo"] for s in synth.own_summary(derive(raw), sc.subscriptions(),
+                                                               sc.allowed_deliveries(), sc.consume.long_poll_s * 1000)}
     assert got == want
     assert (got["good"]["overtaken"], got["good"]["out_of_order"], got["good"]["block_n"]) == (0, 0, 2)
     assert got["bad"]["overtaken"] > 0  # mg0 went on while m0 waited for its retry

@@ -1,4 +1,4 @@
-"""The facts through Spark (a task per file or per share of one, or Spark reading the events and splitting
+"""The facts through Spark (a task per file or per slice of one, or Spark reading the events and splitting
 them by message) are the facts of the whole run at once: classify's ledger row for row and the same tallies,
 over every edge case of tests/unit/test_ledger.py, in two runs and two variants."""
 
@@ -54,17 +54,17 @@ def _plain(v: object) -> object:
     return str(v)
 
 
-@pytest.mark.parametrize("route", ["by file", "by shares of a file", "read by spark"])
+@pytest.mark.parametrize("route", ["by file", "by slices of a file", "read by spark"])
 def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeypatch, route):
-    from spark.analysis import local_facts, message_facts, rows_of  # its module needs a running Spark
+    from spark.analysis import local_facts, message_facts  # its module needs a running Spark
 
     events = _cases()
     path = tmp_path / "events.parquet"
     pq.write_table(to_table([{c: r.get(c) for c in SCHEMA.names} for r in events]), path)
     archive = Archive(str(tmp_path), {"run_id": "r1", "event_schema_version": EVENT_SCHEMA_VERSION,
                                       "variants": [{"name": "v"}, {"name": "w"}]}, [str(path)])
-    if route == "by shares of a file":
-        monkeypatch.setattr(facts, "SHARE_EVENTS", 25)
+    if route == "by slices of a file":
+        monkeypatch.setattr(facts, "SLICE_EVENTS", 25)
         monkeypatch.setattr(facts, "CHUNK_ROWS", 4)  # a run's rows in several parts too
     routing = {run: facts.Routing(SUBS, ALLOWED, 20_000.0) for run in ("r1", "r2")}
     all_facts = message_facts(spark, [archive], ["v", "w"], routing, read_by_spark=route == "read by spark")
@@ -82,4 +82,4 @@ def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeyp
                                   "cross_topic", "unknown"}
     by = ["run_id", "variant", "name"]
     assert (got_tallies.groupby(by)["value"].sum().to_dict() == whole.tallies.groupby(by)["value"].sum().to_dict())
-    assert rows_of(all_facts, facts.RETRY, ["t_client_ns"]).count() == len(whole.retries) > 0
+    assert len(local_facts(all_facts, facts.RETRY, columns=["t_client_ns"])) == len(whole.retries) > 0

@@ -140,7 +140,7 @@ def test_the_columnar_merge_derives_what_the_pandas_definition_does(tmp_path: Pa
 
 
 def _as_shards(events: object, shards: Path, workers: int = 3) -> Path:
-    """``events`` as the shards of ``workers`` workers (each a share of them, its log sealed)."""
+    """``events`` as the shards of ``workers`` workers (each a part of them, its log sealed)."""
     from harness.contracts.events import EventLog
 
     for i, part in enumerate([events.iloc[k::workers] for k in range(workers)]):
@@ -151,13 +151,13 @@ def _as_shards(events: object, shards: Path, workers: int = 3) -> Path:
     return shards
 
 
-def test_a_merge_a_share_of_messages_at_a_time_writes_and_summarises_what_the_whole_merge_does(tmp_path, monkeypatch):
-    """A long run is merged a share of its messages at a time (flat memory): the same file, events of one time
-    in the same order, and the same summary from the shares it hands over as from the whole run."""
+def test_a_merge_a_slice_of_messages_at_a_time_writes_and_summarises_what_the_whole_merge_does(tmp_path, monkeypatch):
+    """A long run is merged a slice of its messages at a time (flat memory): the same file, events of one time
+    in the same order, and the same summary from the slices it hands over as from the whole run."""
     import pandas as pd
 
     from harness.archive import writer
-    from harness.measure.tally import SlicesSummary, summarize
+    from harness.measure.tally import SlicesSummary
     from tests import synth
 
     archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=120, lost=2)
@@ -175,10 +175,10 @@ def test_a_merge_a_share_of_messages_at_a_time_writes_and_summarises_what_the_wh
         return path, slices, acc.result()
 
     whole, [one], whole_summary = merged("whole")
-    monkeypatch.setattr(writer, "MERGE_SHARE_EVENTS", 100)
+    monkeypatch.setattr(writer, "MERGE_SLICE_EVENTS", 100)
     monkeypatch.setattr(writer, "SPLIT_ROWS", 37)  # batches that end within a shard, and span shards
     streamed, slices, summary = merged("streamed")
     assert len(slices) >= 5 and sum(map(len, slices)) == len(one) == len(events)
     assert pq.read_table(streamed).equals(pq.read_table(whole))
-    assert summary == whole_summary == summarize(one, subs, allowed, 20_000.0)
+    assert summary == whole_summary
     assert summary[0]["ledger"]["lost"] == 2 and summary[0]["wakeup_ms"]["n"] > 0

@@ -4,7 +4,7 @@ refuses, and the run-unique names a driver uses on a cluster the harness does no
 import pytest
 
 from harness.client import registry
-from harness.client.renamed import Renamed
+from harness.client.suffixed import SuffixedDriver
 from harness.contracts.endpoints import Endpoints, run_tag
 from harness.core.errors import ConfigError
 from harness.inputs.variants import parse_variants
@@ -78,9 +78,9 @@ class _Recording:
         self.calls.append(("close",))
 
 
-def test_the_driver_renames_on_the_wire_only():
+def test_the_suffixed_driver_suffixes_on_the_wire_only():
     inner, ep = _Recording(), _endpoints("-rh0123abcd")
-    d = Renamed(inner, ep)
+    d = SuffixedDriver(inner, ep)
     d.create_topic("T", 4, "FIFO")
     d.create_group("G", 16, orderly=True)
     assert d.producer("T") == "producer" and d.pop_consumer("%DLQ%G", "T", 20, "TagA") == "consumer"
@@ -99,7 +99,7 @@ def test_the_registry_wraps_a_driver_only_for_endpoints_with_a_suffix(monkeypatc
     monkeypatch.setitem(registry.DRIVERS, "fake", ("fake", "Fake"))
     assert isinstance(registry.driver("fake", _endpoints()), _Recording)
     wrapped = registry.driver("fake", _endpoints("-rh0123abcd"))
-    assert isinstance(wrapped, Renamed) and wrapped.endpoints.suffix == "-rh0123abcd"
+    assert isinstance(wrapped, SuffixedDriver) and wrapped.endpoints.suffix == "-rh0123abcd"
 
 
 @pytest.mark.parametrize(("desc", "version"), [("V5_3_3", "5.3.3"), ("V5_4_0", "5.4.0"),

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from harness.measure.latency import derive, retry_outcomes
-from harness.measure.tally import summarize
+from tests.synth import own_summary
 
 MS = 1_000_000  # ns
 SUBS = {"T": {"G": ["*"]}}
@@ -75,7 +75,7 @@ def test_summary_counts_ledger_and_quantiles():
                  _ev("received", x, 2, t_ms=1000 + w, store_ms=1000), _ev("acked", x, 2, t_ms=2000 + i)]
     rows += [_ev("received", "c", 2, t_ms=5000, store_ms=4000)]  # duplicate delivery of c's attempt 2
     rows += [_ev("empty_poll", None), _ev("error", None)]
-    [s] = summarize(derive(pd.DataFrame(rows)), SUBS, ALLOWED, POLL_MS)
+    [s] = own_summary(derive(pd.DataFrame(rows)), SUBS, ALLOWED, POLL_MS)
     assert (s["sent"], s["deliveries"], s["retry_deliveries"], s["acks"], s["nacks"]) == (4, 7, 4, 3, 3)
     assert (s["empty_polls"], s["errors"]) == (1, 1)
     assert s["ledger"] == {"sent": 4, "received": 3, "acked": 3, "never_received": 1, "unknown_received": 0,
@@ -94,7 +94,7 @@ def test_summary_counts_ledger_and_quantiles():
 
 def test_summary_of_no_retries_has_empty_distributions():
     ev = derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)]))
-    [s] = summarize(ev, SUBS, ALLOWED, POLL_MS)
+    [s] = own_summary(ev, SUBS, ALLOWED, POLL_MS)
     assert s["wakeup_ms"] == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
     assert s["stalled"] == {"retries": 0, "count": 0, "share": None}
 
@@ -107,7 +107,7 @@ def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeu
     ]))
     assert list(d.wakeup_ms.fillna(-1)) == [1000, 1000, -1]
     assert list(d.pickup_ms.fillna(-1)) == [-1, -1, 1000]
-    [s] = summarize(d, SUBS, ALLOWED, POLL_MS)
+    [s] = own_summary(d, SUBS, ALLOWED, POLL_MS)
     assert (s["wakeup_ms"]["n"], s["pickup_ms"]["n"]) == (2, 1)
 
 
@@ -121,7 +121,7 @@ def test_retry_outcomes_find_the_nacks_that_never_came_back_per_group():
     out = retry_outcomes(ev, ALLOWED).sort_values(["group", "ledger_id"]).reset_index(drop=True)
     assert out[["group", "ledger_id", "delivery_attempt", "cycle", "redelivered"]].values.tolist() == [
         ["G", "a", 2, 0, True], ["G", "b", 2, 1, False], ["H", "a", 2, 0, False]]
-    [s] = summarize(ev, SUBS, ALLOWED, POLL_MS)
+    [s] = own_summary(ev, SUBS, ALLOWED, POLL_MS)
     assert (s["ledger"]["retries_expected"], s["ledger"]["retries_never_redelivered"]) == (3, 2)
 
 
@@ -136,7 +136,7 @@ def test_a_retry_stalls_when_it_waited_half_a_poll_after_its_store_or_never_came
     out = retry_outcomes(ev, ALLOWED, POLL_MS).set_index("ledger_id")
     assert out["wait_ms"].fillna(-1).tolist() == [10, 9_999, 20_000, -1]
     assert out["stalled"].tolist() == [False, False, True, True]
-    [s] = summarize(ev, SUBS, ALLOWED, POLL_MS)
+    [s] = own_summary(ev, SUBS, ALLOWED, POLL_MS)
     assert s["stalled"] == {"retries": 4, "count": 2, "share": 0.5}
     assert "stalled" not in retry_outcomes(ev, ALLOWED)  # without a long poll there is no such judgement
 

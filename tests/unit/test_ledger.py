@@ -2,10 +2,15 @@ import pandas as pd
 import pytest
 
 from harness.inputs import timing
-from harness.measure.ledger import CLASSES, classify, counts
+from harness.measure.ledger import CLASSES, classify, tallies
 
 MS = 1_000_000
 SUBS = {"T": {"G": ["*"]}, "U": {"H": ["*"]}, "F": {"A": ["*"], "B": ["*"]}, "X": {"A": ["TagA"], "B": ["TagB||TagC"]}}
+
+
+def counts(ledger: pd.DataFrame) -> dict[str, int]:
+    """``tallies`` of a whole ledger, as one dict."""
+    return {k: int(v) for k, v in tallies(ledger, []).iloc[0].items()}
 
 
 def _ev(kind, lid, attempt=None, t_ms=0, group="G", topic="T", intended="G", detail=None, message_id=None,

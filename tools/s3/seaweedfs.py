@@ -272,10 +272,3 @@ def _check_running(server: S3Server) -> None:
     if not running(server):
         raise HarnessError(f"weed server (pid {server.pid}) is not running; see {server.data_dir / LOG}",
                            detail=_tail(server.data_dir / LOG))
-
-
-def listening(server: S3Server) -> list[int]:
-    """The server's ports something still listens on (after a stop: none). Not by binding them: connections
-    the server closed linger in TIME_WAIT and make a bind fail with nothing listening."""
-    return sorted({c.laddr.port for c in psutil.net_connections("tcp")
-                   if c.status == psutil.CONN_LISTEN and c.laddr.port in server.ports})

@@ -24,7 +24,6 @@ def containers(topology: Topology = SINGLE) -> dict[str, tuple[str, str]]:
     return {t: (c.name, c.marker) for t in topology.targets for c in [pod.container_of(t, topology)]}
 
 
-CONTAINERS = containers(SINGLE)
 # Finds the JVM by its marker in /proc (the images have no pgrep), prints its PID: a process whose program
 # (argv[0]) is java (not this shell, whose own command line names the marker too) and whose arguments hold it.
 FIND = ('for p in /proc/[0-9]*; do a=$(tr "\\000" "\\n" < "$p/cmdline" 2>/dev/null) || continue; '

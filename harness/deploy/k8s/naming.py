@@ -10,7 +10,6 @@ from harness.contracts.endpoints import BrokerNode, Endpoints
 
 CHART = "rocketmq-pop-harness"
 # Label keys (app.kubernetes.io/* are Kubernetes' recommended ones).
-NAME = "app.kubernetes.io/name"
 INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
 VARIANT = "rmq-harness/variant"
@@ -44,8 +43,6 @@ RUNS_MOUNT = "/runs"
 REPORTS_DIR = f"{RUNS_MOUNT}/.reports"
 # The API server as a pod reaches it: the Spark master of a comparison in the cluster.
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc:443"
-# A StatefulSet's pods carry controller-revision-hash=<name>-<10 chars>, a label value of at most 63.
-MAX_STATEFULSET_NAME = 52
 
 
 def fullname(release: str, override: str = "") -> str:

@@ -9,8 +9,8 @@ from harness.client.driver import Driver, PopConsumer, Producer
 from harness.contracts.endpoints import Endpoints
 
 
-class Renamed:
-    """``inner`` with every topic and group renamed by ``endpoints.physical``."""
+class SuffixedDriver:
+    """``inner`` with the endpoints' suffix on every topic and group (``endpoints.physical``)."""
 
     def __init__(self, inner: Driver, endpoints: Endpoints) -> None:
         self.inner, self.endpoints = inner, endpoints
