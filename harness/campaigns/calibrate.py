@@ -21,7 +21,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from harness.campaigns.loop import Campaign
-from harness.contracts.verdict import CHANGED, REGRESSION, STATISTIC, VerdictRule, level
+from harness.contracts.verdict import CHANGED, REGRESSION, VerdictRule
 from harness.core.errors import ConfigError
 from harness.core.publish import publish_json
 from harness.deploy.agents import DELAY_JAR
@@ -95,49 +95,13 @@ def run_all(p: Plan, scenario: Scenario, runs: int, shift_runs: int, campaign: C
     return campaign.finish().archives
 
 
-def _record(result: dict, data: object, run_id: str, order: dict | None) -> dict:
-    """One run's judgement, with what it was judged on (its primary comparison's cycle levels)."""
-    from spark.comparison import nested_runs
-
-    primary = next(c for c in result["comparisons"] if c["primary"])
-    statistic = STATISTIC[primary["metric"]]
-    samples = data.samples[data.samples["run_id"] == run_id]
-    levels = {side: [level(c, statistic) for run in nested_runs(samples, primary["scenario"], result[side],
-                                                               primary["metric"]) for c in run]
-              for side in ("baseline", "candidate")}
-    keep = ("metric", "statistic", "n_baseline", "n_candidate", "median_baseline", "median_candidate",
-            "ratio_of_medians", "ci", "p_value", "p_floor", "p_adjusted", "verdict", "reason")
-    return {"run_id": run_id, "baseline": result["baseline"], "candidate": result["candidate"],
-            "variant_order": order, "verdict": result["verdict"], "family": result["family"],
-            "primary": {k: primary.get(k) for k in keep}, "cycle_levels": levels,
-            "comparisons": {c["metric"]: c["verdict"] for c in result["comparisons"]}}
-
-
 def judge(archives: Sequence[Path | str], p: Plan, rule: VerdictRule, log: Callable[[str], None]) -> dict:
-    """Every run judged on its own: the build against the other variant of the run (its copy: A/A; the build
-    plus a delay: power). Archives of the earlier layout (all variants in every run) are judged pair by pair."""
-    from spark.comparison import analyse, collect
-    from spark.io import load_archives
-    from spark.session import local_session
+    """Every run judged on its own on Spark (spark.calibration): the build against the other variant of the run,
+    its copy (A/A) or the build plus a delay (power)."""
+    from spark.calibration import judge_runs
 
-    loaded = load_archives([str(a) for a in archives], warn=log)
-    shift_of = {v.name: ms for ms, v in p.shifted.items()}
-    names = {p.base.name, p.copy.name, *shift_of}
-    for a in loaded:
-        if p.base.name not in a.variants or not names & (set(a.variants) - {p.base.name}):
-            raise ConfigError(f"archive {a.run_id} ({', '.join(a.variants)}) is no calibration run of "
-                              f"{p.base.name} (it needs {p.base.name} and its copy or a delayed copy)")
-    spark = local_session("local[*]")
-    present = sorted(names & {v for a in loaded for v in a.variants})
-    data = collect(spark, loaded, present, seed=rule.seed, per_run=True)
-    data.close()  # (judged from the samples and tables; no report keeps the rows)
-    per_run = []
-    for a in loaded:
-        for other in (v for v in a.variants if v in names and v != p.base.name):
-            result = analyse(data, p.base.name, other, rule, run_id=a.run_id)
-            per_run.append({"control": AA if other == p.copy.name else shift_of[other],
-                            **_record(result, data, a.run_id, a.record.variant_order)})
-    return {"rule": rule.as_dict(), "per_run": per_run}
+    controls: dict[str, str | int] = {p.copy.name: AA, **{v.name: ms for ms, v in p.shifted.items()}}
+    return judge_runs(archives, p.base.name, controls, rule, log)
 
 
 def order_effect(records: Sequence[dict]) -> dict | None:

@@ -1,0 +1,51 @@
+"""A calibration's runs judged one by one (harness.campaigns.calibrate runs them and summarises the rates): in each
+run the build against its other variant, by the comparison rule on that run's data alone, kept with what it was
+judged on (the primary comparison's cycle levels), so that every rate a calibration states can be derived again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from harness.contracts.verdict import STATISTIC, VerdictRule, level
+from harness.core.errors import ConfigError
+from spark.comparison import Collected, analyse, collect, nested_runs
+from spark.io import load_archives
+
+
+def _judged(data: Collected, base: str, other: str, rule: VerdictRule, run_id: str, order: dict | None) -> dict:
+    """One run's judgement, with what it was judged on (its primary comparison's cycle levels)."""
+    result = analyse(data, base, other, rule, run_id=run_id)
+    primary = next(c for c in result["comparisons"] if c["primary"])
+    statistic = STATISTIC[primary["metric"]]
+    samples = data.samples[data.samples["run_id"] == run_id]
+    levels = {side: [level(c, statistic) for run in nested_runs(samples, primary["scenario"], result[side],
+                                                               primary["metric"]) for c in run]
+              for side in ("baseline", "candidate")}
+    keep = ("metric", "statistic", "n_baseline", "n_candidate", "median_baseline", "median_candidate",
+            "ratio_of_medians", "ci", "p_value", "p_floor", "p_adjusted", "verdict", "reason")
+    return {"run_id": run_id, "baseline": result["baseline"], "candidate": result["candidate"],
+            "variant_order": order, "verdict": result["verdict"], "family": result["family"],
+            "primary": {k: primary.get(k) for k in keep}, "cycle_levels": levels,
+            "comparisons": {c["metric"]: c["verdict"] for c in result["comparisons"]}}
+
+
+def judge_runs(archives: Sequence[Path | str], base: str, controls: Mapping[str, str | int], rule: VerdictRule,
+               log: Callable[[str], None]) -> dict:
+    """Each archive's ``base`` against each other variant of it that ``controls`` names (-> what that variant
+    controls: the A/A copy, or a planted delay in ms); {"rule", "per_run": one judgement each}. Archives of the
+    earlier layout (all variants in every run) are judged pair by pair."""
+    from spark.session import local_session
+
+    loaded = load_archives([str(a) for a in archives], warn=log)
+    for a in loaded:
+        if base not in a.variants or not set(controls) & set(a.variants):
+            raise ConfigError(f"archive {a.run_id} ({', '.join(a.variants)}) is no calibration run of {base} (it "
+                              f"needs {base} and its copy or a delayed copy)")
+    present = sorted({base, *controls} & {v for a in loaded for v in a.variants})
+    data = collect(local_session("local[*]"), loaded, present, seed=rule.seed, per_run=True)
+    data.close()  # (judged from the samples and tables; no report keeps the rows)
+    per_run = [{"control": controls[other], **_judged(data, base, other, rule, a.run_id, a.record.variant_order)}
+               for a in loaded for other in a.variants if other in controls]
+    return {"rule": rule.as_dict(), "per_run": per_run}
