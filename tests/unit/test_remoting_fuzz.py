@@ -30,7 +30,7 @@ from harness.client.remoting_messages import (
     decode_properties,
     handle_of,
 )
-from tests.unit.test_remoting_messages import stored
+from tests.commitlog import stored
 
 _RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))
 PER_TEST = {"frames": 2500, "headers": 1500, "stream": 300, "batches": 2500, "mutations": 2500,
