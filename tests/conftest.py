@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+# Support modules whose asserts are the tests' own (moved out of test modules): pytest explains their failures as
+# it does a test's, once registered before anything imports them.
+pytest.register_assert_rewrite("tests.unit.fuzzing", "tests.unit.refusals", "tests.integration.leftovers")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from harness.client.remoting_messages import decode_batch
 from harness.contracts.workers import DEFAULT_GRPC_CLIENT, GRPC_CLIENTS
 from harness.deploy.local import LocalBackend
 from harness.inputs.variants import load_variants
-from tests.unit.test_remoting_messages import stored
+from tests.commitlog import stored
 
 HERE = Path(__file__).parent
 JAVA_CLIENT = HERE / "java-client"  # the gRPC reference; its remoting/ module the remoting one

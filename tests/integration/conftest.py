@@ -38,6 +38,18 @@ def short_burst(tmp_path_factory):
     return runs / run_id
 
 
+@pytest.fixture(scope="module")
+def archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The archive of the module's own real run, made once for the module: `rmq-harness run` with the module's
+    RUN options (its variant and scenario). A module that reads another run's archive defines its own."""
+    from harness.cli.main import main
+
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["run", *request.module.RUN, "--runs-dir", str(runs)]) == 0
+    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    return archive
+
+
 @pytest.fixture(scope="session")
 def detached_unpatched(tmp_path_factory):
     """Unpatched 5.3.3 started by `rmq-harness brokers up` under a directory of its own: detached, as a user's

@@ -5,21 +5,12 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
-from harness.cli.main import main
-from harness.core import process
-from harness.deploy.local import LocalBackend
+from tests.integration import leftovers
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-faults.yaml"
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> Path:
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["run", "--variant", "unpatched", "--scenario", str(SCENARIO), "--runs-dir", str(runs)]) == 0
-    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
-    return archive
+# The module's run: conftest.py's `archive` runs `rmq-harness run` with these options once for the module.
+RUN = ["--variant", "unpatched", "--scenario", str(SCENARIO)]
 
 
 def test_each_fault_hit_its_process_and_it_came_back(archive: Path):
@@ -64,7 +55,5 @@ def test_every_message_is_accounted_for_across_the_faults(archive: Path):
     assert rows["sigstop broker 3 s"]["delivery_gap_ms"] >= 2_500  # nothing delivered while the broker stood still
 
 
-def test_nothing_is_left_running(archive: Path):
-    # Processes a fault started again are stopped with the rest.
-    brokers = LocalBackend(archive.parent / ".work" / archive.name / "brokers")
-    assert process.find_owned(brokers.token_prefix) == []
+# Last: the run left nothing behind.
+test_nothing_is_left_running = leftovers.test_nothing_is_left_running

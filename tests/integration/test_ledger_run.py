@@ -13,7 +13,7 @@ from harness.cli.main import main
 from harness.inputs import timing
 from harness.inputs.catalogue import load_scenario
 from harness.measure.ledger import classify
-from tests.unit.test_ledger import counts
+from tests.events import counts
 
 SCENARIOS = Path(__file__).parent.parent / "resources" / "scenarios"
 SCENARIO = SCENARIOS / "short-steady.yaml"

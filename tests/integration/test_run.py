@@ -5,14 +5,12 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import pytest
 
 from harness.contracts.events import COLUMNS, EVENT_SCHEMA_VERSION
 from harness.contracts.record import MANIFEST_SCHEMA_VERSION
-from harness.core import process
-from harness.deploy.local import LocalBackend
 from harness.run.observability import dashboards
+from tests.integration import leftovers
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +89,5 @@ def test_every_dashboard_panel_query_returned_data(archive: Path):
     assert empty == []
 
 
-def test_nothing_is_left_running(archive: Path):
-    brokers = LocalBackend(archive.parent / ".work" / archive.name / "brokers")
-    assert process.find_owned(brokers.token_prefix) == []
-    runs_dir = str(archive.parent)
-    locusts = [p.pid for p in psutil.process_iter(["cmdline"]) if any(runs_dir in a for a in p.info["cmdline"] or ())]
-    assert locusts == []
-    assert not (archive.parent / ".work" / archive.name).exists()
+# Last: the run left nothing behind.
+test_nothing_is_left_running = leftovers.test_nothing_is_left_running

@@ -4,21 +4,11 @@ proxy, each broker a JVM of its own; the slave killed and started again while th
 import json
 from pathlib import Path
 
-import pytest
-
-from harness.cli.main import main
-from harness.core import process
-from harness.deploy.local import LocalBackend
+from tests.integration import leftovers
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-topology.yaml"
-
-
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> Path:
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["run", "--variant", "patched", "--scenario", str(SCENARIO), "--runs-dir", str(runs)]) == 0
-    [archive] = [p for p in runs.iterdir() if not p.name.startswith(".")]
-    return archive
+# The module's run: conftest.py's `archive` runs `rmq-harness run` with these options once for the module.
+RUN = ["--variant", "patched", "--scenario", str(SCENARIO)]
 
 
 def test_every_broker_ran_with_its_role_and_the_agents(archive: Path):
@@ -55,6 +45,5 @@ def test_messages_went_through_both_masters_and_are_accounted_for(archive: Path)
     assert served == {"broker-patched", "broker-patched-b"}
 
 
-def test_nothing_is_left_running(archive: Path):
-    brokers = LocalBackend(archive.parent / ".work" / archive.name / "brokers")
-    assert process.find_owned(brokers.token_prefix) == []
+# Last: the run left nothing behind.
+test_nothing_is_left_running = leftovers.test_nothing_is_left_running

@@ -12,7 +12,9 @@ from harness.measure import tally
 from harness.measure.ledger import COLUMNS, classify
 from spark import facts
 from spark.io import Archive
-from tests.unit.test_ledger import SUBS, _ev, _sent
+from tests.events import SUBS
+from tests.events import ledger_event as _ev
+from tests.events import sent as _sent
 
 ALLOWED = {"G": 3, "H": 3, "A": 3, "B": 3}
 

@@ -24,8 +24,8 @@ from spark import history as history_data
 from spark.jobs import history, matrix
 from tests import synth
 from tests.s3_server import running_s3
+from tests.spark.golden import figures, golden_archive, golden_summary
 from tests.spark.standalone import Cluster, standalone, worker_sees
-from tests.spark.test_golden_summary import GOLDEN, _figures
 from tools.s3.seaweedfs import S3Server
 
 JOB_TIMEOUT_S = 240
@@ -80,7 +80,7 @@ def _same_places(summary: dict, *places: tuple[Path | str, str]) -> dict:
 
 
 def test_compare_on_the_cluster_gives_the_committed_summary(cluster, shared, tmp_path):
-    [archive] = [p for p in GOLDEN.iterdir() if (p / "manifest.json").exists()]
+    archive = golden_archive()
     where = shared / "golden" / archive.name
     shutil.copytree(archive, where)
     report = tmp_path / "report"
@@ -88,8 +88,7 @@ def test_compare_on_the_cluster_gives_the_committed_summary(cluster, shared, tmp
     _on_cluster("compare", [str(where), "--baseline", "unpatched", "--candidate", "patched", "--out", str(report)],
                 cluster)
     got = json.loads((report / "summary.json").read_text())
-    want = json.loads((GOLDEN / "summary.json").read_text())
-    assert _figures(got) == _figures(want)
+    assert figures(got) == figures(golden_summary())
     assert got["verdict"] == "improvement"
     assert "rmq-harness-compare" in _apps(cluster)  # it ran there, not in a local Spark
     # Every retry and ledger row came back to the driver's report.
@@ -168,7 +167,7 @@ def _secret_anywhere(secret: str, *texts: str, under: Path | None = None) -> boo
 @pytest.fixture(scope="module")
 def uploaded(s3: S3Server) -> tuple[str, str]:
     """The golden archive uploaded to the bucket with `rmq-harness upload`: its URI, and what the upload said."""
-    [archive] = [p for p in GOLDEN.iterdir() if (p / "manifest.json").exists()]
+    archive = golden_archive()
     up = _cli(["upload", str(archive), "--runs-dir", f"s3://{BUCKET}/golden"], s3.env())
     uri = f"s3://{BUCKET}/golden/{archive.name}"
     assert up.returncode == 0 and uri in up.stdout, up.stderr[-2000:]
@@ -183,7 +182,7 @@ def test_an_archive_in_the_bucket_is_compared_with_the_executors_reading_the_buc
     said += _on_cluster("compare", [uri, "--baseline", "unpatched", "--candidate", "patched", "--out", str(report)],
                         cluster, s3.env())
     got = json.loads((report / "summary.json").read_text())
-    assert _figures(got) == _figures(json.loads((GOLDEN / "summary.json").read_text()))
+    assert figures(got) == figures(golden_summary())
     assert got["runs"][0]["path"] == uri
     # The credentials are in no report, no output, no log line.
     assert not _secret_anywhere(s3.secret_key, said, under=tmp_path)
@@ -205,7 +204,7 @@ def test_a_bucket_that_is_missing_refuses_or_holds_half_an_upload_is_one_line_an
         assert s3.secret_key not in out.out + out.err
         return code, out.err
 
-    [archive] = [p for p in GOLDEN.iterdir() if (p / "manifest.json").exists()]
+    archive = golden_archive()
     env = s3.env()
     compare = ["--baseline", "unpatched", "--candidate", "patched", "--out", str(tmp_path / "r")]
     cases = {

@@ -8,7 +8,7 @@ from harness.client import remoting
 from harness.core.errors import ConfigError
 from harness.deploy import external
 from harness.inputs.catalogue import load_scenario
-from harness.inputs.variants import parse_variants
+from tests.unit.by_hand import variant
 
 ONE_MASTER = '{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.5:10911"},"brokerName":"broker-a",' \
              '"cluster":"DefaultCluster"}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}'
@@ -18,9 +18,9 @@ SETTINGS = {"enableRetryTopicV2": "false", "enableNotifyBeforePopCalculateLag": 
             "metricsExporterType": "PROM", "metricsPromExporterHost": "0.0.0.0", "metricsPromExporterPort": "5557"}
 
 
-def _variant(**endpoints):
-    return parse_variants({"variants": {"staging": {"endpoints": {"namesrv": "ns:9876", "proxy": "px:8081",
-                                                                  **endpoints}}}})["staging"]
+def _staging(**endpoints):
+    """A cluster of one's own, staging: its name server and proxy, and ``endpoints``."""
+    return variant("staging", endpoints={"namesrv": "ns:9876", "proxy": "px:8081", **endpoints})
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_the_cluster_table_is_read_with_fastjsons_bare_integer_keys():
 
 
 def test_preflight_learns_the_version_shape_and_exporter_and_names_the_runs_resources(cluster):
-    backend = external.ExternalBackend([_variant()], "grpc", "20261127-060000-burst-abcd", log=lambda _m: None)
+    backend = external.ExternalBackend([_staging()], "grpc", "20261127-060000-burst-abcd", log=lambda _m: None)
     backend.preflight(load_scenario("burst"))
     [ep] = backend.endpoints()
     assert (ep.version, ep.broker, ep.grpc, ep.namesrv) == ("5.3.3", "10.0.0.5:10911", "px:8081", "ns:9876")
@@ -73,14 +73,14 @@ def test_preflight_learns_the_version_shape_and_exporter_and_names_the_runs_reso
 ])
 def test_what_the_run_cannot_do_on_the_cluster_is_refused_in_one_line(cluster, change, scenario, why):
     cluster.update(change)
-    backend = external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None)
+    backend = external.ExternalBackend([_staging()], "grpc", "r", log=lambda _m: None)
     with pytest.raises(ConfigError, match=why) as e:
         backend.preflight(load_scenario(scenario))
     assert "\n" not in str(e.value) and "variant staging" in str(e.value)
 
 
 def test_a_grpc_scenario_needs_the_clusters_proxy(cluster):
-    v = parse_variants({"variants": {"staging": {"endpoints": {"namesrv": "ns:9876"}}}})["staging"]
+    v = variant("staging", endpoints={"namesrv": "ns:9876"})
     with pytest.raises(ConfigError, match="names no endpoints.proxy"):
         external.inspect(v, load_scenario("burst"))
 
@@ -88,14 +88,14 @@ def test_a_grpc_scenario_needs_the_clusters_proxy(cluster):
 def test_a_broker_without_an_exporter_is_measured_without_broker_series_and_said(cluster):
     cluster["settings"] = {**SETTINGS, "metricsExporterType": "DISABLE"}
     said = []
-    backend = external.ExternalBackend([_variant()], "grpc", "r", log=said.append)
+    backend = external.ExternalBackend([_staging()], "grpc", "r", log=said.append)
     backend.preflight(load_scenario("burst"))
     assert backend.endpoints()[0].metrics == "" and "no broker metrics (metricsExporterType=DISABLE)" in said[0]
     assert backend.report("staging")["metrics"] == "none (metricsExporterType=DISABLE)"
 
 
 def test_down_removes_only_the_runs_own_names_and_nothing_when_kept(cluster):
-    backend = external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None)
+    backend = external.ExternalBackend([_staging()], "grpc", "r", log=lambda _m: None)
     backend.preflight(load_scenario("burst"))
     tag = backend.endpoints()[0].suffix
     cluster["topics"] = {f"PopBurstTopic{tag}", f"%RETRY%PopBurstGroup{tag}_PopBurstTopic{tag}", "TheirTopic",
@@ -107,7 +107,7 @@ def test_down_removes_only_the_runs_own_names_and_nothing_when_kept(cluster):
     assert [x[2] for x in cluster["deleted"] if x[0] == "group"] == [f"PopBurstGroup{tag}"]
     assert len(backend.report("staging")["removed"]) == 3
     cluster["deleted"].clear()
-    kept = external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None, keep=True)
+    kept = external.ExternalBackend([_staging()], "grpc", "r", log=lambda _m: None, keep=True)
     kept.preflight(load_scenario("burst"))
     kept.down()
     assert cluster["deleted"] == [] and kept.report("staging")["kept"]
@@ -122,7 +122,7 @@ def test_every_master_is_checked_and_scraped_and_the_routes_go_after_every_maste
     cluster["info"] = TWO_MASTERS
     per_broker = {"10.0.0.5:10911": dict(SETTINGS), "10.0.0.7:10911": {**SETTINGS, "metricsPromExporterPort": "5558"}}
     monkeypatch.setattr(remoting, "broker_settings", lambda b: dict(per_broker[b]))
-    backend = external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None)
+    backend = external.ExternalBackend([_staging()], "grpc", "r", log=lambda _m: None)
     backend.preflight(load_scenario("two-masters"))
     [ep] = backend.endpoints()
     assert [n.metrics for n in ep.nodes] == ["http://10.0.0.5:5557/metrics", "http://10.0.0.7:5558/metrics"]
@@ -133,5 +133,5 @@ def test_every_master_is_checked_and_scraped_and_the_routes_go_after_every_maste
     # The second master running another setting than the scenario needs is refused, naming it.
     per_broker["10.0.0.7:10911"]["enableRetryTopicV2"] = "true"
     with pytest.raises(ConfigError, match="broker broker-b 10.0.0.7:10911 runs enableRetryTopicV2=true"):
-        external.ExternalBackend([_variant()], "grpc", "r", log=lambda _m: None).preflight(
+        external.ExternalBackend([_staging()], "grpc", "r", log=lambda _m: None).preflight(
             load_scenario("two-masters"))

@@ -24,31 +24,24 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from harness.contracts.events import COLUMNS_BY_VERSION, EVENT_SCHEMA_VERSION, SCHEMA
 from harness.contracts.record import MANIFEST_SCHEMA_VERSION
 from spark.io import ArchiveError, load_archives
 from tests import synth
-from tests.unit.test_fuzz_inputs import Case, assert_one_line, assert_refused, mutated, scratch, snapshot, weird
-from tests.unit.test_fuzz_inputs import tripwires as tripwires  # a fixture: the tests here use it by its name
+from tests.unit.fuzzing import Cases, mutated, scratch, snapshot, weird
+from tests.unit.refusals import Case, assert_one_line, assert_refused
 
-_RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))
 PER_TEST = {"load": 600, "compare": 200, "skip_bad": 30}
 FUZZ_CASES = sum(PER_TEST.values())
-seen = dict.fromkeys(PER_TEST, 0)
-
-
-def cases(name: str) -> settings:
-    return settings(max_examples=_RANDOM or PER_TEST[name], derandomize=not _RANDOM, database=None, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+cases = Cases(PER_TEST, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much)
+seen = cases.seen
 
 
 def _valid() -> dict[str, bytes | None]:
@@ -311,7 +304,7 @@ def test_skip_bad_warns_about_each_damaged_archive_in_one_line(capsys, tripwires
     assert_refused(capsys, case, warnings=("{T}/[/]run",))
 
 
-def test_the_suite_ran_every_case_it_counts():
-    """Runs last in this module: the cases above add up to FUZZ_CASES."""
-    if not _RANDOM and all(seen.values()):
-        assert seen == PER_TEST and FUZZ_CASES == 830
+def test_the_suite_ran_every_case_it_counts(request):
+    """Runs last in this module: the cases above add up to FUZZ_CASES, and each test ran every case it counts."""
+    assert FUZZ_CASES == 830
+    cases.check(request)

@@ -35,138 +35,34 @@ About 35 s of CPU on this 2-core machine.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import math
-import os
 import re
 import string
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
-from harness.core.errors import EXIT_USAGE, ConfigError
+from harness.core.errors import ConfigError
 from harness.core.paths import DEFAULT_VARIANTS_FILE
 from harness.inputs.catalogue import SCENARIO_DIR, load_scenario, load_scenarios
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant, load_variants
+from tests.unit.fuzzing import PRINTABLE, Cases, mutated, scratch, snapshot, weird
+from tests.unit.refusals import Case, assert_one_line, assert_refused, call_main, prepare
 
-_RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))
 PER_TEST = {"scenario_mutations": 800, "scenario_series": 150, "variant_mutations": 900,
             "cli_refused": 700, "cli_pure": 75, "scenario_unreadable": 150, "scenario_bad_scalars": 150,
             "scenario_key_breaks": 100, "cli_markup": 40, "cli_env_values": 40, "cli_rule_options": 20}
 FUZZ_CASES = sum(PER_TEST.values())
-seen = dict.fromkeys(PER_TEST, 0)
-
-
-def cases(name: str) -> settings:
-    return settings(max_examples=_RANDOM or PER_TEST[name], derandomize=not _RANDOM, database=None, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                          HealthCheck.filter_too_much,
-                                                          HealthCheck.function_scoped_fixture])
-
-
-@contextlib.contextmanager
-def scratch() -> Iterator[Path]:
-    """A fresh directory per case (pytest's tmp_path is one per test, not per hypothesis example)."""
-    with tempfile.TemporaryDirectory(prefix="rmq-fuzz-") as d:
-        yield Path(d)
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file and directory under ``root`` with its bytes (None: a directory)."""
-    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
-
-
-def assert_one_line(err: ConfigError, *names: str) -> str:
-    """The contract of a refused input: exit 2, one line, naming the file (or option)."""
-    msg = str(err)
-    assert err.exit_code == EXIT_USAGE, msg
-    assert "\n" not in msg and "\r" not in msg, f"more than one line: {msg!r}"
-    assert msg.strip(), "an empty message"
-    assert "Traceback" not in msg
-    assert any(n in msg for n in names), f"{msg!r} names none of {names}"
-    return msg
+cases = Cases(PER_TEST, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture)
+seen = cases.seen
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Values and mutations of YAML documents (shared by scenarios and variants)
-
-# Text without line breaks or other control characters (keys with line breaks have a test of their own).
-PRINTABLE = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"))
-SPECIALS = ["", " ", "drained", "burst", "steady", "grpc", "remoting", "v2", "*", "TagA||TagB", "-1", "0", "1e999",
-            "0x10", ".inf", "~", "null", "yes", "5.3.3", "5.3", "latest", "../../etc/passwd", "\u202eevil",
-            "名前", "émoji 🎉", "[/]", "[bold]x", ":cat:", "%RETRY%G_T", "a" * 300]
-scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(min_value=10**15, max_value=10**60),
-    st.integers(min_value=-10**60, max_value=-1), st.floats(), st.sampled_from([math.inf, -math.inf, math.nan, 1e308]),
-    st.text(PRINTABLE, max_size=24), st.sampled_from(SPECIALS), st.dates(),
-)
-weird = st.one_of(
-    scalars,
-    st.lists(scalars, max_size=3),
-    st.dictionaries(st.text(PRINTABLE, min_size=1, max_size=8), scalars, max_size=3),
-)
-keys = st.one_of(st.text(PRINTABLE, min_size=1, max_size=16), st.sampled_from(["nmae", "Name", "topic", "groups ",
-                                                                              "cycle", "extra", "__proto__"]),
-                 st.integers(-5, 5), st.booleans(), st.none())
-
-
-def _paths(node: object, prefix: tuple = ()) -> list[tuple]:
-    """The path (keys and indexes) of every node under ``node``."""
-    out = []
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for k, v in items:
-        out.append((*prefix, k))
-        out += _paths(v, (*prefix, k))
-    return out
-
-
-def _parent(doc: object, path: tuple) -> object:
-    for k in path[:-1]:
-        doc = doc[k]
-    return doc
-
-
-@st.composite
-def mutated(draw: st.DrawFn, doc: object) -> object:
-    """``doc`` with one to three random mutations."""
-    doc = copy.deepcopy(doc)
-    for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(doc)
-        op = draw(st.sampled_from(["drop", "replace", "unknown", "numbers", "rename", "empty"]))
-        if not paths or not isinstance(doc, dict):
-            doc = draw(weird)
-            continue
-        path = draw(st.sampled_from(paths))
-        parent, key = _parent(doc, path), path[-1]
-        if op == "drop":
-            del parent[key]
-        elif op == "replace":
-            parent[key] = draw(weird)
-        elif op == "unknown":
-            mappings = [p for p in [(), *paths] if isinstance(_parent(doc, (*p, None)), dict)]
-            target = _parent(doc, (*draw(st.sampled_from(mappings)), None))
-            target[draw(keys)] = draw(weird)
-        elif op == "numbers":
-            numeric = [p for p in paths if type(_parent(doc, p)[p[-1]]) in (int, float)]
-            if numeric:
-                p = draw(st.sampled_from(numeric))
-                old = _parent(doc, p)[p[-1]]
-                _parent(doc, p)[p[-1]] = draw(st.sampled_from(
-                    [-old, old * 10**6, old + 0.5, 0, -1, 10**30, -(10**30), 2**63, math.nan, math.inf, 1e-300]))
-        elif op == "rename" and isinstance(parent, dict):
-            parent[draw(keys)] = parent.pop(key)
-        elif op == "empty":
-            parent[key] = draw(st.sampled_from([[], {}, "", None]))
-    return doc
-
+# YAML files (shared by scenarios and variants; the values and mutations: tests/unit/fuzzing.py)
 
 def dump(doc: object, draw: st.DrawFn) -> bytes:
     return yaml.safe_dump(doc, allow_unicode=draw(st.booleans()), sort_keys=False,
@@ -408,119 +304,9 @@ def test_variant_files_yaml_cannot_build_are_refused_in_one_line(tmp_path, text)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Command lines
-
-
-class Tripwire(BaseException):  # noqa: N818 - not an error of the product: the fuzzer went too far
-    """Raised by every entry point that does real work; main() does not catch it, so the case fails."""
-
-
-def _trip(*args: object, **kwargs: object) -> None:
-    raise Tripwire("a fuzzed command line reached real work (brokers, a run, Spark, a cluster)")
-
-
-TRIPWIRES = [
-    "harness.run.sequence.Run.__init__", "harness.run.sequence.Run.execute",
-    "harness.deploy.local.launcher.LocalBackend.up", "harness.deploy.local.launcher.LocalBackend.down",
-    "harness.deploy.local.launcher.LocalBackend.status",
-    "harness.deploy.local.jars.distribution_for", "harness.deploy.local.jars.ensure_version",
-    "spark.session.local_session", "harness.campaigns.calibrate.run_all", "harness.campaigns.matrix.run_all",
-    "harness.deploy.k8s.remote.Cluster.__init__", "harness.deploy.k8s.remote.wait_ready",
-    "harness.campaigns.releases.catalogue", "harness.campaigns.sweep.run_all", "harness.campaigns.bisect.search",
-]
-
-
-@pytest.fixture
-def tripwires(monkeypatch):
-    for target in TRIPWIRES:
-        monkeypatch.setattr(target, _trip)
-
+# Command lines (what a refusal must be, and the tripwires: tests/unit/refusals.py)
 
 KNOWN_VARIANTS = sorted(load_variants())
-# The error line: ours ("error: ...") or argparse's ("rmq-harness run: error: ...", after its usage lines).
-ERROR_LINE = re.compile(r"^(?:rmq-harness(?: [a-z0-9-]+)*: )?error: \S")
-
-
-@dataclass
-class Case:
-    """A command line that must be refused. ``{T}`` in argv and env stands for the case's directory;
-    ``files`` are written there first (bytes; None: a directory); ``names``: the error names one of them."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    files: dict[str, bytes | None] = field(default_factory=dict)
-    names: tuple[str, ...] = ()
-
-
-def prepare(case: Case, d: Path) -> None:
-    for rel, content in case.files.items():
-        p = d / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.mkdir(exist_ok=True) if content is None else p.write_bytes(content)
-    (d / "cwd").mkdir(exist_ok=True)
-
-
-def call_main(capsys, case: Case, d: Path) -> tuple[int, str, str, str]:
-    """main(argv) in ``d``/cwd with only the case's RMQ_HARNESS_* variables: (exit code, stdout, stderr, the
-    argv as run)."""
-    from harness.cli.main import main
-
-    argv = [a.replace("{T}", str(d)) for a in case.argv]
-    with pytest.MonkeyPatch.context() as mp:
-        for k in [k for k in os.environ if k.startswith("RMQ_HARNESS_")]:
-            mp.delenv(k)
-        mp.setenv("RMQ_HARNESS_STATE", str(d / "state"))
-        mp.setenv("RMQ_HARNESS_CACHE", str(d / "cache"))
-        for k, v in case.env.items():
-            mp.setenv(k, v.replace("{T}", str(d)))
-        mp.chdir(d / "cwd")
-        capsys.readouterr()
-        try:
-            code = main(argv)
-        except SystemExit as e:  # argparse's own errors, --help, --version
-            code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err, " ".join(argv)
-
-
-def messages(err: str) -> list[str]:
-    """stderr's messages, each a line with the indented lines that continue it (a warning wraps at the width
-    under its first word), joined."""
-    out: list[str] = []
-    for line in err.splitlines():
-        if line.strip() and line[:1].isspace() and out:
-            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
-        elif line.strip():
-            out.append(line.rstrip())
-    return out
-
-
-def assert_refused(capsys, case: Case, warnings: tuple[str, ...] | None = None) -> str:
-    """Exit 2, one error line naming one of ``case.names``, no traceback, nothing written or changed; with
-    ``warnings``, one ``warning:`` line saying each of them and no other."""
-    with scratch() as d:
-        prepare(case, d)
-        before = snapshot(d)
-        code, out, err, argv = call_main(capsys, case, d)
-        where = f"argv {argv!r}, env {case.env}"
-        assert snapshot(d) == before, f"{where}: wrote or changed files"
-        names = [n.replace("{T}", str(d)) for n in case.names]
-    assert code == EXIT_USAGE, f"{where}: exit {code}\n{err}"
-    assert "Traceback" not in out + err, f"{where}: {err}"
-    lines = messages(err)
-    errors = [line for line in lines if ERROR_LINE.match(line)]
-    assert len(errors) == 1, f"{where}: {len(errors)} error lines in {err!r}"
-    others = [line for line in lines if line is not errors[0]]
-    if others and not all(line.startswith("warning:") for line in others):
-        assert others[0].startswith("usage:") and lines[-1] is errors[0], f"{where}: {err!r}"
-    assert not names or any(n in errors[0] for n in names), f"{where}: {errors[0]!r} names none of {names}"
-    if warnings is not None:
-        said = [line for line in lines if line.startswith("warning:")]
-        assert len(said) == len(warnings) and all(any(w.replace("{T}", str(d)) in line for line in said)
-                                                  for w in warnings), f"{where}: warnings {said}"
-    return errors[0]
-
-
 # Text as typed on a command line: no line breaks (argparse prints "unrecognized arguments" as typed), no
 # rich markup or emoji codes ('[' and ':'; those have a test of their own below).
 ARG_CHARS = st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"), blacklist_characters="[:")
@@ -909,8 +695,7 @@ def test_verdict_rule_options_out_of_range_are_refused_before_any_work(capsys, t
     seen["cli_rule_options"] += 1
 
 
-def test_the_suite_ran_every_case_it_counts():
-    """Runs last in this module: the cases above add up to FUZZ_CASES."""
-    if not _RANDOM and all(seen[k] for k in PER_TEST):  # the whole module ran, not one test picked out
-        assert {k: seen[k] for k in PER_TEST} == PER_TEST
-        assert FUZZ_CASES == 3_125
+def test_the_suite_ran_every_case_it_counts(request):
+    """Runs last in this module: the cases above add up to FUZZ_CASES, and each test ran every case it counts."""
+    assert FUZZ_CASES == 3_125
+    cases.check(request)

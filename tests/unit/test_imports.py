@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import REPO_ROOT
-
-ROOTS = ("harness", "spark", "dashboards", "workloads", "tools")
+from tests.unit.sources import ROOTS, sources
 
 # Package -> the packages it may import, bottom to top. "harness" is the package's face (its version).
 ALLOWED: dict[str, set[str]] = {
@@ -81,13 +80,6 @@ def imports(path: Path) -> list[tuple[int, str]]:
                 is_module = where.with_suffix(".py").exists() or where.is_dir()
                 out.append((node.lineno, candidate if is_module else base))
     return [(line, m) for line, m in out if m.split(".")[0] in ROOTS]
-
-
-def sources() -> list[Path]:
-    files = []
-    for root in ROOTS:
-        files += [p for p in (REPO_ROOT / root).rglob("*.py") if "__pycache__" not in p.parts]
-    return sorted(files)
 
 
 def _within(module: str, prefixes: tuple[str, ...]) -> bool:

@@ -1,31 +1,28 @@
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from harness.measure.latency import derive, retry_outcomes
+from tests.events import MS, event
 from tests.synth import own_summary
 
-MS = 1_000_000  # ns
 SUBS = {"T": {"G": ["*"]}}
 ALLOWED = {"G": 17}
 POLL_MS = 20_000
 
 
-def _ev(kind, ledger, attempt=1, t_ms=0, store_ms=None, invisible_ms=None, variant="v", group="G", poll_ms=0,
-        cycle=0):
-    # poll_ms: when the receive that returned it started (by default long before the store: it waited)
-    return {"run_id": "r", "variant": variant, "scenario": "s", "kind": kind, "group": group, "ledger_id": ledger,
-            "topic": "T",
-            "delivery_attempt": attempt, "t_client_ns": t_ms * MS, "store_ts_ms": store_ms,
-            "invisible_ms": invisible_ms, "poll_started_ns": poll_ms * MS, "cycle": cycle}
+# The columns the latency code reads; by default a receive's poll started long before the store (it waited).
+_ev = partial(event, topic="T", store_ts_ms=None, invisible_ms=None, poll_started_ns=0, cycle=0)
 
 
 def test_wakeup_and_redelivery_of_a_nacked_message():
     ev = pd.DataFrame([
         _ev("sent", "a", t_ms=0),
-        _ev("received", "a", 1, t_ms=10, store_ms=5),
+        _ev("received", "a", 1, t_ms=10, store_ts_ms=5),
         _ev("nacked", "a", 1, t_ms=20, invisible_ms=1000),
-        _ev("received", "a", 2, t_ms=18_000, store_ms=3_500),  # retry copy stored at 3.5 s, seen at 18 s
+        _ev("received", "a", 2, t_ms=18_000, store_ts_ms=3_500),  # retry copy stored at 3.5 s, seen at 18 s
         _ev("acked", "a", 2, t_ms=18_001),
     ])
     d = derive(ev)
@@ -39,9 +36,9 @@ def test_wakeup_and_redelivery_of_a_nacked_message():
 
 def test_lapse_uses_receive_time_plus_invisible_time():
     ev = pd.DataFrame([
-        _ev("received", "a", 1, t_ms=100, store_ms=90),
+        _ev("received", "a", 1, t_ms=100, store_ts_ms=90),
         _ev("nacked", "a", 1, t_ms=100, invisible_ms=15_000),
-        _ev("received", "a", 2, t_ms=17_600, store_ms=17_590),
+        _ev("received", "a", 2, t_ms=17_600, store_ts_ms=17_590),
     ])
     d = derive(ev)
     assert d.loc[2, "redelivery_ms"] == pytest.approx(17_600 - 15_100)
@@ -54,8 +51,8 @@ def test_latest_nack_wins_and_variants_and_groups_do_not_mix():
         _ev("nacked", "a", 1, t_ms=500, invisible_ms=1000),  # a duplicate delivery nacked again
         _ev("nacked", "a", 1, t_ms=0, invisible_ms=9000, variant="w"),
         _ev("nacked", "a", 1, t_ms=0, invisible_ms=7000, group="H"),
-        _ev("received", "a", 2, t_ms=4000, store_ms=3990),
-        _ev("received", "a", 2, t_ms=4000, store_ms=3990, variant="w"),
+        _ev("received", "a", 2, t_ms=4000, store_ts_ms=3990),
+        _ev("received", "a", 2, t_ms=4000, store_ts_ms=3990, variant="w"),
     ])
     d = derive(ev)
     assert d.loc[4, "redelivery_ms"] == pytest.approx(4000 - 1500)
@@ -63,7 +60,7 @@ def test_latest_nack_wins_and_variants_and_groups_do_not_mix():
 
 
 def test_retry_without_a_seen_nack_has_no_redelivery():
-    d = derive(pd.DataFrame([_ev("received", "a", 3, t_ms=50, store_ms=40)]))
+    d = derive(pd.DataFrame([_ev("received", "a", 3, t_ms=50, store_ts_ms=40)]))
     assert d.loc[0, "wakeup_ms"] == pytest.approx(10) and np.isnan(d.loc[0, "redelivery_ms"])
 
 
@@ -71,9 +68,9 @@ def test_summary_counts_ledger_and_quantiles():
     rows = [_ev("sent", x) for x in "abcd"]
     wakeups = [100, 200, 300]
     for i, (x, w) in enumerate(zip("abc", wakeups, strict=True)):
-        rows += [_ev("received", x, 1, t_ms=1, store_ms=1), _ev("nacked", x, 1, t_ms=1, invisible_ms=0),
-                 _ev("received", x, 2, t_ms=1000 + w, store_ms=1000), _ev("acked", x, 2, t_ms=2000 + i)]
-    rows += [_ev("received", "c", 2, t_ms=5000, store_ms=4000)]  # duplicate delivery of c's attempt 2
+        rows += [_ev("received", x, 1, t_ms=1, store_ts_ms=1), _ev("nacked", x, 1, t_ms=1, invisible_ms=0),
+                 _ev("received", x, 2, t_ms=1000 + w, store_ts_ms=1000), _ev("acked", x, 2, t_ms=2000 + i)]
+    rows += [_ev("received", "c", 2, t_ms=5000, store_ts_ms=4000)]  # duplicate delivery of c's attempt 2
     rows += [_ev("empty_poll", None), _ev("error", None)]
     [s] = own_summary(derive(pd.DataFrame(rows)), SUBS, ALLOWED, POLL_MS)
     assert (s["sent"], s["deliveries"], s["retry_deliveries"], s["acks"], s["nacks"]) == (4, 7, 4, 3, 3)
@@ -93,7 +90,7 @@ def test_summary_counts_ledger_and_quantiles():
 
 
 def test_summary_of_no_retries_has_empty_distributions():
-    ev = derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ms=4)]))
+    ev = derive(pd.DataFrame([_ev("sent", "a"), _ev("received", "a", 1, t_ms=5, store_ts_ms=4)]))
     [s] = own_summary(ev, SUBS, ALLOWED, POLL_MS)
     assert s["wakeup_ms"] == {"n": 0, "p50": None, "p90": None, "p99": None, "max": None}
     assert s["stalled"] == {"retries": 0, "count": 0, "share": None}
@@ -101,9 +98,10 @@ def test_summary_of_no_retries_has_empty_distributions():
 
 def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeup():
     d = derive(pd.DataFrame([
-        _ev("received", "a", 2, t_ms=5000, store_ms=4000, poll_ms=3000),  # poll waiting since 3 s: woken
-        _ev("received", "b", 2, t_ms=5000, store_ms=4000, poll_ms=4000),  # started at the store: still waiting
-        _ev("received", "c", 2, t_ms=5000, store_ms=4000, poll_ms=4500),  # started after: busy consumer
+        _ev("received", "a", 2, t_ms=5000, store_ts_ms=4000, poll_started_ns=3000 * MS),  # waiting since 3 s: woken
+        # started at the store: still waiting
+        _ev("received", "b", 2, t_ms=5000, store_ts_ms=4000, poll_started_ns=4000 * MS),
+        _ev("received", "c", 2, t_ms=5000, store_ts_ms=4000, poll_started_ns=4500 * MS),  # started after: busy consumer
     ]))
     assert list(d.wakeup_ms.fillna(-1)) == [1000, 1000, -1]
     assert list(d.pickup_ms.fillna(-1)) == [-1, -1, 1000]
@@ -113,7 +111,7 @@ def test_a_retry_taken_by_a_poll_started_after_its_store_is_a_pickup_not_a_wakeu
 
 def test_retry_outcomes_find_the_nacks_that_never_came_back_per_group():
     ev = derive(pd.DataFrame([
-        _ev("nacked", "a", 1, cycle=0), _ev("received", "a", 2, t_ms=10, store_ms=5),
+        _ev("nacked", "a", 1, cycle=0), _ev("received", "a", 2, t_ms=10, store_ts_ms=5),
         _ev("nacked", "b", 1, cycle=1),  # never redelivered
         _ev("nacked", "a", 1, group="H", cycle=0),  # another group's retry of the same message: not seen
         _ev("nacked", "a", 1, t_ms=5, cycle=0),  # the same attempt nacked twice expects one retry
@@ -127,10 +125,11 @@ def test_retry_outcomes_find_the_nacks_that_never_came_back_per_group():
 
 def test_a_retry_stalls_when_it_waited_half_a_poll_after_its_store_or_never_came():
     ev = derive(pd.DataFrame([
-        _ev("nacked", "a", 1), _ev("received", "a", 2, t_ms=4_010, store_ms=4_000),  # woken at once
-        _ev("nacked", "b", 1), _ev("received", "b", 2, t_ms=13_999, store_ms=4_000),  # 9.999 s: under half
-        _ev("nacked", "c", 1), _ev("received", "c", 2, t_ms=24_000, store_ms=4_000, poll_ms=4_080),  # a pickup
-        _ev("received", "c", 2, t_ms=44_000, store_ms=4_000),  # its duplicate does not count again
+        _ev("nacked", "a", 1), _ev("received", "a", 2, t_ms=4_010, store_ts_ms=4_000),  # woken at once
+        _ev("nacked", "b", 1), _ev("received", "b", 2, t_ms=13_999, store_ts_ms=4_000),  # 9.999 s: under half
+        _ev("nacked", "c", 1),
+        _ev("received", "c", 2, t_ms=24_000, store_ts_ms=4_000, poll_started_ns=4_080 * MS),  # a pickup
+        _ev("received", "c", 2, t_ms=44_000, store_ts_ms=4_000),  # its duplicate does not count again
         _ev("nacked", "d", 1),  # never came back
     ]))
     out = retry_outcomes(ev, ALLOWED, POLL_MS).set_index("ledger_id")
@@ -142,7 +141,7 @@ def test_a_retry_stalls_when_it_waited_half_a_poll_after_its_store_or_never_came
 
 
 def test_a_nack_of_the_last_allowed_delivery_expects_the_dlq_not_a_retry():
-    ev = derive(pd.DataFrame([_ev("nacked", "a", 1), _ev("received", "a", 2, t_ms=10, store_ms=5),
+    ev = derive(pd.DataFrame([_ev("nacked", "a", 1), _ev("received", "a", 2, t_ms=10, store_ts_ms=5),
                               _ev("nacked", "a", 2)]))
     assert retry_outcomes(ev, {"G": 2})["delivery_attempt"].tolist() == [2]  # attempt 2 was the last allowed
     assert retry_outcomes(ev, {"G": 3})["delivery_attempt"].tolist() == [2, 3]

@@ -2,27 +2,10 @@ import pandas as pd
 import pytest
 
 from harness.inputs import timing
-from harness.measure.ledger import CLASSES, classify, tallies
-
-MS = 1_000_000
-SUBS = {"T": {"G": ["*"]}, "U": {"H": ["*"]}, "F": {"A": ["*"], "B": ["*"]}, "X": {"A": ["TagA"], "B": ["TagB||TagC"]}}
-
-
-def counts(ledger: pd.DataFrame) -> dict[str, int]:
-    """``tallies`` of a whole ledger, as one dict."""
-    return {k: int(v) for k, v in tallies(ledger, []).iloc[0].items()}
-
-
-def _ev(kind, lid, attempt=None, t_ms=0, group="G", topic="T", intended="G", detail=None, message_id=None,
-        tag=None):
-    return {"run_id": "r", "scenario": "s", "variant": "v", "kind": kind, "ledger_id": lid, "group": group,
-            "topic": topic, "origin_topic": topic, "intended_group": intended, "delivery_attempt": attempt,
-            "t_client_ns": t_ms * MS, "cycle": 0, "detail": detail, "message_id": message_id or f"id-{lid}",
-            "tag": tag}
-
-
-def _sent(lid, topic="T", intended="G", tag=None):
-    return _ev("sent", lid, topic=topic, intended=intended, group=intended, tag=tag)
+from harness.measure.ledger import CLASSES, classify
+from tests.events import SUBS, counts
+from tests.events import ledger_event as _ev
+from tests.events import sent as _sent
 
 
 def _ledger(rows):

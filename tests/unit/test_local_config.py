@@ -1,13 +1,13 @@
+from functools import partial
 from pathlib import Path
 
 from harness.deploy.local import config
 from harness.deploy.local.distribution import Distribution
 from harness.deploy.local.ports import VariantPorts
-from harness.inputs.variants import parse_variants
+from tests.unit.by_hand import variant
 
-
-def _variant(**body):
-    return parse_variants({"variants": {"v1": {"version": "5.3.3", **body}}})["v1"]
+# The variant every test here configures: v1, on 5.3.3.
+_variant = partial(variant, "v1", version="5.3.3")
 
 
 def test_broker_properties_defaults_overrides_and_owned_keys(tmp_path: Path):

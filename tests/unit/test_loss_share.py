@@ -9,6 +9,7 @@ from harness.contracts.verdict import INCONCLUSIVE, NOT_ENOUGH, REGRESSION, Verd
 from harness.inputs.catalogue import load_scenario
 from spark.analysis import outcome_samples
 from spark.comparison import Collected, analyse
+from tests.unit.by_hand import collected
 
 GATE = VerdictRule(bootstrap=300, one_sided=True)
 
@@ -25,13 +26,13 @@ def _tallies(lost: dict[str, list[int]], owed: int = 16) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _collected(lost: dict[str, list[int]]) -> Collected:
+def _losing(lost: dict[str, list[int]]) -> Collected:
+    """One run of subscription-mismatch whose variants lost ``lost`` owed messages in each cycle."""
     samples = outcome_samples(_tallies(lost))
     per_variant = [{"scenario": "subscription-mismatch", "variant": v, "runs": 1, "cycles": len(c), "sent": 16 * len(c),
                     "errors": 0, "ledger": {"lost": sum(c)}} for v, c in lost.items()]
-    return Collected(archives=[], scenarios={"subscription-mismatch": load_scenario("subscription-mismatch")},
-                     per_variant=per_variant, per_run=[], samples=samples, plot=pd.DataFrame(),
-                     per_variant_table=pd.DataFrame())
+    return collected(scenarios={"subscription-mismatch": load_scenario("subscription-mismatch")},
+                     per_variant=per_variant, samples=samples)
 
 
 def test_each_owed_pair_is_one_value_of_the_loss_share_in_its_cycle():
@@ -44,7 +45,7 @@ def test_the_gate_scenario_of_loss_judges_the_share_lost_not_the_endless_wakeups
     sc = load_scenario("subscription-mismatch")
     assert sc.verdict_metric == "lost" and sc.cycles.at_least >= 8
     # Every build loses most messages; a candidate losing every owed message in each of 8 cycles is worse.
-    summary = analyse(_collected({"a": [11, 14, 12, 12, 13, 11, 12, 14], "b": [16] * 8}), "a", "b", GATE)
+    summary = analyse(_losing({"a": [11, 14, 12, 12, 13, 11, 12, 14], "b": [16] * 8}), "a", "b", GATE)
     by = {x["metric"]: x for x in summary["comparisons"]}
     lost = by["lost"]
     assert lost["primary"] and lost["statistic"] == "share" and lost["effect"] == "difference"
@@ -55,9 +56,9 @@ def test_the_gate_scenario_of_loss_judges_the_share_lost_not_the_endless_wakeups
 
 def test_shares_that_tie_across_four_cycles_cannot_reach_the_level_but_eight_can():
     # 6 of 8 cycles lose 12 of 16: whatever the arrangement, p >= P(b has both odd cycles) = C(6,2)/C(8,4).
-    four = {x["metric"]: x for x in analyse(_collected({"a": [12] * 4, "b": [12, 12, 13, 14]}), "a", "b",
+    four = {x["metric"]: x for x in analyse(_losing({"a": [12] * 4, "b": [12, 12, 13, 14]}), "a", "b",
                                                         GATE)["comparisons"]}["lost"]
     assert four["p_floor"] == pytest.approx(15 / 70) and four["verdict"] == NOT_ENOUGH
-    eight = {x["metric"]: x for x in analyse(_collected({"a": [12] * 8, "b": [12] * 4 + [13, 14, 13, 14]}), "a",
+    eight = {x["metric"]: x for x in analyse(_losing({"a": [12] * 8, "b": [12] * 4 + [13, 14, 13, 14]}), "a",
                                                          "b", GATE)["comparisons"]}["lost"]
     assert eight["tested"] and eight["p_floor"] < 0.05 and eight["verdict"] in (INCONCLUSIVE, REGRESSION)

@@ -12,7 +12,7 @@ import pytest
 from harness.contracts import schemas
 from harness.contracts.verdict import EXIT_REGRESSION, VERDICTS
 from harness.core.paths import REPO_ROOT
-from tests.unit.test_imports import sources
+from tests.unit.sources import sources
 
 HOMES = {REPO_ROOT / "harness" / "contracts" / "verdict.py", REPO_ROOT / "harness" / "contracts" / "schemas.py"}
 

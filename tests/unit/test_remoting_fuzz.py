@@ -9,13 +9,12 @@ test instead (e.g. 100000 to search harder). The examples below add up to FUZZ_C
 from __future__ import annotations
 
 import json
-import os
 import socket
 import struct
 import zlib
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.client import remoting
@@ -30,18 +29,14 @@ from harness.client.remoting_messages import (
     decode_properties,
     handle_of,
 )
-from tests.unit.test_remoting_messages import stored
+from tests.commitlog import stored
+from tests.unit.fuzzing import Cases
 
-_RANDOM = int(os.environ.get("RMQ_HARNESS_FUZZ", "0"))
 PER_TEST = {"frames": 2500, "headers": 1500, "stream": 300, "batches": 2500, "mutations": 2500,
             "properties": 500, "handles": 700}
 FUZZ_CASES = sum(PER_TEST.values())
-seen = dict.fromkeys(PER_TEST, 0)
-
-
-def cases(name: str) -> settings:
-    return settings(max_examples=_RANDOM or PER_TEST[name], derandomize=not _RANDOM, database=None, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+cases = Cases(PER_TEST)
+seen = cases.seen
 
 
 def frame(header: object, body: bytes = b"", serialize_type: int = 0) -> bytes:
@@ -195,7 +190,8 @@ def test_any_pop_ck_or_response_header_gives_a_handle_or_a_format_error(ck, head
         assert isinstance(h, PopHandle) and PopHandle.parse(str(h)) == h
 
 
-def test_the_suite_ran_every_case_it_counts():
-    """Runs last in this module: the cases above add up to FUZZ_CASES (at least 10,000)."""
-    if not _RANDOM and all(seen.values()):  # the whole module ran, not one test picked out
-        assert seen == PER_TEST and FUZZ_CASES >= 10_000
+def test_the_suite_ran_every_case_it_counts(request):
+    """Runs last in this module: the cases above add up to FUZZ_CASES (at least 10,000), and each test ran every
+    case it counts."""
+    assert FUZZ_CASES >= 10_000
+    cases.check(request)

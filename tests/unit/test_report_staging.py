@@ -20,6 +20,7 @@ from harness.core.errors import ConfigError
 from harness.core.publish import INCOMPLETE, REMOVE, mark_incomplete
 from spark.comparison import Collected
 from spark.outputs import write as stage
+from tests.unit.by_hand import collected
 
 
 @pytest.fixture(autouse=True)
@@ -44,9 +45,9 @@ def ctrl_c():
     signal.signal(signal.SIGINT, previous)
 
 
-def _collected(tmp_path: Path) -> Collected:
-    return Collected(archives=[], scenarios={}, per_variant=[], per_run=[], samples=pd.DataFrame(),
-                     plot=pd.DataFrame(), per_variant_table=pd.DataFrame({"variant": ["v"]}))
+def _one_variant() -> Collected:
+    """What a comparison of one variant collected: a row of the per-variant table, no more."""
+    return collected(per_variant_table=pd.DataFrame({"variant": ["v"]}))
 
 
 def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):
@@ -59,7 +60,7 @@ def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):
         (staging / "report.html").write_text("<html/>")
 
     lines: list[str] = []
-    got = stage(_collected(tmp_path), {"verdict": "no change"}, out, render, log=lines.append)
+    got = stage(_one_variant(), {"verdict": "no change"}, out, render, log=lines.append)
     assert seen["staging"].name == ".r.partial"
     assert f"process {os.getpid()} " in seen["note"] and "never completed" in seen["note"]
     assert "starts with '.' and ends with '.partial'" in seen["note"]
@@ -77,7 +78,7 @@ def test_an_interrupted_report_leaves_nothing(tmp_path: Path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        stage(_collected(tmp_path), {}, out, render, log=lambda _s: None)
+        stage(_one_variant(), {}, out, render, log=lambda _s: None)
     assert list((tmp_path / "reports").iterdir()) == []
 
 
@@ -91,7 +92,7 @@ def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_p
     mark_incomplete(staging, "report", out, REMOVE)
     note = (staging / INCOMPLETE).read_text().replace(f"process {os.getpid()} ", f"process {dead.stdout.strip()} ")
     (staging / INCOMPLETE).write_text(note)
-    stage(_collected(tmp_path), {}, out, lambda *a, **k: None, log=lambda _s: None)
+    stage(_one_variant(), {}, out, lambda *a, **k: None, log=lambda _s: None)
     assert (out / "summary.json").read_text() == "{}\n" and not staging.exists()
 
     out2 = tmp_path / "reports" / "r2"
@@ -99,7 +100,7 @@ def test_the_staging_of_a_killed_comparison_is_replaced_a_live_one_refused(tmp_p
     staging2.mkdir()
     mark_incomplete(staging2, "report", out2, REMOVE)  # written by this very process: still at it
     with pytest.raises(ConfigError, match="exists"):
-        stage(_collected(tmp_path / "b"), {}, out2, lambda *a, **k: None, log=lambda _s: None)
+        stage(_one_variant(), {}, out2, lambda *a, **k: None, log=lambda _s: None)
     assert (staging2 / INCOMPLETE).is_file()
 
 

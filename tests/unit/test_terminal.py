@@ -22,7 +22,7 @@ from harness.report.tables import print_whole
 LONG = ("5.3.3-with-a-long-name", "5.3.3-with-an-even-longer-name-for-ci", "unpatched")
 
 
-def _variant(name: str, scenario: str = "burst") -> dict:
+def _summary_row(name: str, scenario: str = "burst") -> dict:
     """One variant of a run's summary (the manifest's), with every figure the tables show."""
     ms = {"n": 305, "p50": 16918.13, "p90": 16998.2, "p99": 17100.0, "max": 17180.5}
     return {"scenario": scenario, "variant": name, "cycles": 15, "sent": 480, "retry_deliveries": 480, "errors": 0,
@@ -74,7 +74,7 @@ def _fits(lines: list[str], width: int = 80) -> None:
 
 
 def test_a_runs_summary_fits_80_columns_with_every_variant_name_whole(screen):
-    print_summary([_variant(n) for n in LONG])
+    print_summary([_summary_row(n) for n in LONG])
     lines = _lines(screen)
     _fits(lines)
     for name in LONG:
@@ -85,7 +85,7 @@ def test_a_runs_summary_fits_80_columns_with_every_variant_name_whole(screen):
 
 
 def test_a_summary_of_several_scenarios_names_each_above_its_variant(screen):
-    print_summary([_variant("patched", "burst"), _variant("patched", "steady")])
+    print_summary([_summary_row("patched", "burst"), _summary_row("patched", "steady")])
     text = screen.getvalue()
     _fits(_lines(screen))
     assert "burst" in text and "steady" in text
@@ -106,7 +106,7 @@ def test_a_comparison_fits_80_columns_names_both_variants_whole_and_the_rule_is_
 
 
 def test_faults_fit_80_columns(screen):
-    print_faults([_variant(n) for n in LONG])
+    print_faults([_summary_row(n) for n in LONG])
     lines = _lines(screen)
     _fits(lines)
     for name in LONG:
@@ -132,7 +132,7 @@ def test_piped_output_takes_columns_when_it_is_set(monkeypatch):
 
 
 def test_rows_for_programs_as_tsv(capsys):
-    print_summary_as([_variant(n) for n in LONG], "tsv", archive="runs/r")
+    print_summary_as([_summary_row(n) for n in LONG], "tsv", archive="runs/r")
     header, *rows, blank = capsys.readouterr().out.split("\n")[:-1]
     assert header.split("\t") == list(SUMMARY_FIELDS) and blank == ""
     assert [r.split("\t")[1] for r in rows] == list(LONG)
@@ -141,7 +141,7 @@ def test_rows_for_programs_as_tsv(capsys):
 
 
 def test_rows_for_programs_as_json(capsys, tmp_path):
-    print_summary_as([_variant("patched")], "json", archive="runs/r")
+    print_summary_as([_summary_row("patched")], "json", archive="runs/r")
     print_comparison_as(_comparison("unpatched", "patched", tmp_path), "json")
     variants, comparison = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert variants["kind"] == "variants" and variants["run_archive"] == "runs/r"
@@ -190,7 +190,7 @@ def test_a_runs_own_table_names_the_grpc_client_it_drove(capsys: pytest.CaptureF
     from harness.inputs.catalogue import load_scenario
     from harness.run.sequence import RunResult
 
-    row = _variant("unpatched")
+    row = _summary_row("unpatched")
     record = RunRecord(run_id="r", scenario=load_scenario("burst").model_dump(mode="json"), grpc_client="native",
                        variants=[{"name": "unpatched", "version": "5.3.3"}], summary=[row])
     rows = RunResult(record, "runs/r").summary
