@@ -127,3 +127,29 @@ def test_the_rule_catches_a_backward_import():
     assert not _within("harness.run.sequence", CHOOSE_A_BACKEND) and _within("harness.deploy.k8s.cluster", BACKENDS)
     assert package("harness.deploy.k8s.cluster") not in ALLOWED[package("spark.jobs.compare")]
     assert package("tools.cluster.node") not in ALLOWED[package("harness.cli.main")]
+
+
+def _imports_of_test_modules(path: Path) -> list[str]:
+    """The test modules (test_*.py under tests/) that ``path`` imports."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+                 if isinstance(node, ast.ImportFrom) else [])
+        out += [n for n in names if n.startswith("tests.") and any(p.startswith("test_") for p in n.split(".")[1:])]
+    return sorted(set(out))
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in a conftest.py or a support module (tests/events.py, tests/synth.py ...), so each
+    test module reads on its own and runs without another."""
+    tests = REPO_ROOT / "tests"
+    found = {str(p.relative_to(REPO_ROOT)): got for p in sorted(tests.rglob("*.py"))
+             if (got := _imports_of_test_modules(p))}
+    assert found == {}
+
+
+def test_the_test_import_check_can_fail(tmp_path: Path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from tests.unit.test_ledger import counts\nimport tests.synth\n")
+    assert _imports_of_test_modules(probe) == ["tests.unit.test_ledger", "tests.unit.test_ledger.counts"]
