@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.contracts.verdict import VerdictRule, add_gate_option, add_rule_options, gate_exit
+from harness.contracts.verdict import VerdictRule, add_gate_option, gate_exit
 from spark import outputs
 from spark.comparison import Collected, analyse, check_variants
 from spark.io import load_archives
@@ -21,15 +21,11 @@ from spark.jobs import entry
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="compare", description="Spark regression comparison of run archives")
-    p.add_argument("archives", nargs="+", help="run archives: directories or s3://bucket/prefix/<run-id>")
+    p = entry.archives_parser("compare", "Spark regression comparison of run archives", "<cand>-vs-<base>")
     p.add_argument("--baseline", required=True, help="variant to compare against")
     p.add_argument("--candidate", required=True, help="variant under test")
-    p.add_argument("--out", default=None, help="output directory (default: reports/<time>-<cand>-vs-<base>)")
-    add_rule_options(p)
     add_gate_option(p)
     p.add_argument("--skip-bad", action="store_true", help="warn about unreadable archives and compare the rest")
-    p.add_argument("--master", default=None, help="Spark master (default: local[*], or spark-submit's)")
     return p
 
 

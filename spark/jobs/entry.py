@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contracts.verdict import VerdictRule
+from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError
 from harness.core.exits import ERROR, exit_code_of
 from harness.core.publish import refuse_existing
@@ -125,6 +125,19 @@ def on_archives(plan: Callable[[argparse.Namespace, Warn], Plan]) -> Callable[[C
                 c.close()
 
     return work
+
+
+def archives_parser(prog: str, description: str, out: str, variants: str | None = None) -> argparse.ArgumentParser:
+    """The command line every job over run archives shares: the archives, --out (its default: ``out``), the verdict
+    rule's options, --master; with ``variants``, the repeatable --variant it helps with."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("archives", nargs="+", help="run archives: directories or s3://bucket/prefix/<run-id>")
+    if variants:
+        p.add_argument("--variant", action="append", dest="variants", required=True, metavar="NAME", help=variants)
+    p.add_argument("--out", default=None, help=f"output directory (default: reports/<time>-{out})")
+    add_rule_options(p)
+    p.add_argument("--master", default=None, help="Spark master (default: local[*], or spark-submit's)")
+    return p
 
 
 def stderr_warn(line: str) -> None:

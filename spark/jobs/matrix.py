@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.contracts.verdict import add_rule_options
 from spark import outputs
 from spark.comparison import check_variants
 from spark.io import load_archives
@@ -21,17 +20,12 @@ from spark.matrix import analyse_matrix
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="matrix", description="Spark scenario x variant matrix of run archives")
-    p.add_argument("archives", nargs="+", help="run archive directories")
-    p.add_argument("--variant", action="append", dest="variants", required=True, metavar="NAME",
-                   help="variants in the matrix, the first being the baseline (repeat)")
-    p.add_argument("--out", default=None, help="output directory (default: reports/<time>-matrix)")
-    add_rule_options(p)
+    p = entry.archives_parser("matrix", "Spark scenario x variant matrix of run archives", "matrix",
+                              "variants in the matrix, the first being the baseline (repeat)")
     p.add_argument("--failed", action="append", default=[], metavar="SCENARIO=REASON",
                    help="a scenario whose run failed, shown in the report (repeat)")
     p.add_argument("--not-applicable", action="append", default=[], metavar="SCENARIO=REASON",
                    help="a scenario form that was not run because it does not apply, shown in the report (repeat)")
-    p.add_argument("--master", default=None)
     return p
 
 

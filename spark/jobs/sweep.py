@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.contracts.verdict import add_rule_options
 from harness.core.errors import ConfigError
 from spark import outputs
 from spark.comparison import check_variants
@@ -23,19 +22,14 @@ from spark.sweep import analyse_sweep
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sweep", description="Spark release sweep of run archives")
-    p.add_argument("archives", nargs="+", help="run archive directories")
-    p.add_argument("--variant", action="append", dest="variants", required=True, metavar="NAME",
-                   help="the releases' variants, oldest first (repeat)")
-    p.add_argument("--out", default=None, help="output directory (default: reports/<time>-sweep)")
-    add_rule_options(p)
+    p = entry.archives_parser("sweep", "Spark release sweep of run archives", "sweep",
+                              "the releases' variants, oldest first (repeat)")
     p.add_argument("--skipped", action="append", default=[], metavar="VERSION=REASON",
                    help="a release not run (Maven Central cannot assemble it), shown in the report (repeat)")
     p.add_argument("--failed", action="append", default=[], metavar="SCENARIO@VARIANT=REASON",
                    help="a run that failed, shown in the report (repeat)")
     p.add_argument("--not-applicable", action="append", default=[], metavar="SCENARIO@VARIANT=REASON",
                    help="a release a scenario could not run on (it lacks a setting the scenario needs) (repeat)")
-    p.add_argument("--master", default=None)
     return p
 
 
