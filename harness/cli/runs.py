@@ -155,8 +155,7 @@ def k8s_run(args: argparse.Namespace) -> int:
     record = RunRecord.model_validate_json((fetched / MANIFEST).read_text())
     result = RunResult(record, outbox.deliver(fetched, bucket, log=console.print))
     _print_run(result.summary, result.probes, result.archive)
-    archive = result.archive
-    return _then_compare(args, archive, names)
+    return _then_compare(args, result.archive, names)
 
 
 def upload_command(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ class Run:
                              self.options.keep_resources)
         up = sorted(self.variants, key=lambda v: self.order["names"].index(v.name))
         run = RunState(self.run_id, self.scenario, up, self.options, site, ArchiveStaging(self.runs_dir, self.run_id),
-                       manifest.begin(self.run_id, self.scenario, up, self.options, self.order), self.log)
+                       manifest.begin(self.run_id, self.scenario, self.variants, self.options, self.order), self.log)
         hooks = Hooks([*standard_hooks(run), *self.hooks])
         try:
             self.log(f"variants in {self.order['how']} order: {', '.join(self.order['names'])}")

@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.contracts.events import EVENT_SCHEMA_VERSION, SCHEMA, to_table
+from harness.contracts.record import RunRecord
 from harness.measure import tally
 from harness.measure.ledger import COLUMNS, classify
 from spark import facts
@@ -63,8 +64,9 @@ def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeyp
     events = _cases()
     path = tmp_path / "events.parquet"
     pq.write_table(to_table([{c: r.get(c) for c in SCHEMA.names} for r in events]), path)
-    archive = Archive(str(tmp_path), {"run_id": "r1", "event_schema_version": EVENT_SCHEMA_VERSION,
-                                      "variants": [{"name": "v"}, {"name": "w"}]}, [str(path)])
+    record = RunRecord(run_id="r1", event_schema_version=EVENT_SCHEMA_VERSION, scenario={"name": "s"},
+                       variants=[{"name": "v", "version": "5.3.3"}, {"name": "w", "version": "5.3.3"}])
+    archive = Archive(str(tmp_path), record, [str(path)])
     if route == "by slices of a file":
         monkeypatch.setattr(facts, "SLICE_EVENTS", 25)
         monkeypatch.setattr(facts, "CHUNK_ROWS", 4)  # a run's rows in several parts too
