@@ -17,7 +17,6 @@ from pyspark.sql import functions as F
 
 from harness.contracts.events import COLUMNS, SCHEMA
 from harness.contracts.verdict import MEDIAN, STATISTIC
-from harness.inputs import timing
 from harness.measure import ordering, tally
 from harness.measure.fault_impact import TIMES, impact
 from spark import facts
@@ -26,18 +25,13 @@ from spark.io import Archive, scenario_of
 LATENCIES = [m for m, statistic in STATISTIC.items() if statistic == MEDIAN]
 
 
-def routing(archives: Sequence[Archive]) -> dict[str, facts.Routing]:
-    out = {}
-    for a in archives:
-        sc = scenario_of(a)
-        subs = {t: {g: list(f) for g, f in gs.items()} for t, gs in sc.subscriptions().items()}
-        out[a.run_id] = facts.Routing(subs, dict(sc.allowed_deliveries()), sc.consume.long_poll_s * 1000,
-                                      timing.late_after_ms(sc))
-    return out
+def routing(archives: Sequence[Archive]) -> dict[str, tally.Routing]:
+    """Each run's routing (harness.measure.tally.Routing), by its id."""
+    return {a.run_id: tally.Routing.of(scenario_of(a)) for a in archives}
 
 
 def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Sequence[str],
-                  route: Mapping[str, facts.Routing], read_by_spark: bool = False, sample_rows: int | None = None,
+                  route: Mapping[str, tally.Routing], read_by_spark: bool = False, sample_rows: int | None = None,
                   seed: int = 1) -> DataFrame:
     """The facts of ``variants``' events in ``archives`` as parts on the executors (spark.facts.PARTS_SCHEMA):
     tallies, retry rows, ledger rows, retry latencies, and a sample of the retry rows for about ``sample_rows``

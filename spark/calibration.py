@@ -11,18 +11,20 @@ from pathlib import Path
 from harness.contracts.verdict import STATISTIC, VerdictRule, level
 from harness.core.errors import ConfigError
 from spark.comparison import Collected, analyse, collect, nested_runs
-from spark.io import load_archives
+from spark.io import Archive, load_archives
 
 
-def _judged(data: Collected, base: str, other: str, rule: VerdictRule, run_id: str, order: dict | None) -> dict:
-    """One run's judgement, with what it was judged on (its primary comparison's cycle levels)."""
-    result = analyse(data, base, other, rule, run_id=run_id)
-    primary = next(c for c in result["comparisons"] if c["primary"])
-    statistic = STATISTIC[primary["metric"]]
-    samples = data.samples[data.samples["run_id"] == run_id]
-    levels = {side: [level(c, statistic) for run in nested_runs(samples, primary["scenario"], result[side],
-                                                               primary["metric"]) for c in run]
-              for side in ("baseline", "candidate")}
+def _judged(data: Collected, base: str, other: str, rule: VerdictRule, archive: Archive) -> dict:
+    """One run's judgement, with what it was judged on (its scenario's primary metric's cycle levels)."""
+    scenario = archive.record.scenario_name
+    metric = data.scenarios[scenario].verdict_metric
+    samples = data.samples[data.samples["run_id"] == archive.run_id]
+    levels = {side: [level(c, STATISTIC[metric]) for run in nested_runs(samples, scenario, variant, metric)
+                     for c in run]
+              for side, variant in (("baseline", base), ("candidate", other))}
+    result = analyse(data, base, other, rule, run_id=archive.run_id)
+    primary = next(c for c in result["comparisons"] if c["primary"] and c["scenario"] == scenario)
+    run_id, order = archive.run_id, archive.record.variant_order
     keep = ("metric", "statistic", "n_baseline", "n_candidate", "median_baseline", "median_candidate",
             "ratio_of_medians", "ci", "p_value", "p_floor", "p_adjusted", "verdict", "reason")
     return {"run_id": run_id, "baseline": result["baseline"], "candidate": result["candidate"],
@@ -46,6 +48,6 @@ def judge_runs(archives: Sequence[Path | str], base: str, controls: Mapping[str,
     present = sorted({base, *controls} & {v for a in loaded for v in a.variants})
     data = collect(local_session("local[*]"), loaded, present, seed=rule.seed, per_run=True)
     data.close()  # (judged from the samples and tables; no report keeps the rows)
-    per_run = [{"control": controls[other], **_judged(data, base, other, rule, a.run_id, a.record.variant_order)}
+    per_run = [{"control": controls[other], **_judged(data, base, other, rule, a)}
                for a in loaded for other in a.variants if other in controls]
     return {"rule": rule.as_dict(), "per_run": per_run}

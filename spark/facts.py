@@ -76,16 +76,6 @@ def unreadable_file(error: BaseException) -> str | None:
 
 
 @dataclass(frozen=True)
-class Routing:
-    """What a run's facts depend on besides its events (from its scenario)."""
-
-    subscriptions: dict[str, dict[str, list[str]]]
-    allowed_deliveries: dict[str, int]
-    long_poll_ms: float
-    late_after_ms: float | None = None  # harness.inputs.timing.late_after_ms(scenario)
-
-
-@dataclass(frozen=True)
 class Task:
     path: str
     version: int  # the archive's event schema version
@@ -166,7 +156,7 @@ def decode(data: bytes, columns: Sequence[str] | None = None) -> pa.Table:
     return pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None, use_threads=False)
 
 
-def facts(events: pd.DataFrame, routing: Mapping[str, Routing], task: int, chunk_rows: int = CHUNK_ROWS,
+def facts(events: pd.DataFrame, routing: Mapping[str, tally.Routing], task: int, chunk_rows: int = CHUNK_ROWS,
           sample_fraction: float = 1.0, seed: int = 1) -> pa.Table:
     """The facts of one task's events (the ``task``-th), run by run, as PARTS_SCHEMA rows: per run, its
     tallies (harness.measure.tally.TALLY_SCHEMA), its retry rows and its ledger rows, each in parts of at most
@@ -177,8 +167,7 @@ def facts(events: pd.DataFrame, routing: Mapping[str, Routing], task: int, chunk
     runs = events["run_id"].unique()
     for i, run in enumerate(runs):  # (one run, the usual case, without copying its events)
         ev = events if len(runs) == 1 else events[(events["run_id"] == run).to_numpy()]
-        r = routing[run]
-        f = tally.slice_facts(ev, r.subscriptions, r.allowed_deliveries, r.long_poll_ms, r.late_after_ms)
+        f = tally.slice_facts(ev, routing[run])
         common = {"task": task, "run": i, "run_id": str(run), "scenario": None, "variant": None, "fraction": None}
         for fact, rows in ((TALLY, f.tallies), (RETRY, f.retries), (LEDGER_ROW, f.ledger)):
             schema = OF_KIND[fact]

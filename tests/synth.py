@@ -12,7 +12,7 @@ import pandas as pd
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, write_parquet
 from harness.contracts.record import HostInfo, RunRecord, VariantRecord
-from harness.measure.tally import SlicesSummary
+from harness.measure.tally import Routing, SlicesSummary
 
 MS = 1_000_000
 
@@ -107,6 +107,6 @@ def fast(rng: np.random.Generator, n: int) -> np.ndarray:
 def own_summary(events: pd.DataFrame, subscriptions: Mapping, allowed_deliveries: Mapping[str, int],
                 long_poll_ms: float, faults: Sequence[Mapping[str, object]] = ()) -> list[dict]:
     """The run's own summary rows of ``events`` (every event of the run: one slice), as a run computes them."""
-    acc = SlicesSummary(subscriptions, allowed_deliveries, long_poll_ms, faults)
+    acc = SlicesSummary(Routing(subscriptions, allowed_deliveries, long_poll_ms), faults)
     acc.add(events)
     return acc.result()

@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from harness.inputs import timing
 from harness.inputs.expectations import COUNTS, DISTRIBUTIONS, LEDGER
+from harness.inputs.scenario import Scenario
 from harness.measure import frames, ledger, ordering
 from harness.measure.fault_impact import TIMES as FAULT_TIMES
 from harness.measure.fault_impact import impact
@@ -82,9 +84,28 @@ def _messages(ev: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
                          "ledger_never_received": sent & ~received, "ledger_unknown_received": ~sent & received})
 
 
-def slice_facts(events: pd.DataFrame, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-                long_poll_ms: float, late_after_ms: float | None = None) -> Facts:
+@dataclass(frozen=True)
+class Routing:
+    """What a run's facts depend on besides its events, from its scenario: whom a message sent to a topic is owed
+    (topic -> groups -> their consumers' tag filters), how many deliveries each group allows (retryMaxTimes + 1),
+    the long poll a stalled retry waited out (ms), and when an ack is late (harness.inputs.timing.late_after_ms)."""
+
+    subscriptions: ledger.Subscriptions
+    allowed_deliveries: Mapping[str, int]
+    long_poll_ms: float
+    late_after_ms: float | None = None
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> Routing:
+        return cls({t: {g: list(f) for g, f in gs.items()} for t, gs in scenario.subscriptions().items()},
+                   dict(scenario.allowed_deliveries()), scenario.consume.long_poll_s * 1000,
+                   timing.late_after_ms(scenario))
+
+
+def slice_facts(events: pd.DataFrame, routing: Routing) -> Facts:
     """The facts of ``events`` (whole messages of one scenario; any runs and variants of it)."""
+    subscriptions, allowed_deliveries = routing.subscriptions, routing.allowed_deliveries
+    long_poll_ms, late_after_ms = routing.long_poll_ms, routing.late_after_ms
     ev = events.copy(deep=False)  # a column added below must not reach the caller's frame
     ev["cycle"] = (ev["cycle"] if "cycle" in ev.columns else pd.Series(0, index=ev.index)).fillna(0)
     keys = ledger.message_keys(ev)
@@ -206,11 +227,8 @@ class SlicesSummary:
     # What a retry row keeps past its slice: the distributions read its latencies, the fault impact its time.
     RETAINED = ["scenario", "variant", "t_client_ns", *DISTRIBUTIONS]
 
-    def __init__(self, subscriptions: ledger.Subscriptions, allowed_deliveries: Mapping[str, int],
-                 long_poll_ms: float, faults: Sequence[Mapping[str, object]] = (),
-                 late_after_ms: float | None = None) -> None:
-        self.subscriptions, self.allowed, self.long_poll_ms = subscriptions, allowed_deliveries, long_poll_ms
-        self.late_after_ms = late_after_ms
+    def __init__(self, routing: Routing, faults: Sequence[Mapping[str, object]] = ()) -> None:
+        self.routing = routing
         self.faults = list(faults)
         self.tallies: list[pd.DataFrame] = []
         self.retries: list[pd.DataFrame] = []
@@ -218,7 +236,7 @@ class SlicesSummary:
         self.fifo: list[pd.DataFrame] = []
 
     def add(self, events: pd.DataFrame) -> None:
-        facts = slice_facts(events, self.subscriptions, self.allowed, self.long_poll_ms, self.late_after_ms)
+        facts = slice_facts(events, self.routing)
         self.tallies.append(facts.tallies)
         self.retries.append(facts.retries[self.RETAINED])
         if self.faults:

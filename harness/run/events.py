@@ -11,9 +11,8 @@ import pyarrow.parquet as pq
 
 from harness.archive.writer import event_check
 from harness.client.driver import CLIENT_UNFIT
-from harness.inputs import timing
 from harness.measure.slices import read_events
-from harness.measure.tally import SlicesSummary
+from harness.measure.tally import Routing, SlicesSummary
 from harness.run.hooks import RunState
 
 
@@ -35,8 +34,7 @@ def archive_events(run: RunState) -> tuple[list[str], list[str]]:
     run.record.events_check = {"workers": checked, "problems": missing}
     summary, unfit = [], []
     for variant, shard_dir in sorted(shard_dirs.items()):
-        acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000,
-                            [f for f in run.record.faults if f["variant"] == variant], timing.late_after_ms(sc))
+        acc = SlicesSummary(Routing.of(sc), [f for f in run.record.faults if f["variant"] == variant])
         # FIFO order is checked over whole message groups: those runs are read again at once. Others are
         # summarised from the slices of messages the merge holds anyway (harness.archive.writer).
         fifo = any(t.message_type == "FIFO" for t in sc.topics)

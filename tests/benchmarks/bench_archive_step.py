@@ -29,7 +29,7 @@ from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import DERIVED
 from harness.core.paths import REPO_ROOT
 from harness.inputs.scenario import parse_scenario
-from harness.measure.tally import SlicesSummary
+from harness.measure.tally import Routing, SlicesSummary
 
 PART_EVENTS = 50_000  # a worker's flush (EventLog.flush_every)
 WORKERS = 2
@@ -79,7 +79,7 @@ def main() -> None:
 
         mark("start")
 
-        acc = SlicesSummary(sc.subscriptions(), sc.allowed_deliveries(), sc.consume.long_poll_s * 1000, [])
+        acc = SlicesSummary(Routing.of(sc))
         added = [0]
 
         def add(frame: object) -> None:

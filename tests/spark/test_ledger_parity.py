@@ -70,10 +70,10 @@ def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeyp
     if route == "by slices of a file":
         monkeypatch.setattr(facts, "SLICE_EVENTS", 25)
         monkeypatch.setattr(facts, "CHUNK_ROWS", 4)  # a run's rows in several parts too
-    routing = {run: facts.Routing(SUBS, ALLOWED, 20_000.0) for run in ("r1", "r2")}
+    routing = {run: tally.Routing(SUBS, ALLOWED, 20_000.0) for run in ("r1", "r2")}
     all_facts = message_facts(spark, [archive], ["v", "w"], routing, read_by_spark=route == "read by spark")
     got_tallies = local_facts(all_facts, facts.TALLY)
-    whole = tally.slice_facts(pd.DataFrame(events), SUBS, ALLOWED, 20_000.0)
+    whole = tally.slice_facts(pd.DataFrame(events), tally.Routing(SUBS, ALLOWED, 20_000.0))
     want = classify(pd.DataFrame(events), SUBS, ALLOWED)
     got = local_facts(all_facts, facts.LEDGER_ROW)
     assert len(got) == len(want) > 40

@@ -157,7 +157,7 @@ def test_a_merge_a_slice_of_messages_at_a_time_writes_and_summarises_what_the_wh
     import pandas as pd
 
     from harness.archive import writer
-    from harness.measure.tally import SlicesSummary
+    from harness.measure.tally import Routing, SlicesSummary
     from tests import synth
 
     archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=120, lost=2)
@@ -168,7 +168,7 @@ def test_a_merge_a_slice_of_messages_at_a_time_writes_and_summarises_what_the_wh
 
     def merged(run_id: str) -> tuple[Path, list, list]:
         staging = ArchiveStaging(tmp_path / "runs", run_id)
-        acc = SlicesSummary(subs, allowed, 20_000.0)
+        acc = SlicesSummary(Routing(subs, allowed, 20_000.0))
         slices: list = []
         path = staging.merge_events("v", shards, lambda ev: (slices.append(ev), acc.add(ev)))
         assert sorted(p.name for p in staging.path.iterdir()) == ["INCOMPLETE", "events"]  # no work left
