@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -60,24 +61,58 @@ def what_ran(record: RunRecord) -> dict:
     }
 
 
-def write_rows(parts: object, directories: Mapping[str, Path]) -> dict[str, int]:
+class Halted(Exception):
+    """The report was abandoned while its rows were being written: nothing more is written."""
+
+
+class Gate:
+    """Lets the rows' writer, in a thread of its own, write only while the report is still wanted: once ``halt``
+    returns no write starts, and the one in progress has ended. (pyarrow creates a missing parent directory, so a
+    write after the staging directory was removed would bring part of it back.)"""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._halted = False
+
+    def write(self, step: Callable[[], object]) -> None:
+        with self._lock:
+            if self._halted:
+                raise Halted
+            step()
+
+    def halt(self) -> None:
+        """Waits for a write in progress. A second interrupt while it waits (harness: interruptible delivers one
+        again) is the first one still on its way: waited through, the first one is what the caller raises."""
+        while True:
+            try:
+                with self._lock:
+                    self._halted = True
+                return
+            except KeyboardInterrupt:
+                continue
+
+
+def write_rows(parts: object, directories: Mapping[str, Path], gate: Gate | None = None) -> dict[str, int]:
     """The rows of each kind of fact in ``directories`` (spark.facts.RETRY or LEDGER_ROW -> where), each as a
     directory of Parquet files, one a part (``parts``: spark.facts.PARTS_SCHEMA), written here: the parts come
     to the driver a partition (one task's) at a time, in the order they were made, whatever the run's length.
-    Returns the rows written of each kind."""
+    Every write passes ``gate`` (its owner may halt the writing). Returns the rows written of each kind."""
     from pyspark.sql import functions as F
 
+    gate = gate or Gate()
     for d in directories.values():
-        d.mkdir(parents=True, exist_ok=True)
+        gate.write(lambda d=d: d.mkdir(parents=True, exist_ok=True))
     total, n = dict.fromkeys(directories, 0), dict.fromkeys(directories, 0)
     wanted = parts.where(F.col("fact").isin(list(directories))).select("fact", "rows", "data")
     for part in wanted.toLocalIterator(prefetchPartitions=False):
         kind = part["fact"]
-        write_atomically(directories[kind] / f"part-{n[kind]:05d}.parquet", bytes(part["data"]))
+        path = directories[kind] / f"part-{n[kind]:05d}.parquet"
+        gate.write(lambda path=path, part=part: write_atomically(path, bytes(part["data"])))
         total[kind], n[kind] = total[kind] + part["rows"], n[kind] + 1
     for kind, d in directories.items():
         if not n[kind]:  # nothing at all: still a dataset of the rows' columns
-            pq.write_table(facts.OF_KIND[kind].empty_table(), d / "part-00000.parquet")
+            empty = facts.OF_KIND[kind].empty_table()
+            gate.write(lambda empty=empty, d=d: pq.write_table(empty, d / "part-00000.parquet"))
     return total
 
 
@@ -88,13 +123,19 @@ def write(c: Collected, summary: dict, out: Path, render: Callable[..., object],
     def fill(staging: Path) -> None:
         pq.write_table(pa.Table.from_pandas(c.per_variant_table, preserve_index=False),
                        staging / "per_variant.parquet")
-        # The rows stream from the executors while the report is drawn (a Spark job mostly waited on here).
+        # The rows stream from the executors while the report is drawn (a Spark job mostly waited on here). Given
+        # up (an interrupt, a failure), the writer is halted before the staging directory can be removed.
+        gate = Gate()
         with ThreadPoolExecutor(1, thread_name_prefix="report-rows") as pool:
             rows = pool.submit(write_rows, c.parts, {facts.RETRY: staging / f"{RETRIES}.parquet",
-                                                     facts.LEDGER_ROW: staging / f"{LEDGER}.parquet"})
-            (staging / "summary.json").write_text(json_text(summary))
-            render(summary, c.plot, c.samples, staging, timeline=c.timeline)
-            rows.result()
+                                                     facts.LEDGER_ROW: staging / f"{LEDGER}.parquet"}, gate)
+            try:
+                (staging / "summary.json").write_text(json_text(summary))
+                render(summary, c.plot, c.samples, staging, timeline=c.timeline)
+                rows.result()
+            except BaseException:
+                gate.halt()
+                raise
 
     publish_dir(out, fill, "report", log)
     c.close()

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from harness.core.errors import ConfigError
 from harness.core.publish import INCOMPLETE, REMOVE, mark_incomplete
 from spark.comparison import Collected
+from spark.outputs import Gate
 from spark.outputs import write as stage
 from tests.unit.by_hand import collected
 
@@ -27,7 +29,7 @@ from tests.unit.by_hand import collected
 def _rows_without_spark(monkeypatch):
     """The retry and ledger rows come from Spark (spark.outputs.write_rows, tested in the spark layer); here a
     part of one row stands for them, so the staging alone is under test."""
-    def write_rows(parts: object, directories: dict[str, Path]) -> dict[str, int]:
+    def write_rows(parts: object, directories: dict[str, Path], gate: object = None) -> dict[str, int]:
         for d in directories.values():
             d.mkdir(parents=True)
             pq.write_table(pa.table({"x": [1]}), d / "part-00000.parquet")
@@ -68,6 +70,56 @@ def test_a_report_is_marked_incomplete_until_renamed(tmp_path: Path):
     assert sorted(p.name for p in out.iterdir()) == ["ledger.parquet", "per_variant.parquet", "report.html",
                                                       "retries.parquet", "summary.json"]
     assert got["out"] == str(out.resolve()) and not seen["staging"].exists()
+
+
+def test_rows_still_streaming_when_the_report_is_interrupted_never_bring_its_staging_back(tmp_path: Path, monkeypatch,
+                                                                                         ctrl_c):
+    """A second interrupt (Spark's interruptible delivers one again) while the report waits for its rows' writer
+    used to leave that writer running after the staging directory was removed, and pyarrow brought the directory
+    back with the next part (a ledger.parquet seen in make test): the writer is halted first."""
+    started = threading.Event()
+    wrote: list[int] = []
+
+    def write_rows(parts: object, directories: dict[str, Path], gate: Gate) -> dict[str, int]:
+        where = next(iter(directories.values()))
+
+        def slow_part(i: int) -> None:  # a part being written when the report is given up
+            wrote.append(i)
+            pq.write_table(pa.table({"x": [i]}), where / f"part-{i:05d}.parquet")
+            started.set()
+            time.sleep(0.2)
+
+        gate.write(lambda: where.mkdir(parents=True))
+        for i in range(100):
+            gate.write(lambda i=i: slow_part(i))
+        return {}
+
+    monkeypatch.setattr("spark.outputs.write_rows", write_rows)
+    inside = [True]
+
+    def again(signum: int, frame: object) -> None:  # the interrupt delivered again, while the report is given up
+        if inside[0]:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, again)
+
+    def render(summary, plot, samples, staging: Path, **_kw: object) -> None:
+        started.wait(5)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stage(_one_variant(), {"verdict": "no change"}, tmp_path / "reports" / "r", render)
+        inside[0] = False
+        so_far = len(wrote)
+        time.sleep(0.5)
+    finally:
+        inside[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not (tmp_path / "reports" / ".r.partial").exists() and not (tmp_path / "reports" / "r").exists()
+    assert 0 < so_far == len(wrote) < 100  # no part started once the report was given up
 
 
 def test_an_interrupted_report_leaves_nothing(tmp_path: Path):
