@@ -103,7 +103,6 @@ def evaluate(rules: Sequence[str], summary: Mapping[str, object]) -> dict[str, o
 # A scenario's defect on one build, from its rules (what a correct broker shows): present when a rule failed,
 # absent when every rule was met, no data otherwise; a build the scenario cannot ask is not applicable.
 PRESENT, ABSENT, NOT_APPLICABLE, RUN_FAILED = "present", "absent", "not applicable", "run failed"
-DEFECT_STATES = (PRESENT, ABSENT, NO_DATA, NOT_APPLICABLE, RUN_FAILED)
 
 
 def defect(tally: Mapping[str, object]) -> str:

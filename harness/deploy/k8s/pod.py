@@ -101,7 +101,7 @@ def containers(topology: Topology) -> list[Container]:
         main = MAIN_CLASSES["proxy" if process == "proxy" else "namesrv" if process == "namesrv" else "broker"]
         # A cluster-mode proxy creates its system topics on the brokers at start and exits when none is registered
         # ("create system broadcast topic DefaultHeartBeatSyncerTopic failed": the local backend starts it once they
-        # are, launcher._spawn_when_ready): it waits until every broker logged its registration with the name server
+        # are, startup.spawn_when_ready): it waits until every broker logged its registration with the name server
         # (it listens, connects to the name server and logs its boot seconds before it registers; each restart of the
         # proxy by the kubelet would cost 10 s more).
         waits = [str(dirs.server_logs(b) / "broker.log") for b in names] \

@@ -66,6 +66,7 @@ class LocalProcess:
             raise HarnessError(f"{self.lv.name}: {self.describe()} is still running")
         offset = self.lv.dirs.stdout(self.role).stat().st_size if self.lv.dirs.stdout(self.role).exists() else 0
         deadline = Deadline(self.backend.ready_timeout_s)
-        startup.spawn_when_ready(self.lv, self.role, deadline, die_with_parent=self.backend.attached)
+        startup.spawn_when_ready(self.lv, self.role, deadline, die_with_parent=self.backend.attached,
+                                 again=True)
         startup.wait_process(self.lv, self.role, deadline)
         startup.check_agents(self.lv, self.role, offset)

@@ -73,6 +73,7 @@ class LocalBackend:
         self._agents: dict[str, dict[str, list[str]]] = {}
         self._modules: dict[str, list[ModuleJar]] = {}
         self._slots = SlotLocks()
+        self._targets: dict[str, LocalVariant] = {}  # variant -> the state its fault targets share (process)
 
     # --- the Backend interface -------------------------------------------------------------
 
@@ -166,7 +167,11 @@ class LocalBackend:
         root = self.workdir / name
         if not (root / STATE_FILE).is_file():
             raise HarnessError(f"variant {name} is not up")
-        lv = LocalVariant.load(root)
+        # One state per variant for all its fault targets: a start records its new PID where the others' starts
+        # read it (a proxy restarting waits for the name server another fault is starting again) and save it.
+        lv = self._targets.get(name)
+        if lv is None or lv.token != LocalVariant.load(root).token:
+            lv = self._targets[name] = LocalVariant.load(root)
         proc = config.host_process(target, lv.topology)
         if proc not in lv.pids:
             raise ConfigError(f"variant {name} has no {target} (its processes: {', '.join(lv.pids)})")

@@ -43,13 +43,16 @@ def spawn(lv: LocalVariant, role: str, die_with_parent: bool) -> int:
     return lv.pids[role]
 
 
-def spawn_when_ready(lv: LocalVariant, role: str, deadline: Deadline, die_with_parent: bool) -> int:
+def spawn_when_ready(lv: LocalVariant, role: str, deadline: Deadline, die_with_parent: bool,
+                     again: bool = False) -> int:
     """Start ``role``; a cluster-mode proxy only once every process before it serves: it creates its system
     topics on the cluster at start and exits when no broker is registered (after a name server restart,
-    brokers register again only at their next heartbeat, up to 30 s later)."""
+    brokers register again only at their next heartbeat, up to 30 s later). ``again``: a fault's start, while
+    another fault may be starting one of those processes again (a name server killed while the proxy restarts),
+    so their being down is waited out until the deadline, not an error."""
     if role == "proxy" and lv.topology.proxy == "cluster":
         for before in lv.processes[: lv.processes.index(role)]:
-            wait_process(lv, before, deadline)
+            wait_process(lv, before, deadline, own=not again)
     return spawn(lv, role, die_with_parent)
 
 
@@ -62,9 +65,10 @@ def alive_check(lv: LocalVariant, role: str, what: str) -> Callable[[], None]:
     return check
 
 
-def wait_process(lv: LocalVariant, role: str, deadline: Deadline) -> None:
+def wait_process(lv: LocalVariant, role: str, deadline: Deadline, own: bool = True) -> None:
     """Until ``role`` serves: the name server listens; a broker is registered with the name server; the
-    proxy's gRPC port listens (with the broker inside, once that is registered)."""
+    proxy's gRPC port listens (with the broker inside, once that is registered). ``own``: the caller started it,
+    so its exit ends the wait at once; otherwise it is waited for until the deadline, whoever starts it."""
     ep = lv.endpoints
 
     def registered(node: str) -> Callable[[], bool]:
@@ -84,8 +88,10 @@ def wait_process(lv: LocalVariant, role: str, deadline: Deadline) -> None:
         waits.append((f"gRPC {ep.grpc} to listen", lambda: tcp_open(ep.grpc)))
     for what, ready in waits:
         wait_until(f"{lv.name}'s {what}", lambda ready=ready: True if ready() else Pending(), deadline,
-                   interval_s=0.2, alive=alive_check(lv, role, what), detail=lambda: lv.log_tail(role))
-    lv.served.setdefault(role, time.time())
+                   interval_s=0.2, alive=alive_check(lv, role, what) if own else None,
+                   detail=lambda: lv.log_tail(role))
+    if own:
+        lv.served.setdefault(role, time.time())
 
 
 def check_agents(lv: LocalVariant, role: str, offset: int) -> dict[str, list[str]]:

@@ -7,6 +7,7 @@ down`) finds and stops exactly those processes, and a fault can start a process 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from harness.deploy.local.ports import VariantPorts
 from harness.inputs.brokers import SINGLE, Topology
 
 STATE_FILE = "state.json"
+# The faults of one variant run in threads of their own (harness.run.faults) and each start saves the state:
+# one write at a time, so no save lands half of another's temporary file.
+_SAVING = threading.Lock()
 
 
 def tail(path: Path, lines: int = 20) -> str:
@@ -90,9 +94,10 @@ class LocalVariant:
             "topology": self.topology.model_dump(),
             "commands": self.commands,
         }
-        tmp = self.dirs.root / f".{STATE_FILE}.tmp"
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.dirs.root / STATE_FILE)
+        with _SAVING:
+            tmp = self.dirs.root / f".{STATE_FILE}.tmp"
+            tmp.write_text(json.dumps(state, indent=2))
+            tmp.replace(self.dirs.root / STATE_FILE)
 
     @classmethod
     def load(cls, root: Path) -> LocalVariant:
