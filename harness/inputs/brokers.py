@@ -58,7 +58,8 @@ SINGLE = Topology()
 class Fault(Strict):
     """One fault, injected into every variant at the same moment of the load."""
 
-    at_s: float = Field(ge=0, le=86_400, description="seconds after the load starts (Locust started)")
+    at_s: float = Field(ge=0, le=86_400, description="seconds after the variant's producers start sending (its "
+                        "first cycle)")
     action: FaultAction = Field(description="kill9: SIGKILL, started again after duration_s; sigstop: SIGSTOP, "
                                 "SIGCONT after duration_s; restart: SIGTERM, wait for the exit, start again")
     target: FaultTarget

@@ -22,6 +22,7 @@ from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
 from harness.inputs.brokers import Fault
 from harness.run.hooks import Hook, RunState
+from harness.workload.fleet import METRICS_SILENT_S, Progress
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
 # A fault still in progress when the load ends (a broker starting again) is waited for this long.
@@ -102,6 +103,7 @@ class Injector:
     _closing: threading.Event = field(default_factory=threading.Event)  # the load ended: no new faults
     _done: dict[str, threading.Event] = field(default_factory=dict)
     _processes: dict[tuple[str, str], ServerProcess] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)  # variants whose faults are timed (their sends began)
 
     def prepare(self) -> None:
         """Find every target before the load starts, so a backend that cannot inject says so at once."""
@@ -113,12 +115,16 @@ class Injector:
                     raise ConfigError(f"fault {f.label}: this backend's supervisor starts a killed {f.target} again "
                                       "at once, so it cannot stay down for duration_s; drop duration_s")
 
-    def start(self) -> None:
-        """Call when the load starts: the faults' at_s count from now."""
+    def start(self, variants: Sequence[str] | None = None, since: float | None = None) -> None:
+        """Call when ``variants``' (default: all) producers start sending: their faults' at_s count from now (or
+        from ``since``, a time.monotonic() in the past)."""
         if not self._processes:
             self.prepare()
-        t0 = time.monotonic()
-        for v in self.variants:
+        t0 = time.monotonic() if since is None else since
+        for v in self.variants if variants is None else variants:
+            if v in self.started:
+                continue
+            self.started.add(v)
             for target in dict.fromkeys(f.target for f in self.faults):
                 mine = sorted((f for f in self.faults if f.target == target), key=lambda f: f.at_s)
                 key = f"{v}/{target}"
@@ -152,6 +158,11 @@ class Injector:
     def finish(self, timeout_s: float) -> None:
         """The load ended: faults not begun are not injected; wait (up to ``timeout_s``) for those in progress."""
         self._closing.set()
+        for v in self.variants:
+            if v not in self.started:  # its producers never sent: nothing to time its faults from
+                self.records += [FaultRecord(v, f.action, f.target, f.at_s, f.duration_s,
+                                             error="not injected: the variant's producers never started sending")
+                                 for f in self.faults]
         deadline = Deadline(timeout_s)
         for key, done in self._done.items():
             if not done.wait(deadline.left()):
@@ -169,19 +180,36 @@ class Injector:
 
 
 class Faults(Hook):
-    """The scenario's faults as a part of the run: their targets found once the brokers are up, injected from the
-    load's start, finished (and no more started) when it ends; each becomes a ``fault`` event in its variant's
+    """The scenario's faults as a part of the run: their targets found once the brokers are up, timed per variant
+    from its producers' first cycle (when it sends: Locust's users may start seconds after Locust under load, and a
+    fault timed from Locust's start once stopped a broker before the first message), finished (and no more
+    started) when the load ends; each becomes a ``fault`` event in its variant's
     events and a record in the manifest; a fault not carried out as planned fails the run once it is archived."""
 
     def __init__(self) -> None:
         self.injector: Injector | None = None
+        self._load_started = 0.0
 
     def brokers_up(self, run: RunState) -> None:
         self.injector = Injector(run.backend, [v.name for v in run.variants], run.scenario.faults, run.log)
         self.injector.prepare()
 
     def load_started(self, run: RunState) -> None:
-        self.injector.start()
+        self._load_started = time.monotonic()
+
+    def cycle_started(self, run: RunState, variant: str, cycle: int) -> None:
+        if cycle == 0:
+            self.injector.start([variant])
+
+    def tick(self, run: RunState, elapsed_s: float, progress: dict[str, Progress]) -> None:
+        if elapsed_s < METRICS_SILENT_S:
+            return
+        for v in self.injector.variants:
+            if v not in progress and v not in self.injector.started:
+                # No live progress from its workers: its sends cannot be seen, so its faults count from when they
+                # were planned to begin (the load's start and produce.delay_s), said here.
+                run.log(f"{v}: no live progress, so its faults count from the load's start + produce.delay_s")
+                self.injector.start([v], since=self._load_started + run.scenario.produce.delay_s)
 
     def load_ended(self, run: RunState) -> None:
         self.injector.finish(timeout_s=FAULT_FINISH_S)

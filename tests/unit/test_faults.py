@@ -171,6 +171,37 @@ def test_a_fault_that_fails_is_recorded_and_the_rest_go_on():
     assert errors == {"broker": "TimeoutError: not ready after 180 s", "namesrv": None}
 
 
+def test_faults_count_from_each_variants_first_sends_and_a_variant_that_never_sent_gets_none():
+    from types import SimpleNamespace
+
+    from harness.run.faults import Faults
+    from harness.workload.fleet import METRICS_SILENT_S, Progress
+
+    backend, logged = FakeBackend(), []
+    sc = _scenario(faults=[{"at_s": 0.2, "action": "sigstop", "target": "broker", "duration_s": 0.1}])
+    run = SimpleNamespace(backend=backend, variants=[SimpleNamespace(name=v) for v in ("a", "b", "c")], scenario=sc,
+                          log=logged.append)
+    hook = Faults()
+    hook.brokers_up(run)
+    hook.load_started(run)
+    hook.tick(run, 1.0, {})  # nobody sends yet: nothing is timed
+    assert hook.injector.started == set()
+    hook.cycle_started(run, "a", 0)
+    hook.cycle_started(run, "a", 1)  # a later cycle starts nothing again
+    # b's workers never answered: past METRICS_SILENT_S its faults count from the planned start, said in the log.
+    hook.tick(run, METRICS_SILENT_S + 1, {"a": Progress(sent=3, cycle=1), "c": Progress()})
+    assert hook.injector.started == {"a", "b"} and logged == [
+        "b: no live progress, so its faults count from the load's start + produce.delay_s"]
+    deadline = time.monotonic() + 10
+    while sum(r.ended_ns is not None for r in hook.injector.records) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    hook.load_ended(run)  # c answered but never started a cycle: its fault was not injected
+    assert backend.procs[("a", "broker")].calls == ["pause", "resume"] == backend.procs[("b", "broker")].calls
+    assert backend.procs[("c", "broker")].calls == []
+    [never] = hook.injector.failed
+    assert never.variant == "c" and never.error == "not injected: the variant's producers never started sending"
+
+
 def test_a_kill_held_down_is_refused_where_a_supervisor_restarts_at_once():
     class Supervised(FakeProcess):
         holds_down = False
