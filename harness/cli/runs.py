@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cli.compare import compare_archives
@@ -16,10 +17,11 @@ from harness.core.errors import ConfigError
 from harness.core.publish import refuse_existing
 from harness.core.storage import dir_or_uri
 from harness.inputs import timing
+from harness.inputs.expectations import evaluate
 from harness.inputs.variants import load_variants, select
 from harness.report.console import TABLE, console, log_to, place, progress_console
 from harness.report.rows import print_summary_as
-from harness.report.run_tables import print_faults, print_probes
+from harness.report.run_tables import print_actions, print_expectations, print_faults, print_probes
 from harness.run import outbox
 
 
@@ -85,11 +87,15 @@ def _then_compare(args: argparse.Namespace, archive: Path | str, variants: list[
                             fmt=getattr(args, "format", TABLE))
 
 
-def _print_run(rows: list[dict], probes: dict, archive: Path | str, fmt: str = TABLE) -> None:
-    """A run's table (or rows for programs), what its faults did, its probes' counts, where its archive is."""
+def _print_run(rows: list[dict], probes: dict, archive: Path | str, fmt: str = TABLE,
+               rules: Sequence[str] = ()) -> None:
+    """A run's table (or rows for programs), its scenario's rules, what its faults and actions did, its probes'
+    counts, where its archive is."""
     print_summary_as(rows, fmt, archive)
     if fmt == TABLE:
+        print_expectations({r["variant"]: evaluate(rules, r)["checks"] for r in rows})
         print_faults(rows)
+        print_actions(rows)
         if probes:
             print_probes(probes)
         console.print(f"run archive: {place(archive)}", markup=False)
@@ -124,7 +130,7 @@ def run_command(args: argparse.Namespace) -> int:
     with progress:
         result = Run(variants, scenario, args.runs_dir, RunOptions.from_args(args), log=log_to(out), hooks=[Bars()],
                      site=SITES[args.backend], run_id=args.run_id).execute()
-    _print_run(result.summary, result.probes, result.archive, args.format)
+    _print_run(result.summary, result.probes, result.archive, args.format, result.record.scenario.get("expect") or [])
     return _then_compare(args, result.archive, [v.name for v in variants])
 
 
@@ -154,7 +160,7 @@ def k8s_run(args: argparse.Namespace) -> int:
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
     record = RunRecord.model_validate_json((fetched / MANIFEST).read_text())
     result = RunResult(record, outbox.deliver(fetched, bucket, log=console.print))
-    _print_run(result.summary, result.probes, result.archive)
+    _print_run(result.summary, result.probes, result.archive, rules=result.record.scenario.get("expect") or [])
     return _then_compare(args, result.archive, names)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import struct
 import threading
@@ -25,6 +26,7 @@ QUERY_CONSUMER_OFFSET = 14
 GET_MAX_OFFSET = 30
 UPDATE_AND_CREATE_TOPIC = 17
 GET_ALL_TOPIC_CONFIG = 21
+UPDATE_BROKER_CONFIG = 25
 GET_BROKER_CONFIG = 26
 GET_BROKER_RUNTIME_INFO = 28
 GET_ROUTEINFO_BY_TOPIC = 105
@@ -34,6 +36,7 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
 DELETE_SUBSCRIPTIONGROUP = 207
 DELETE_TOPIC_IN_BROKER = 215
 DELETE_TOPIC_IN_NAMESRV = 216
+INVOKE_BROKER_TO_RESET_OFFSET = 222
 SEND_MESSAGE_V2 = 310
 POP_MESSAGE = 200050
 ACK_MESSAGE = 200051
@@ -300,11 +303,13 @@ def groups(broker: str) -> set[str]:
     return set((json.loads(resp.body).get("subscriptionGroupTable") or {}).keys())
 
 
-def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
+def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bool = False,
+                 consume_enable: bool = True) -> None:
+    """Create a subscription group, or change one (the request replaces its whole configuration)."""
     config = {
         "consumeMessageOrderly": orderly,
         "groupName": group,
-        "consumeEnable": True,
+        "consumeEnable": consume_enable,
         "consumeFromMinEnable": True,
         "consumeBroadcastEnable": True,
         "retryQueueNums": 1,
@@ -318,6 +323,24 @@ def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bo
         invoke(broker, Command(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)),
         f"create group {group}",
     )
+
+
+def update_broker_config(broker: str, settings: dict[str, object]) -> None:
+    """Change broker settings at runtime (UPDATE_BROKER_CONFIG: a Java properties body). The broker takes any key,
+    known or not, and says nothing of those it does not know: callers check the keys first (``broker_settings``)."""
+    body = "".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in settings.items()).encode()
+    check(invoke(broker, Command(UPDATE_BROKER_CONFIG, body=body)), "update broker config")
+
+
+def reset_offset(broker: str, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
+    """The broker's server-side reset of ``group``'s offsets on every queue of ``topic``
+    (INVOKE_BROKER_TO_RESET_OFFSET with queueId -1): to the first message stored at or after ``timestamp_ms``
+    (0: the earliest), or to the queues' ends (-1). Returns each queue's new offset."""
+    fields = {"topic": topic, "group": group, "queueId": "-1", "timestamp": str(timestamp_ms), "isForce": "true"}
+    resp = check(invoke(broker, Command(INVOKE_BROKER_TO_RESET_OFFSET, fields)), f"reset offset of {group} on {topic}")
+    # ResetOffsetBody is fastjson with MessageQueue objects as map keys, which is not JSON: read the pairs out.
+    text = (resp.body or b"").decode(errors="replace")
+    return {int(q): int(o) for q, o in re.findall(r'"queueId":(\d+)[^{}]*\}:(-?\d+)', text)}
 
 
 def runtime_info(broker: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from harness.contracts import schemas
 # Readers take every earlier version too (harness.contracts.schemas.EVENTS says what each brought).
 EVENT_SCHEMA_VERSION = schemas.EVENTS.version
 KINDS = ("sent", "received", "acked", "nacked", "empty_poll", "error", "dlq_seen", "cycle_start", "cycle_end",
-         "fault", "refused")
+         "fault", "refused", "action")
 
 SCHEMA = pa.schema(
     [
@@ -45,7 +45,9 @@ SCHEMA = pa.schema(
         ("invisible_ms", pa.int64()),  # nacked: the invisible duration requested; received: at receive
         ("origin_topic", pa.string()),  # from the message body: the topic it was first sent to
         ("intended_group", pa.string()),  # from the message body
-        ("detail", pa.string()),  # error text; cycle_end: drained | timeout; fault: what was done to which process
+        # error text; cycle_end: drained | timeout; fault: what was done to which process; action: what was asked and
+        # answered
+        ("detail", pa.string()),
         ("cycle", pa.int32()),  # the produce-and-nack cycle the message belongs to (from its body)
         ("tag", pa.string()),  # sent: the tag given; received / dlq_seen: the tag the message arrived with
         ("message_group", pa.string()),  # FIFO: the message group it was sent in (from its body)

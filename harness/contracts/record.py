@@ -52,6 +52,9 @@ class VariantRecord(BaseModel):
     # What its groups left unconsumed when the load stopped (harness.run.offsets: {"lag", "groups"}); None where
     # the brokers would not tell, or before schema 9 (whose summary rows held it: read into here).
     offsets: dict[str, Any] | None = None
+    # The scenario's observations read off its brokers (harness.run.observability.observed), raw: name -> number, None
+    # where one could not be read (schema 10; None before, or without observe:).
+    observed: dict[str, float | None] | None = None
 
 
 class HostInfo(BaseModel):
@@ -78,6 +81,8 @@ class RunRecord(BaseModel):
     ended_at: str = ""
     duration_s: float = 0.0
     faults: list[dict[str, Any]] = Field(default_factory=list)  # harness.run.faults.FaultRecord, one per variant
+    # harness.run.actions.ActionRecord, one per scenario action and variant (schema 10; none before)
+    actions: list[dict[str, Any]] = Field(default_factory=list)
     files: dict[str, list[str]] = Field(default_factory=dict)  # what the archive holds, by kind
     # Per (variant, group) what its events gave (harness.measure.tally.SlicesSummary); before schema 9 with the
     # facts harness.measure.enrich now adds when the rows are shown (hybrid, offsets).

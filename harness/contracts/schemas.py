@@ -33,6 +33,8 @@ SCENARIO = Schema("scenario", "docs/scenarios.md", "(schema version {v})", {
     6: "consume.delay_s",
     7: "topology, faults",
     8: "broker (settings the scenario needs), applies (the releases it can ask)",
+    9: "actions (admin requests during the load: offset resets, broker settings, groups, topics); observe (numbers "
+       "read off the brokers: log lines, Prometheus series, runtime figures) for expect: rules as observed.<name>",
 })
 MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_version` {v})", {
     1: "run id, scenario, variants, harness version, host, times, summary",
@@ -52,6 +54,8 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
     9: "per variant offsets (the lag its groups left when the load stopped; before, in its summary rows); summary "
        "rows hold what the events gave, and hybrid, offsets, grpc_client and probe are read from the record "
        "wherever rows are shown (harness/measure/enrich.py)",
+    10: "actions: one record per scenario action and variant (what was asked when, what the brokers answered, "
+        "or the error); action events; per variant observed: the scenario's observations read off its brokers",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",

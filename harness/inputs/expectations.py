@@ -44,6 +44,8 @@ OFFSETS = ("lag",)
 METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(f"ledger.{k}" for k in LEDGER)
            + tuple(f"stalled.{k}" for k in STALLED) + tuple(f"offsets.{k}" for k in OFFSETS)
            + tuple(f"probe.{k}" for k in PROBE) + tuple(f"fifo.{k}" for k in FIFO) + COUNTS)
+# What a scenario reads off the brokers (harness.inputs.observations): observed.<name>, a name its `observe:` gives.
+OBSERVED = "observed"
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
 _RULE = re.compile(r"^\s*([a-z_]+(?:\.[a-z0-9_]+)?)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
@@ -68,7 +70,7 @@ def parse(rule: str) -> Expectation:
     if not m:
         raise ValueError(f"{rule!r} is not '<metric> <op> <number>' (op one of {' '.join(OPS)})")
     metric, op, bound = m.groups()
-    if metric not in METRICS:
+    if metric not in METRICS and metric.split(".")[0] != OBSERVED:
         close = [k for k in METRICS if k.split(".")[0] == metric.split(".")[0]][:8]
         hint = f"; {metric.split('.')[0]} has {', '.join(close)}" if close else ""
         raise ValueError(f"unknown metric {metric!r}{hint} (docs/summary.md lists them all)")

@@ -19,8 +19,10 @@ from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_
 from harness.contracts import schemas
 from harness.core.errors import ConfigError, one_line
 from harness.inputs import expectations
+from harness.inputs.actions import Action
 from harness.inputs.brokers import Applies, Fault, Plant, Topology
 from harness.inputs.fields import ResourceName, Strict
+from harness.inputs.observations import Observation, ObservationName
 from harness.inputs.traffic import Consume, Cycles, Group, Nack, Produce, Series, Topic
 from harness.inputs.variants import BrokerOverrides, ProxyOverrides
 
@@ -95,6 +97,12 @@ class Scenario(Strict):
                                     "earlier ones are not applicable")
     faults: list[Fault] = Field(default_factory=list, description="faults injected during the load, into every "
                                 "variant at once (harness.run.faults); each is in the manifest and the events")
+    actions: list[Action] = Field(default_factory=list, description="admin requests during the load (reset a "
+                                  "group's offsets, change a broker setting, a group or a topic), the same on every "
+                                  "variant at the same moment (harness.run.actions); each in the manifest and events")
+    observe: dict[ObservationName, Observation] = Field(
+        default_factory=dict, description="numbers read off the brokers (log lines, Prometheus series, runtime "
+        "figures), each checked by expect: rules as observed.<name> (harness.inputs.observations)")
     _source: str = PrivateAttr("scenario")
 
     @model_validator(mode="before")
@@ -161,6 +169,12 @@ class Scenario(Strict):
             raise ValueError(f"groups.{i}.fifo: FIFO pop over remoting (order=true) is not built yet; "
                              "use protocol grpc")
         self._check_topology()
+        self._check_actions(topics, set(groups))
+        for i, rule in enumerate(self.expectations):
+            kind, _, name = rule.metric.partition(".")
+            if kind == expectations.OBSERVED and name not in self.observe:
+                declared = ", ".join(sorted(self.observe)) or "none"
+                raise ValueError(f"expect.{i}: {rule.metric}: observe: declares no {name!r} (it declares {declared})")
         decided = sorted(set(self.broker) & set(DECIDED_BROKER_KEYS))
         if decided:
             raise ValueError(f"broker.{decided[0]}: decided by retry_topic / observer_effect; set it there")
@@ -199,6 +213,21 @@ class Scenario(Strict):
                 if b.at_s < a.at_s + a.hold_s:
                     raise ValueError(f"faults.{j}: {b.label} at {b.at_s:g} s overlaps {a.label} at {a.at_s:g} s "
                                      f"on {target}")
+
+    def _check_actions(self, topics: set[str], groups: set[str]) -> None:
+        for i, a in enumerate(self.actions):
+            for name, known, kind in ((getattr(a, "group", None), groups, "groups"),
+                                      (getattr(a, "topic", None), topics, "topics")):
+                if name is not None and name not in known:
+                    field = "group" if kind == "groups" else "topic"
+                    raise ValueError(f"actions.{i}.{field}: {name!r} is not one of {kind} "
+                                     f"({', '.join(sorted(known))}); an action changes the run's own")
+            if a.at_s is not None and a.at_s >= self.duration_s:
+                raise ValueError(f"actions.{i}: {a.label} at {a.at_s:g} s is after the load's duration_s "
+                                 f"({self.duration_s:g} s); actions happen while the load runs")
+            if a.at_cycle is not None and self.cycles.count and a.at_cycle >= self.cycles.count:
+                raise ValueError(f"actions.{i}.at_cycle: {a.at_cycle}, but the scenario runs {self.cycles.count} "
+                                 "cycle(s), counted from 0")
 
     @property
     def expectations(self) -> list[expectations.Expectation]:

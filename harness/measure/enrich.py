@@ -7,6 +7,10 @@ and every Spark report (spark.comparison.collect) alike.
 - ``grpc_client``: the gRPC client the workers drove (several that differ joined by " / "); None over remoting.
 - ``offsets``: the lag its groups left when each run's load stopped, summed over the runs; left out when a run
   did not read it (brokers that would not tell, archives before it was read), so `offsets.*` rules say "no data".
+- ``observed``: the scenario's observations read off this variant's brokers, summed over the runs and divided by
+  the row's count where the observation says ``per``; a name one run could not read is None (its rules: no data).
+- ``actions``: the scenario's actions as they went on this variant, run by run (harness.run.actions.ActionRecord,
+  with the run's id); left out when it had none.
 - ``probe``: the wakeup probe's counters summed over the runs, with their per-nack ratios; left out unless every
   run mounted the probe, so probe rules say "no data".
 """
@@ -56,6 +60,22 @@ def _probe(runs: list[tuple[RunRecord, str]], nacks: float) -> dict | None:
     return {**total, **per_nack(total, nacks)}
 
 
+def _observed(runs: list[tuple[RunRecord, str]], row: dict) -> dict | None:
+    got = [(r, r.variant(name).observed) for r, name in runs]
+    if not got or any(g is None for _, g in got):
+        return None
+    out: dict[str, float | None] = {}
+    for key in got[0][1]:
+        values = [g.get(key) for _, g in got]
+        total = None if any(v is None for v in values) else float(sum(values))
+        per = ((got[0][0].scenario.get("observe") or {}).get(key) or {}).get("per")
+        if per and total is not None:
+            count = row.get(per) or 0
+            total = total / count if count else None
+        out[key] = total
+    return out
+
+
 def enrich(rows: Sequence[dict], records: Sequence[RunRecord]) -> list[dict]:
     """``rows`` (each with its scenario and variant) with what ``records`` say of their pair (the module
     docstring); new dicts, the rows given are left as they are."""
@@ -70,6 +90,12 @@ def enrich(rows: Sequence[dict], records: Sequence[RunRecord]) -> list[dict]:
         offsets = _offsets(runs)
         if offsets is not None:
             extra["offsets"] = offsets
+        observed = _observed(runs, row)
+        if observed is not None:
+            extra["observed"] = observed
+        actions = [{**a, "run_id": r.run_id} for r, name in runs for a in r.actions if a.get("variant") == name]
+        if actions:
+            extra["actions"] = actions
         probe = _probe(runs, row.get("nacks") or 0)
         if probe is not None:
             extra["probe"] = probe

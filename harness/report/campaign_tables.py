@@ -14,7 +14,7 @@ from harness.report.tables import print_whole
 
 def print_matrix(summary: dict) -> None:
     t = Table(title=f"scenario x variant (verdicts against {summary['baseline']})")
-    for col in ("scenario", "variant", "expectations", "wakeup p50", "lost", "dup", "cross", "dlq", "verdict",
+    for col in ("scenario", "variant", "expectations", "wakeup p50", "lost", "dup", "cross", "DLQ", "verdict",
                 "not met"):
         t.add_column(col, justify="left" if col in ("scenario", "variant", "verdict", "not met") else "right")
     for r in summary["overview"]:

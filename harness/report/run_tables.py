@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
 from harness.contracts.endpoints import Endpoints
@@ -138,6 +139,42 @@ def print_faults(summary: Sequence[dict]) -> None:
                for f in rows]
     print_transposed("faults", [label for label, _ in FAULT_ROWS], columns)
     note(FAULT_NOTE)
+
+
+def print_expectations(checked: Mapping[str, Sequence[dict]]) -> None:
+    """The scenario's expect: rules checked against each variant's row (variant -> its checks, in the rules' order,
+    harness.inputs.expectations.evaluate): the value and whether a correct broker's rule holds."""
+    if not checked or not next(iter(checked.values())):
+        return
+    t = Table(title="what a correct broker shows (expect:)", title_justify="left")
+    t.add_column("rule", overflow="fold")
+    for variant in checked:
+        t.add_column(escape(variant), justify="right")
+    for i, first in enumerate(next(iter(checked.values()))):
+        cells = [f"{c[i]['status']} {'-' if c[i]['value'] is None else formats.number(c[i]['value'])}"
+                 for c in checked.values()]
+        t.add_row(escape(first["rule"]), *cells)
+    console.console.print(t)
+
+
+ACTION_NOTE = ("an action is an admin request of the scenario (actions:), made on every variant at the same moment of "
+               "its load; at: when it began after the load started.")
+
+
+def print_actions(summary: Sequence[dict]) -> None:
+    """Per action and variant: when it was carried out and what the brokers answered, or what went wrong."""
+    rows = [a for s in summary for a in s.get("actions") or []]
+    if not rows:
+        return
+    t = Table(title="actions", title_justify="left")
+    for col in ("variant", "action", "planned", "at", "answer"):
+        t.add_column(col, overflow="fold")
+    for a in rows:
+        at = "-" if a.get("at_s") is None else f"{a['at_s']:.1f} s"
+        answer = f"[red]error: {escape(a['error'])}[/red]" if a.get("error") else escape(a.get("result") or "-")
+        t.add_row(escape(a["variant"]), escape(a["label"]), a["when"], at, answer)
+    console.console.print(t)
+    note(ACTION_NOTE)
 
 
 def print_probes(probes: dict[str, list[dict]]) -> None:

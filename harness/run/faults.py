@@ -22,7 +22,6 @@ from harness.core.waiting import Deadline
 from harness.deploy.base import Backend, ServerProcess
 from harness.inputs.brokers import Fault
 from harness.run.hooks import Hook, RunState
-from harness.workload.fleet import METRICS_SILENT_S, Progress
 
 HARNESS_WORKER = "harness"  # the `worker` of the events the harness itself records
 # A fault still in progress when the load ends (a broker starting again) is waited for this long.
@@ -181,35 +180,20 @@ class Injector:
 
 class Faults(Hook):
     """The scenario's faults as a part of the run: their targets found once the brokers are up, timed per variant
-    from its producers' first cycle (when it sends: Locust's users may start seconds after Locust under load, and a
+    from its producers' first sends (sending_started: Locust's users may start seconds after Locust under load, and a
     fault timed from Locust's start once stopped a broker before the first message), finished (and no more
     started) when the load ends; each becomes a ``fault`` event in its variant's
     events and a record in the manifest; a fault not carried out as planned fails the run once it is archived."""
 
     def __init__(self) -> None:
         self.injector: Injector | None = None
-        self._load_started = 0.0
 
     def brokers_up(self, run: RunState) -> None:
         self.injector = Injector(run.backend, [v.name for v in run.variants], run.scenario.faults, run.log)
         self.injector.prepare()
 
-    def load_started(self, run: RunState) -> None:
-        self._load_started = time.monotonic()
-
-    def cycle_started(self, run: RunState, variant: str, cycle: int) -> None:
-        if cycle == 0:
-            self.injector.start([variant])
-
-    def tick(self, run: RunState, elapsed_s: float, progress: dict[str, Progress]) -> None:
-        if elapsed_s < METRICS_SILENT_S:
-            return
-        for v in self.injector.variants:
-            if v not in progress and v not in self.injector.started:
-                # No live progress from its workers: its sends cannot be seen, so its faults count from when they
-                # were planned to begin (the load's start and produce.delay_s), said here.
-                run.log(f"{v}: no live progress, so its faults count from the load's start + produce.delay_s")
-                self.injector.start([v], since=self._load_started + run.scenario.produce.delay_s)
+    def sending_started(self, run: RunState, variant: str, since: float) -> None:
+        self.injector.start([variant], since=since)
 
     def load_ended(self, run: RunState) -> None:
         self.injector.finish(timeout_s=FAULT_FINISH_S)

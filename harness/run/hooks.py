@@ -8,6 +8,11 @@ Phases, in order:
   ready           the workers are planned (``run.fleet``, not started); topics and groups are created here
   load_started    Locust runs for every variant
   tick            about once a second while the load runs, with each variant's live counts
+  sending_started a variant's producers began sending: its first cycle started (seen on the workers' metrics,
+                  within a second or so; Locust's users may start seconds after Locust on a busy machine), or,
+                  when its workers' metrics never answered, the planned start (load start + produce.delay_s),
+                  said in the log. ``since`` is that moment (time.monotonic()); what a scenario times "at_s"
+                  counts from it
   cycle_started   a variant's producers started a cycle (seen on the workers' metrics: within a second or so)
   drain_started   a variant's producers all entered their drain phase (nothing new is sent): seen on the
                   workers' metrics, or at the latest when the load ends (a drain shorter than a scrape)
@@ -21,6 +26,7 @@ Phases, in order:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +39,7 @@ from harness.deploy.base import Backend
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run.site import Site
-from harness.workload.fleet import LocustFleet, Progress
+from harness.workload.fleet import METRICS_SILENT_S, LocustFleet, Progress
 
 Log = Callable[[str], None]
 
@@ -72,6 +78,8 @@ class Hook:
 
     def tick(self, run: RunState, elapsed_s: float, progress: dict[str, Progress]) -> None: ...
 
+    def sending_started(self, run: RunState, variant: str, since: float) -> None: ...
+
     def cycle_started(self, run: RunState, variant: str, cycle: int) -> None: ...
 
     def drain_started(self, run: RunState, variant: str) -> None: ...
@@ -97,6 +105,8 @@ class Hooks(Hook):
         self.hooks = list(hooks)
         self._cycle: dict[str, int] = {}
         self._draining: set[str] = set()
+        self._sending: set[str] = set()
+        self._load_started = 0.0
 
     def _each(self, phase: str, *args: object) -> None:
         for hook in self.hooks:
@@ -109,6 +119,7 @@ class Hooks(Hook):
         self._each("ready", run)
 
     def load_started(self, run: RunState) -> None:
+        self._load_started = time.monotonic()
         self._each("load_started", run)
 
     def tick(self, run: RunState, elapsed_s: float, progress: dict[str, Progress]) -> None:
@@ -117,11 +128,24 @@ class Hooks(Hook):
             last = self._cycle.get(variant, -1)
             if p.cycle is not None and p.cycle > last:
                 self._cycle[variant] = p.cycle
+                if variant not in self._sending:
+                    self._sending.add(variant)
+                    self.sending_started(run, variant, time.monotonic())
                 for k in range(last + 1, p.cycle + 1):
                     self.cycle_started(run, variant, k)
+        if elapsed_s >= METRICS_SILENT_S:
+            for ep in run.endpoints:
+                if ep.variant not in progress and ep.variant not in self._sending:
+                    self._sending.add(ep.variant)
+                    run.log(f"{ep.variant}: no live progress from its workers; what the scenario times from its "
+                            "first sends counts from the load's start + produce.delay_s")
+                    self.sending_started(run, ep.variant, self._load_started + run.scenario.produce.delay_s)
             if p.sending == 0 and variant in self._cycle and variant not in self._draining:
                 self._draining.add(variant)
                 self.drain_started(run, variant)
+
+    def sending_started(self, run: RunState, variant: str, since: float) -> None:
+        self._each("sending_started", run, variant, since)
 
     def cycle_started(self, run: RunState, variant: str, cycle: int) -> None:
         self._each("cycle_started", run, variant, cycle)

@@ -30,6 +30,10 @@ def refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
     if scenario.faults:
         raise ConfigError(f"scenario {scenario.name} injects {scenario.faults[0].label}; {where} whose processes the "
                           "harness does not own: leave it out or pick a scenario without faults")
+    wide = [a for a in scenario.actions if a.do == "broker_config"]
+    if wide:
+        raise ConfigError(f"scenario {scenario.name} changes its brokers' settings during the load ({wide[0].label}); "
+                          f"{where} whose brokers serve others too: leave it out or pick a scenario without it")
     if probe:
         raise ConfigError(f"--probe mounts the wakeup-probe agent on every variant; {where}: run without --probe "
                           "or leave it out")

@@ -4,10 +4,12 @@ A run adds its caller's hooks (a progress display, a campaign's or a test's own)
 
 from __future__ import annotations
 
+from harness.run.actions import Actions
 from harness.run.brokers import BrokerFacts, Resources
 from harness.run.cpu import CpuSampling
 from harness.run.faults import Faults
 from harness.run.hooks import Hook, RunState
+from harness.run.observability.observed import Observed
 from harness.run.observability.probe import ProbeCounters
 from harness.run.observability.scraping import Scraping
 from harness.run.offsets import Offsets
@@ -34,8 +36,12 @@ class ExternalFacts(Hook):
 
 def standard_hooks(run: RunState) -> list[Hook]:
     """In order: the CPU sampler stops first when the load ends (the faults' finish can take minutes), the faults
-    finish before the brokers are read, Prometheus exports last (its window ends after every other reading)."""
-    hooks: list[Hook] = [CpuSampling([v.name for v in run.variants]), Faults(), BrokerFacts(), Resources(), Offsets()]
+    and actions finish before the brokers are read, Prometheus exports last (its window ends after every other
+    reading)."""
+    hooks: list[Hook] = [CpuSampling([v.name for v in run.variants]), Faults(), Actions(), BrokerFacts(), Resources(),
+                         Offsets()]
+    if run.scenario.observe:
+        hooks.append(Observed())
     if run.options.probe:
         hooks.append(ProbeCounters())
     if run.options.ui:

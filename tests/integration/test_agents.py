@@ -44,6 +44,9 @@ class Phases(Hook):
     def load_started(self, run: RunState) -> None:
         self.seen.append(("load_started",))
 
+    def sending_started(self, run: RunState, variant: str, since: float) -> None:
+        self.seen.append(("sending_started", variant))
+
     def cycle_started(self, run: RunState, variant: str, cycle: int) -> None:
         self.seen.append(("cycle_started", variant, cycle))
 
@@ -107,6 +110,9 @@ def test_a_hook_of_its_own_sees_every_phase_of_the_run_in_order(v2_four_groups, 
     for variant in ("unpatched", "patched"):
         cycles = [p[2] for p in live if p[:2] == ("cycle_started", variant)]
         assert cycles == list(range(len(cycles))) and cycles, variant
+        # Its sends began once, just before its first cycle (what faults and actions count at_s from).
+        assert [p for p in live if p[0] == "sending_started"].count(("sending_started", variant)) == 1
+        assert live.index(("sending_started", variant)) + 1 == live.index(("cycle_started", variant, 0))
         assert live.index(("drain_started", variant)) > max(i for i, p in enumerate(live)
                                                              if p[:2] == ("cycle_started", variant))
 

@@ -175,27 +175,31 @@ def test_faults_count_from_each_variants_first_sends_and_a_variant_that_never_se
     from types import SimpleNamespace
 
     from harness.run.faults import Faults
+    from harness.run.hooks import Hooks
     from harness.workload.fleet import METRICS_SILENT_S, Progress
 
     backend, logged = FakeBackend(), []
     sc = _scenario(faults=[{"at_s": 0.2, "action": "sigstop", "target": "broker", "duration_s": 0.1}])
-    run = SimpleNamespace(backend=backend, variants=[SimpleNamespace(name=v) for v in ("a", "b", "c")], scenario=sc,
-                          log=logged.append)
+    names = ("a", "b", "c")
+    run = SimpleNamespace(backend=backend, variants=[SimpleNamespace(name=v) for v in names], scenario=sc,
+                          endpoints=[SimpleNamespace(variant=v) for v in names], log=logged.append)
     hook = Faults()
-    hook.brokers_up(run)
-    hook.load_started(run)
-    hook.tick(run, 1.0, {})  # nobody sends yet: nothing is timed
+    hooks = Hooks([hook])
+    hooks.brokers_up(run)
+    hooks.load_started(run)
+    hooks.tick(run, 1.0, {})  # nobody sends yet: nothing is timed
     assert hook.injector.started == set()
-    hook.cycle_started(run, "a", 0)
-    hook.cycle_started(run, "a", 1)  # a later cycle starts nothing again
+    hooks.tick(run, 2.0, {"a": Progress(sent=1, cycle=0)})
+    hooks.tick(run, 3.0, {"a": Progress(sent=3, cycle=1)})  # a later cycle starts nothing again
     # b's workers never answered: past METRICS_SILENT_S its faults count from the planned start, said in the log.
-    hook.tick(run, METRICS_SILENT_S + 1, {"a": Progress(sent=3, cycle=1), "c": Progress()})
+    hooks.tick(run, METRICS_SILENT_S + 1, {"a": Progress(sent=3, cycle=1), "c": Progress()})
     assert hook.injector.started == {"a", "b"} and logged == [
-        "b: no live progress, so its faults count from the load's start + produce.delay_s"]
+        "b: no live progress from its workers; what the scenario times from its first sends counts from the load's "
+        "start + produce.delay_s"]
     deadline = time.monotonic() + 10
     while sum(r.ended_ns is not None for r in hook.injector.records) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    hook.load_ended(run)  # c answered but never started a cycle: its fault was not injected
+    hooks.load_ended(run)  # c answered but never started a cycle: its fault was not injected
     assert backend.procs[("a", "broker")].calls == ["pause", "resume"] == backend.procs[("b", "broker")].calls
     assert backend.procs[("c", "broker")].calls == []
     [never] = hook.injector.failed

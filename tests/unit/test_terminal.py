@@ -12,11 +12,12 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from harness.cli.main import parse
+from harness.inputs.expectations import evaluate
 from harness.report import console
 from harness.report.comparison_table import print_comparison
 from harness.report.records import COMPARISON_FIELDS, SUMMARY_FIELDS
 from harness.report.rows import print_comparison_as, print_summary_as
-from harness.report.run_tables import print_faults, print_grpc_clients, print_summary
+from harness.report.run_tables import print_actions, print_expectations, print_faults, print_grpc_clients, print_summary
 from harness.report.tables import print_whole
 
 LONG = ("5.3.3-with-a-long-name", "5.3.3-with-an-even-longer-name-for-ci", "unpatched")
@@ -111,6 +112,30 @@ def test_faults_fit_80_columns(screen):
     _fits(lines)
     for name in LONG:
         assert any(name in line for line in lines), name
+
+
+def test_a_runs_rules_show_each_variants_value_and_status(screen):
+    rows = [{"variant": "unpatched", "ledger": {"lost": 0}, "observed": {"revive_errors": 41.0}},
+            {"variant": "patched", "ledger": {"lost": 0}, "observed": {"revive_errors": None}}]
+    print_expectations({r["variant"]: evaluate(["observed.revive_errors == 0", "ledger.lost == 0"], r)["checks"]
+                        for r in rows})
+    lines = _lines(screen)
+    _fits(lines)
+    [errors] = [line for line in lines if "observed.revive_errors" in line]
+    assert "failed 41" in errors and "no data -" in errors
+    [lost] = [line for line in lines if "ledger.lost" in line]
+    assert lost.count("met 0") == 2
+
+
+def test_actions_fit_80_columns_and_say_what_went_wrong(screen):
+    rows = [{"actions": [{"variant": LONG[0], "label": "reset_offset G to earliest", "when": "cycle 2", "at_s": 17.1,
+                          "result": "127.0.0.1:20011: q0->0, q1->0", "error": None},
+                         {"variant": LONG[0], "label": "x=[b]", "when": "at 5 s", "at_s": None,
+                          "result": "", "error": "not carried out: its moment (at 5 s) did not come"}]}]
+    print_actions(rows)
+    text = "\n".join(_lines(screen))
+    _fits(_lines(screen))
+    assert "x=[b]" in text and "error:" in text and "q0->0" in text  # markup in a label is text
 
 
 def test_progress_lines_and_warnings_wrap_at_the_width(screen):
