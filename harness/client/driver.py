@@ -44,6 +44,10 @@ class Delivery:
     born_ts_ms: int | None
     handle: object  # what ack and change_invisible need; opaque to the workload
     tag: str | None = None  # the tag the message arrived with
+    # The topic the message came under when it is not the one popped (a retry returned under its %RETRY% name,
+    # apache/rocketmq#11195), as the wire names it; None when it is the one popped (or the client cannot tell).
+    topic: str | None = None
+    queue_id: int | None = None  # the queue of the copy delivered (a retry's: of its retry topic); None: unknown
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,9 @@ def store_timestamp_ms(message: object) -> int | None:
     return getattr(message, "_Message__store_timestamp", None)
 
 
-def to_delivery(m: object) -> Delivery:
+def to_delivery(m: object, topic: str | None = None) -> Delivery:
+    """``m`` as a Delivery; ``topic``: the one popped (its name on the wire), so a message that came under another
+    says which."""
     store = store_timestamp_ms(m)
     if not store:
         # Without it no wakeup can be measured: a client version that hides it must stop the run, not
@@ -69,7 +71,8 @@ def to_delivery(m: object) -> Delivery:
         raise DriverError(f"rocketmq-python-client {version} gave a message without its store timestamp "
                           "(Message._Message__store_timestamp); pin rocketmq-python-client==5.1.2")
     return Delivery(body=m.body, message_id=m.message_id, delivery_attempt=int(m.delivery_attempt or 1),
-                    store_ts_ms=int(store), born_ts_ms=m.born_timestamp, handle=m, tag=m.tag or None)
+                    store_ts_ms=int(store), born_ts_ms=m.born_timestamp, handle=m, tag=m.tag or None,
+                    topic=None if topic is None or m.topic in (None, "", topic) else m.topic)
 
 
 def _each(call: Callable[[T], R], items: list[T]) -> list[R | Exception]:
@@ -112,7 +115,9 @@ class GrpcProducer:
 class GrpcPopConsumer:
     """``start`` makes and starts the SimpleConsumer; a consumer whose settings the proxy lost is started again."""
 
-    def __init__(self, start: Callable[[], object], offload: Offload, log: Callable[[str], None]) -> None:
+    def __init__(self, start: Callable[[], object], offload: Offload, log: Callable[[str], None],
+                 topic: str | None = None) -> None:
+        self.topic = topic
         self._start = start
         self._client = start()
         self._offload = offload
@@ -131,7 +136,7 @@ class GrpcPopConsumer:
             # settings again only every 300 s: every receive until then fails. Started anew, it sends them now.
             self._restart()
             raise NotReady(f"{e} (the proxy had lost this consumer's settings: consumer started again)") from None
-        return Received([to_delivery(m) for m in messages], at)
+        return Received([to_delivery(m, self.topic) for m in messages], at)
 
     def _restart(self) -> None:
         old, self._client = self._client, self._start()
@@ -193,7 +198,7 @@ class GrpcDriver(RemotingAdmin):
                                f"within {SETTINGS_TIMEOUT_S} s")
             return client
 
-        return GrpcPopConsumer(start, self._offload, self._log)
+        return GrpcPopConsumer(start, self._offload, self._log, topic)
 
     def close(self) -> None:
         clients, self._clients = self._clients, []

@@ -176,12 +176,13 @@ class Session:
             self._greenlet.kill(block=False)
 
 
-def _delivery(p: wire.Popped) -> Delivery:
+def _delivery(p: wire.Popped, topic: str) -> Delivery:
     if not p.store_ts_ms:
         # Without it no wakeup can be measured: a proxy that hides it must stop the run, not empty every latency.
         raise DriverError(f"the proxy gave message {p.message_id} without its store timestamp")
     return Delivery(body=p.body, message_id=p.message_id, delivery_attempt=p.delivery_attempt,
-                    store_ts_ms=p.store_ts_ms, born_ts_ms=p.born_ts_ms, handle=p.receipt, tag=p.tag)
+                    store_ts_ms=p.store_ts_ms, born_ts_ms=p.born_ts_ms, handle=p.receipt, tag=p.tag,
+                    topic=None if p.topic in ("", topic) else p.topic, queue_id=p.queue_id)
 
 
 class NativeProducer:
@@ -264,7 +265,7 @@ class NativePopConsumer:
                 raise
             self._session.resync()
             raise NotReady(f"{e} (the proxy had lost this consumer's settings: sent again)") from None
-        return Received([_delivery(p) for p in popped], call.ended_ns)
+        return Received([_delivery(p, self.topic) for p in popped], call.ended_ns)
 
     def ack(self, delivery: Delivery) -> None:
         err = self.ack_all([delivery])[0]

@@ -179,6 +179,8 @@ class Popped:
     born_ts_ms: int | None
     tag: str | None
     receipt: Receipt
+    topic: str = ""  # the topic the message came under, as the proxy names it
+    queue_id: int | None = None
 
 
 def pop_time_ms(handle: str) -> int | None:
@@ -206,7 +208,8 @@ def popped(message: pb.Message) -> Popped:
     return Popped(body=body_of(message), message_id=sp.message_id, delivery_attempt=sp.delivery_attempt or 1,
                   store_ts_ms=to_ms(sp.store_timestamp),
                   born_ts_ms=to_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else None,
-                  tag=sp.tag or None, receipt=Receipt(message.topic.name, sp.message_id, handle, pop_time_ms(handle)))
+                  tag=sp.tag or None, receipt=Receipt(message.topic.name, sp.message_id, handle, pop_time_ms(handle)),
+                  topic=message.topic.name, queue_id=sp.queue_id)
 
 
 def received(responses: Iterable[svc.ReceiveMessageResponse], what: str) -> list[Popped]:

@@ -124,7 +124,8 @@ class RemotingPopConsumer:
             out.append(Delivery(body=m.body, message_id=m.message_id, delivery_attempt=m.reconsume_times + 1,
                                 store_ts_ms=m.store_ts_ms, born_ts_ms=m.born_ts_ms,
                                 handle=Receipt(handle_of(m, resp.ext_fields, self._broker_name)),
-                                tag=m.properties.get(TAGS) or None))
+                                tag=m.properties.get(TAGS) or None, topic=None if m.topic == self.topic else m.topic,
+                                queue_id=m.queue_id))
         return Received(out, at)
 
     def _fields(self, receipt: Receipt) -> dict[str, object]:

@@ -53,6 +53,10 @@ SCHEMA = pa.schema(
         ("message_group", pa.string()),  # FIFO: the message group it was sent in (from its body)
         # acked: when the ack call started (t_client_ns is when it returned; the broker saw it in between)
         ("started_ns", pa.int64()),
+        # received: the topic the message came under when it is not the one popped (a retry under its %RETRY%
+        # name), as the wire names it (version 8)
+        ("delivered_topic", pa.string()),
+        ("queue_id", pa.int32()),  # received: the queue of the copy delivered, where the client says (version 8)
         # Derived (filled by the archive writer; see harness.measure.latency):
         ("wakeup_ms", pa.float64()),
         ("redelivery_ms", pa.float64()),
@@ -62,7 +66,8 @@ SCHEMA = pa.schema(
 COLUMNS = tuple(SCHEMA.names)
 DERIVED = ("wakeup_ms", "redelivery_ms", "pickup_ms")
 # What each version's files hold; a reader adds the missing ones as nulls.
-_ADDED = {2: ("cycle", "pickup_ms"), 3: ("tag",), 4: ("message_group",), 5: ("started_ns",)}
+_ADDED = {2: ("cycle", "pickup_ms"), 3: ("tag",), 4: ("message_group",), 5: ("started_ns",),
+          8: ("delivered_topic", "queue_id")}
 COLUMNS_BY_VERSION = {v: tuple(c for c in COLUMNS if not any(c in cols for w, cols in _ADDED.items() if w > v))
                       for v in range(1, EVENT_SCHEMA_VERSION + 1)}
 

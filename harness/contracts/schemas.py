@@ -65,6 +65,8 @@ EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` 
     5: "started_ns",
     6: "the fault kind (written by the harness, worker \"harness\")",
     7: "the refused kind: a call the server refused for flow control, which the consumer tried again",
+    8: "the action kind (a scenario's admin request, written by the harness); received: delivered_topic (the topic "
+       "a message came under when not the one popped) and queue_id",
 })
 SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     1: "messages as the unit",
@@ -93,6 +95,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
         "with what each said when installed, clock offset): what a report's first screen says ran",
     12: "each run's grpc_client and per variant grpc_client: the gRPC client the workers drove (official, native, "
         "native-gevent; several joined by \" / \"; null over remoting)",
+    13: "per_variant renamed_deliveries (deliveries under another topic name than the one popped), observed (the "
+        "scenario's observations read off the brokers) and actions (its admin requests as they went)",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -21,7 +21,8 @@ STATISTICS = ("n", "p50", "p90", "p99", "max")
 LEDGER = ("sent", "received", "acked", "never_received", "unknown_received", "duplicate_deliveries",
           "retries_expected", "retries_never_redelivered", "owed", "dead_lettered", "duplicated", "acked_first",
           "acked_after_retry", "late", "lost", "cross_topic", "unknown", "dlq_early", "dlq_late", "tag_changed")
-COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls", "errors", "refused")
+COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls", "errors", "refused",
+          "renamed_deliveries")
 # The pop-wakeup-probe's counters (runs with --probe), summed over the scenario's groups: wakeups of
 # suspended pops by cause, and (empty_<cause>) those that found nothing and suspended again.
 PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeout", "other")

@@ -20,7 +20,8 @@ from harness.measure.latency import RETRY_SCHEMA
 
 # Every event column a fact reads; no other column changes a result.
 INPUT_COLUMNS = list(dict.fromkeys([
-    *ledger.INPUT_COLUMNS, *[c for c in RETRY_SCHEMA.names if c in SCHEMA.names], "invisible_ms", "message_group"]))
+    *ledger.INPUT_COLUMNS, *[c for c in RETRY_SCHEMA.names if c in SCHEMA.names], "invisible_ms", "message_group",
+    "delivered_topic"]))
 
 
 def frame(table: pa.Table) -> pd.DataFrame:

@@ -136,6 +136,10 @@ def slice_facts(events: pd.DataFrame, routing: Routing) -> Facts:
     if is_error.any():
         topics = column(ev, "topic")[is_error].astype(object).fillna("")
         errors[is_error] = topics.str.startswith("%DLQ%").to_numpy(dtype=bool)
+    # Deliveries under another topic name than the one popped (harness.client.driver.Delivery.topic).
+    renamed = column(ev, "delivered_topic").notna().to_numpy() & (ev["kind"] == "received").to_numpy()
+    if renamed.any():
+        parts.append(_long(_sums(ev[by_cycle], {"renamed_deliveries": renamed}), ["renamed_deliveries"]))
     if fifo.any() or errors.any():
         parts.append(_long(_sums(ev[by_cycle], {"fifo_events": fifo, "dlq_reader_errors": errors}), CHECKS))
     parts = [p for p in parts if len(p)]

@@ -156,7 +156,8 @@ class ConsumerRecorder(_Reader):
             origin_topic, intended = body.origin_topic, body.group
         self._record("received", t_client_ns=received, store_ts_ms=d.store_ts_ms, born_ts_ms=d.born_ts_ms,
                      poll_started_ns=poll_started, invisible_ms=self._invisible_ms, tag=d.tag,
-                     origin_topic=origin_topic, intended_group=intended, **common)
+                     origin_topic=origin_topic, intended_group=intended, delivered_topic=d.topic,
+                     queue_id=d.queue_id, **common)
         m = self._m
         group = self.group
         m.deliveries.inc()

@@ -182,3 +182,27 @@ def test_a_merge_a_slice_of_messages_at_a_time_writes_and_summarises_what_the_wh
     assert pq.read_table(streamed).equals(pq.read_table(whole))
     assert summary == whole_summary
     assert summary[0]["ledger"]["lost"] == 2 and summary[0]["wakeup_ms"]["n"] > 0
+
+
+def test_deliveries_under_another_topic_name_are_counted(tmp_path: Path):
+    import pandas as pd
+
+    from harness.measure.tally import Routing, SlicesSummary
+    from tests import synth
+
+    archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=40)
+    events = pd.read_parquet(archive / "events" / "v.parquet")
+    retries = (events["kind"] == "received") & (events["delivery_attempt"] > 1)
+    routing = Routing({"T": {"G": ["*"]}}, {"G": 3}, 20_000.0)
+
+    def summary(ev: pd.DataFrame) -> dict:
+        acc = SlicesSummary(routing)
+        acc.add(ev)
+        [row] = acc.result()
+        return row
+
+    assert summary(events)["renamed_deliveries"] == 0  # an archive before the column: none
+    renamed = events.assign(delivered_topic=pd.Series(None, index=events.index, dtype=object))
+    renamed.loc[retries, "delivered_topic"] = "%RETRY%G_T"
+    row = summary(renamed)
+    assert row["renamed_deliveries"] == int(retries.sum()) == row["retry_deliveries"] > 0

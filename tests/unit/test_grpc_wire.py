@@ -100,10 +100,13 @@ def test_the_route_gives_readable_master_queues():
 
 def test_a_receive_stream_maps_to_what_the_official_driver_gives():
     (p,) = wire.received(_stream(_message()), "receive")
-    native = _delivery(p)
-    official = to_delivery(Message().fromProtobuf(_message()))
-    fields = ("body", "message_id", "delivery_attempt", "store_ts_ms", "born_ts_ms", "tag")
+    native = _delivery(p, "T")
+    official = to_delivery(Message().fromProtobuf(_message()), "T")
+    fields = ("body", "message_id", "delivery_attempt", "store_ts_ms", "born_ts_ms", "tag", "topic")
     assert [getattr(native, f) for f in fields] == [getattr(official, f) for f in fields]
+    assert native.topic is None  # it came under the topic popped
+    # A retry the broker returned under its %RETRY% name says so, with either client.
+    assert _delivery(p, "U").topic == "T" == to_delivery(Message().fromProtobuf(_message()), "U").topic
     assert native.store_ts_ms == 1_795_327_650_162 and native.delivery_attempt == 2
     assert native.handle == wire.Receipt("T", "01AB", HANDLE, 1_795_327_650_100)
 
