@@ -16,6 +16,8 @@ class RemotingAdmin:
         for broker in self.endpoints.masters:
             remoting.create_topic(broker, name, queues=queues, message_type=message_type)
 
-    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False,
+                     lite_bind_topic: str | None = None) -> None:
         for broker in self.endpoints.masters:
-            remoting.create_group(broker, name, retry_max_times=retry_max_times, orderly=orderly)
+            remoting.create_group(broker, name, retry_max_times=retry_max_times, orderly=orderly,
+                                  lite_bind_topic=lite_bind_topic)

@@ -11,7 +11,7 @@ asyncio thread) runs its calls through ``offload``, which the workload supplies.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -93,20 +93,30 @@ class PopConsumer(Protocol):
         ...
 
 
+def refuse_lite(lite: bool, protocol: str) -> None:
+    """A driver that cannot drive lite topics says so (scenario validation refuses it before a run)."""
+    if lite:
+        raise DriverError(f"lite topics are driven over remoting only (protocol remoting), not {protocol}")
+
+
 class Driver(Protocol):
     protocol: str
 
     def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None: ...
 
-    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None: ...
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False,
+                     lite_bind_topic: str | None = None) -> None: ...
 
-    def producer(self, topic: str) -> Producer:
-        """A started producer; the driver closes it in ``close``."""
+    def producer(self, topic: str, lite: bool = False) -> Producer:
+        """A started producer; the driver closes it in ``close``. ``lite``: ``topic`` is a LITE parent topic, and
+        a message's message group names the lite topic it goes to (RIP-83, 5.5.0)."""
         ...
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> PopConsumer:
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
+                     lite_topics: Sequence[str] = ()) -> PopConsumer:
         """A started pop consumer of ``group`` subscribed to the messages of ``topic`` its tag filter
-        (``*``, or tags joined by ``||``) selects."""
+        (``*``, or tags joined by ``||``) selects; with ``lite_topics``, to those lite topics of the LITE parent
+        ``topic`` (each its own FIFO queue)."""
         ...
 
     def close(self) -> None:

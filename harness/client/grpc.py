@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
 from harness.client.admin import RemotingAdmin
-from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
+from harness.client.driver import (
+    Delivery,
+    DriverError,
+    NotReady,
+    Offload,
+    Outgoing,
+    Received,
+    direct,
+    refuse_lite,
+)
 from harness.contracts.endpoints import Endpoints
 
 T = TypeVar("T")
@@ -181,11 +190,14 @@ class GrpcDriver(RemotingAdmin):
         self._clients.append(client)
         return client
 
-    def producer(self, topic: str) -> GrpcProducer:
+    def producer(self, topic: str, lite: bool = False) -> GrpcProducer:
+        refuse_lite(lite, self.protocol)
         client = self._started(self._rmq.Producer(self._config(), (topic,)))
         return GrpcProducer(client, topic, self._rmq, self._offload)
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> GrpcPopConsumer:
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
+                     lite_topics: Sequence[str] = ()) -> GrpcPopConsumer:
+        refuse_lite(bool(lite_topics), self.protocol)
         def start() -> object:
             client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression(tags)},
                                               await_duration=long_poll_s)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -35,7 +35,16 @@ from rocketmq.grpc_protocol import service_pb2 as svc
 
 from harness.client import grpc_wire as wire
 from harness.client.admin import RemotingAdmin
-from harness.client.driver import Delivery, DriverError, NotReady, Offload, Outgoing, Received, direct
+from harness.client.driver import (
+    Delivery,
+    DriverError,
+    NotReady,
+    Offload,
+    Outgoing,
+    Received,
+    direct,
+    refuse_lite,
+)
 from harness.client.grpc_calls import BidiStream
 from harness.client.grpc_framing import TransportError
 from harness.client.grpc_h2 import H2Channel
@@ -333,12 +342,15 @@ class NativeGrpcDriver(RemotingAdmin):
         self._keeper.every(HEARTBEAT_S, session.heartbeat)
         return client, session
 
-    def producer(self, topic: str) -> NativeProducer:
+    def producer(self, topic: str, lite: bool = False) -> NativeProducer:
+        refuse_lite(lite, self.protocol)
         settings = wire.producer_settings([topic], REQUEST_TIMEOUT_S, self.endpoints.grpc)
         client, session = self._client(settings)
         return NativeProducer(client, session, topic)
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> NativePopConsumer:
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
+                     lite_topics: Sequence[str] = ()) -> NativePopConsumer:
+        refuse_lite(bool(lite_topics), self.protocol)
         settings = wire.consumer_settings(group, topic, tags, long_poll_s, REQUEST_TIMEOUT_S, self.endpoints.grpc)
         client, session = self._client(settings)
         consumer = NativePopConsumer(client, session, group, topic, long_poll_s, tags, self.endpoints.grpc)

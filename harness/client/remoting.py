@@ -39,12 +39,15 @@ DELETE_TOPIC_IN_NAMESRV = 216
 INVOKE_BROKER_TO_RESET_OFFSET = 222
 SEND_MESSAGE_V2 = 310
 POP_MESSAGE = 200050
+POP_LITE_MESSAGE = 200070  # lite topics (RIP-83, 5.5.0): a pop of the events of one client's subscription
+LITE_SUBSCRIPTION_CTL = 200071
 ACK_MESSAGE = 200051
 CHANGE_MESSAGE_INVISIBLETIME = 200053
 # Response codes.
 SUCCESS = 0
 PULL_NOT_FOUND = 19
 QUERY_NOT_FOUND = 22  # a group that never committed an offset on that queue
+POLLING_FULL = 209  # too many pops suspended: nothing now
 POLLING_TIMEOUT = 210  # a pop that found nothing, at once or when its long poll ran out
 
 _LANGUAGE = "PYTHON"
@@ -235,6 +238,16 @@ def failure(resp: Command, what: str) -> RemotingError | None:
     return None if resp.code == SUCCESS else RemotingError(f"{what} failed: code {resp.code}: {resp.remark}")
 
 
+def pipelined(conn: Connection, cmds: list[Command], what: str, timeout_s: float = 5.0) -> list[Exception | None]:
+    """Send ``cmds`` together on ``conn``; per command None (success) or its error (a transport error is
+    every command's)."""
+    try:
+        responses = conn.calls(cmds, timeout_s)
+    except RemotingError as e:
+        return [e] * len(cmds)
+    return [failure(r, what) for r in responses]
+
+
 def check(resp: Command, what: str) -> Command:
     """``resp`` when it is a success; raises its ``failure`` otherwise."""
     err = failure(resp, what)
@@ -304,8 +317,10 @@ def groups(broker: str) -> set[str]:
 
 
 def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bool = False,
-                 consume_enable: bool = True) -> None:
-    """Create a subscription group, or change one (the request replaces its whole configuration)."""
+                 consume_enable: bool = True, lite_bind_topic: str | None = None) -> None:
+    """Create a subscription group, or change one (the request replaces its whole configuration).
+    ``lite_bind_topic``: the LITE parent topic the group consumes (the group attribute lite.bind.topic, 5.5.0;
+    without it the broker refuses the group's lite pops)."""
     config = {
         "consumeMessageOrderly": orderly,
         "groupName": group,
@@ -318,6 +333,8 @@ def create_group(broker: str, group: str, retry_max_times: int = 16, orderly: bo
         "whichBrokerWhenConsumeSlowly": 1,
         "notifyConsumerIdsChangedEnable": True,
     }
+    if lite_bind_topic is not None:
+        config["attributes"] = {"+lite.bind.topic": lite_bind_topic}
     body = json.dumps(config).encode()
     check(
         invoke(broker, Command(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)),

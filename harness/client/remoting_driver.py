@@ -11,6 +11,7 @@ import itertools
 import time
 import uuid
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from harness.client import remoting
 from harness.client.admin import RemotingAdmin
 from harness.client.driver import Delivery, Offload, Outgoing, Received, direct
 from harness.client.remoting import Command, Connection
+from harness.client.remoting_lite import LITE_TOPIC, RemotingLiteConsumer
 from harness.client.remoting_messages import (
     PRIORITY,
     SHARDING_KEY,
@@ -45,22 +47,17 @@ class Receipt:
     handle: PopHandle
 
 
-def _pipelined(conn: Connection, cmds: list[Command], what: str) -> list[Exception | None]:
-    """Send ``cmds`` together on ``conn``; per command None (success) or its error (a transport error is
-    every command's)."""
-    try:
-        responses = conn.calls(cmds, REQUEST_TIMEOUT_S)
-    except remoting.RemotingError as e:
-        return [e] * len(cmds)
-    return [remoting.failure(r, what) for r in responses]
-
 
 class RemotingProducer:
-    def __init__(self, conn: Connection, topic: str, write_queues: int) -> None:
+    """``lite``: ``topic`` is a LITE parent topic (RIP-83), and a message's message group is the lite topic it is sent
+    to (property __LITE_TOPIC; the broker dispatches it into that lite topic's queue)."""
+
+    def __init__(self, conn: Connection, topic: str, write_queues: int, lite: bool = False) -> None:
         self._conn = conn
         self.topic = topic
         self._queues = write_queues
         self._next = itertools.count()
+        self.lite = lite
 
     def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
         result = self.send_all([(body, tag, message_group, None)])[0]
@@ -76,7 +73,10 @@ class RemotingProducer:
             props[TAGS] = tag
         if priority is not None:  # the broker queues it by priority (RIP-80), whatever queue is asked for
             props[PRIORITY] = str(priority)
-        if message_group:
+        if message_group and self.lite:
+            props[LITE_TOPIC] = message_group
+            queue = next(self._next) % self._queues  # every queue of the parent leads to the one lite queue
+        elif message_group:
             props[SHARDING_KEY] = message_group
             # One queue per message group keeps its order, as the proxy's FIFO sends do.
             queue = zlib.crc32(message_group.encode()) % self._queues
@@ -89,7 +89,7 @@ class RemotingProducer:
 
     def send_all(self, messages: list[Outgoing]) -> list[str | Exception]:
         requests = [self._request(*m) for m in messages]
-        errors = _pipelined(self._conn, [cmd for _, cmd in requests], f"send to {self.topic}")
+        errors = remoting.pipelined(self._conn, [cmd for _, cmd in requests], f"send to {self.topic}")
         return [msg_id if err is None else err for (msg_id, _), err in zip(requests, errors, strict=True)]
 
 
@@ -142,7 +142,7 @@ class RemotingPopConsumer:
         # One ACK_MESSAGE per delivery, written together and answered together (a pipeline, not the
         # broker's batch ack: each message keeps its own request and its own answer).
         cmds = [Command(remoting.ACK_MESSAGE, self._fields(d.handle)) for d in deliveries]
-        return _pipelined(self._conn, cmds, f"ack on {self.topic} as {self.group}")
+        return remoting.pipelined(self._conn, cmds, f"ack on {self.topic} as {self.group}")
 
     def change_invisible(self, delivery: Delivery, invisible_s: int, suspend: bool = False) -> None:
         receipt: Receipt = delivery.handle
@@ -190,6 +190,7 @@ class RemotingDriver(RemotingAdmin):
         del offload, log_file
         self.endpoints = endpoints
         self._conns: list[Connection] = []
+        self._lite_seen: dict[tuple[str, str, int], int] = {}  # every lite consumer's deliveries (remoting_lite)
 
     def _connect(self, topic: str) -> tuple[remoting.Route, Connection]:
         r = remoting.route(self.endpoints.namesrv, topic)
@@ -197,12 +198,15 @@ class RemotingDriver(RemotingAdmin):
         self._conns.append(conn)
         return r, conn
 
-    def producer(self, topic: str) -> RemotingProducer:
+    def producer(self, topic: str, lite: bool = False) -> RemotingProducer:
         r, conn = self._connect(topic)
-        return RemotingProducer(conn, topic, r.write_queues)
+        return RemotingProducer(conn, topic, r.write_queues, lite)
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> RemotingPopConsumer:
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
+                     lite_topics: Sequence[str] = ()) -> RemotingPopConsumer | RemotingLiteConsumer:
         r, conn = self._connect(topic)
+        if lite_topics:
+            return RemotingLiteConsumer(conn, r.broker_name, group, topic, long_poll_s, lite_topics, self._lite_seen)
         return RemotingPopConsumer(conn, r.broker_name, group, topic, long_poll_s, tags)
 
     def close(self) -> None:

@@ -5,6 +5,8 @@ a local one name for name)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from harness.client.driver import Driver, PopConsumer, Producer
 from harness.contracts.endpoints import Endpoints
 
@@ -19,15 +21,18 @@ class SuffixedDriver:
     def create_topic(self, name: str, queues: int, message_type: str = "NORMAL") -> None:
         self.inner.create_topic(self.endpoints.physical(name), queues, message_type)
 
-    def create_group(self, name: str, retry_max_times: int, orderly: bool = False) -> None:
-        self.inner.create_group(self.endpoints.physical(name), retry_max_times, orderly)
+    def create_group(self, name: str, retry_max_times: int, orderly: bool = False,
+                     lite_bind_topic: str | None = None) -> None:
+        self.inner.create_group(self.endpoints.physical(name), retry_max_times, orderly,
+                                None if lite_bind_topic is None else self.endpoints.physical(lite_bind_topic))
 
-    def producer(self, topic: str) -> Producer:
-        return self.inner.producer(self.endpoints.physical(topic))
+    def producer(self, topic: str, lite: bool = False) -> Producer:
+        return self.inner.producer(self.endpoints.physical(topic), lite)
 
-    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*") -> PopConsumer:
+    def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
+                     lite_topics: Sequence[str] = ()) -> PopConsumer:
         return self.inner.pop_consumer(self.endpoints.physical(group), self.endpoints.physical(topic), long_poll_s,
-                                       tags)
+                                       tags, lite_topics)
 
     def close(self) -> None:
         self.inner.close()

@@ -136,11 +136,12 @@ class Scenario(Strict):
                 raise ValueError(f"groups.{i}.topic: {g.topic!r} is not one of topics ({', '.join(sorted(topics))})")
         if self.produce.topic is not None and self.produce.topic not in topics:
             raise ValueError(f"produce.topic: {self.produce.topic!r} is not one of topics")
-        fifo_topic = next(t for t in self.topics if t.name == self.produce_topic).message_type == "FIFO"
-        if fifo_topic != bool(self.produce.message_groups):
-            kind = "FIFO" if fifo_topic else "NORMAL"
+        kind = next(t for t in self.topics if t.name == self.produce_topic).message_type
+        if (kind in ("FIFO", "LITE")) != bool(self.produce.message_groups):
             raise ValueError(f"produce.message_groups: {self.produce.message_groups} for the {kind} topic "
-                             f"{self.produce_topic} (a FIFO topic takes messages with a message group, and only it)")
+                             f"{self.produce_topic} (a FIFO topic takes messages with a message group, a LITE topic "
+                             "with a lite topic, and only they)")
+        self._check_lite()
         priority_topic = next(t for t in self.topics if t.name == self.produce_topic).message_type == "PRIORITY"
         if priority_topic != bool(self.produce.priorities):
             kind = "PRIORITY" if priority_topic else "non-PRIORITY"
@@ -187,6 +188,25 @@ class Scenario(Strict):
                 raise ValueError(f"consume.invisible_s: {self.consume.invisible_s} under the gRPC proxy's "
                                  f"minimum of {GRPC_MIN_INVISIBLE_S} s")
         return self
+
+    def _check_lite(self) -> None:
+        lite = {t.name for t in self.topics if t.lite}
+        if not lite:
+            return
+        if self.protocol != "remoting":
+            raise ValueError("topics: a LITE topic's messages are popped with the broker's lite requests, which only "
+                             "the remoting driver sends (protocol remoting; the proxy's lite clients are not built)")
+        for i, g in enumerate(self.groups):
+            if g.topic not in lite:
+                continue
+            if g.tags != "*" or g.consumer_tags or g.read_dlq:
+                raise ValueError(f"groups.{i}: a lite topic's group takes every message (no tag filter) and has no "
+                                 "dead-letter queue of the broker's to read")
+        if self.nack.how == "same_deadline":
+            raise ValueError("nack.how: same_deadline aims at a checkpoint's deadline; lite messages have none")
+        if self.workers != 1:
+            raise ValueError("workers: a lite message's attempts are counted by the consumers of one worker (the "
+                             "broker's consume counts do not name their messages); run it with workers: 1")
 
     def _check_topology(self) -> None:
         topo = self.topology
@@ -247,6 +267,15 @@ class Scenario(Strict):
     def allowed_deliveries(self) -> dict[str, int]:
         """Each group -> how many deliveries a message may get before it is dead-lettered."""
         return {g.name: g.retry_max_times + 1 for g in self.groups}
+
+    def topic(self, name: str) -> Topic:
+        return next(t for t in self.topics if t.name == name)
+
+    def lite_topics(self, topic: str) -> list[str]:
+        """The lite topics the producers send to under ``topic`` (a LITE parent), none for another topic."""
+        if not self.topic(topic).lite or topic != self.produce_topic:
+            return []
+        return [self.produce.message_group(i) or "" for i in range(self.produce.message_groups)]
 
     @property
     def produce_topic(self) -> str:

@@ -15,10 +15,15 @@ from harness.inputs.fields import ALL_TAGS, ResourceName, Strict, TagFilter, Tag
 class Topic(Strict):
     name: ResourceName
     queues: int = Field(4, ge=1, le=64)
-    message_type: Literal["NORMAL", "FIFO", "PRIORITY"] = Field(
+    message_type: Literal["NORMAL", "FIFO", "PRIORITY", "LITE"] = Field(
         "NORMAL", description="FIFO: messages carry a message group and are delivered in order within it; PRIORITY "
         "(RIP-80, 5.4.0; remoting): messages carry a priority (produce.priorities), the broker queues each by it and "
-        "pops the highest first")
+        "pops the highest first; LITE (RIP-83, 5.5.0; remoting): a parent of lite topics, each its own FIFO queue "
+        "(produce.message_groups names them), consumed by clients subscribed to them")
+
+    @property
+    def lite(self) -> bool:
+        return self.message_type == "LITE"
 
 
 class Group(Strict):
@@ -73,7 +78,8 @@ class Produce(Strict):
     tags: list[TagName] = Field(default_factory=list, description="tags given to the messages in turn "
                                 "(message i gets tags[i % n]); none: untagged")
     message_groups: int = Field(0, ge=0, le=10_000, description="FIFO topics: messages spread over this many "
-                                "message groups in turn (message i in group i % n); 0: none")
+                                "message groups in turn (message i in group i % n); LITE topics: over this many lite "
+                                "topics, named as the groups would be; 0: none")
 
     priorities: list[Annotated[int, Field(ge=0, le=1_000)]] = Field(
         default_factory=list, description="PRIORITY topics: priorities given to the messages in turn (the "

@@ -32,7 +32,8 @@ def create_resources(ep: Endpoints, scenario: Scenario, log: Log = print) -> Non
             d.create_topic(t.name, queues=t.queues, message_type=t.message_type)
             topics.append((t.name, t.queues, t.message_type))
         for g in scenario.groups:
-            d.create_group(g.name, retry_max_times=g.retry_max_times, orderly=g.fifo)
+            d.create_group(g.name, retry_max_times=g.retry_max_times, orderly=g.fifo,
+                           lite_bind_topic=g.topic if scenario.topic(g.topic).lite else None)
             groups.append((g.name, g.retry_max_times, g.fifo))
             if g.read_dlq:
                 # The broker creates the DLQ (1 queue, read + write) on its first dead letter; made here so

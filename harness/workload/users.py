@@ -42,7 +42,7 @@ class ProducerUser(User):
         self.topic = sc.produce_topic
         self.sent_count = 0  # which tag the next message gets
         self.client_id = rt.next_id("producer")
-        self.producer = rt.driver.producer(self.topic)
+        self.producer = rt.driver.producer(self.topic, lite=sc.topic(self.topic).lite)
         self.recorder = ProducerRecorder(rt, self.client_id, self.topic)
         self.started = time.monotonic()
         self.cycle = 0
@@ -204,7 +204,9 @@ class PopConsumerUser(User):
         long_poll_s = self.spec.scenario.consume.long_poll_s
         # Round robin over the group's consumer filters, among this worker's consumers of the group.
         self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
-        self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags)
+        sc = self.spec.scenario
+        self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags,
+                                               lite_topics=sc.lite_topics(self.group.topic))
         self.receipts = 0  # receives that returned messages
         self.recorder = ConsumerRecorder(rt, self.client_id, self.group.name, self.group.topic)
         gevent.sleep(self.spec.scenario.consume.delay_s)
@@ -233,11 +235,16 @@ class PopConsumerUser(User):
         # nacks and extends go at once.
         acks: list[tuple[Delivery, Columns]] = []
         returned = received.at_ns
+        # FIFO (a message group, a lite topic): what follows a message given back in its group, within one receive,
+        # is given back too, as an in-order consumer must (acked, the broker would deliver it again with the one
+        # before it: a duplicate of the consumer's making).
+        blocked: set[str] = set()
         for d in received.deliveries:
-            self.handle(d, started, returned, acks)
+            self.handle(d, started, returned, acks, blocked)
         self.flush_acks(acks)
 
-    def handle(self, d: Delivery, poll_started: int, received: int, acks: list[tuple[Delivery, Columns]]) -> None:
+    def handle(self, d: Delivery, poll_started: int, received: int, acks: list[tuple[Delivery, Columns]],
+               blocked: set[str] | None = None) -> None:
         common = self.recorder.received(d, poll_started, received)
         sc = self.spec.scenario
         if sc.consume.processing_s:
@@ -245,13 +252,17 @@ class PopConsumerUser(User):
             self.flush_acks(acks)
             gevent.sleep(sc.consume.processing_s)
         g, nack, ledger_id = self.group, sc.nack, common["ledger_id"]
-        if g.nacks and nack.applies(d.delivery_attempt, ledger_id) and not (
-                nack.suspend and (g.name, ledger_id) in self.runtime.nacked_once):
-            self.nack(d, common, received)
+        message_group = common["message_group"]
+        behind = blocked is not None and message_group is not None and message_group in blocked
+        if behind or (g.nacks and nack.applies(d.delivery_attempt, ledger_id) and not (
+                nack.suspend and (g.name, ledger_id) in self.runtime.nacked_once)):
+            self.nack(d, common, received, "behind a message given back in its group" if behind else "")
+            if blocked is not None and message_group is not None:
+                blocked.add(message_group)
         else:
             self.ack(d, common, acks)
 
-    def nack(self, d: Delivery, common: Columns, received: int) -> None:
+    def nack(self, d: Delivery, common: Columns, received: int, why: str = "") -> None:
         nack = self.spec.scenario.nack
         detail = nack.how
         if nack.how == "lapse":
@@ -276,7 +287,8 @@ class PopConsumerUser(User):
             if nack.suspend:
                 self.runtime.nacked_once.add((self.group.name, common["ledger_id"]))
                 detail = "change_invisible, suspend"
-        self.recorder.nacked(common, nacked, invisible_ms, detail)
+        # The why first: the ledger reads a suspend from the detail's end (harness.measure.ledger.SUSPEND_SUFFIX).
+        self.recorder.nacked(common, nacked, invisible_ms, f"{why}: {detail}" if why else detail)
 
     def ack(self, d: Delivery, common: Columns, acks: list[tuple[Delivery, Columns]]) -> None:
         extend = self.spec.scenario.consume.extend_s

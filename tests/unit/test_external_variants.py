@@ -63,15 +63,15 @@ class _Recording:
     def create_topic(self, name, queues, message_type="NORMAL"):
         self.calls.append(("topic", name, queues, message_type))
 
-    def create_group(self, name, retry_max_times, orderly=False):
-        self.calls.append(("group", name, retry_max_times, orderly))
+    def create_group(self, name, retry_max_times, orderly=False, lite_bind_topic=None):
+        self.calls.append(("group", name, retry_max_times, orderly, lite_bind_topic))
 
-    def producer(self, topic):
-        self.calls.append(("producer", topic))
+    def producer(self, topic, lite=False):
+        self.calls.append(("producer", topic, lite))
         return "producer"
 
-    def pop_consumer(self, group, topic, long_poll_s, tags="*"):
-        self.calls.append(("consumer", group, topic, long_poll_s, tags))
+    def pop_consumer(self, group, topic, long_poll_s, tags="*", lite_topics=()):
+        self.calls.append(("consumer", group, topic, long_poll_s, tags, tuple(lite_topics)))
         return "consumer"
 
     def close(self):
@@ -83,11 +83,14 @@ def test_the_suffixed_driver_suffixes_on_the_wire_only():
     d = SuffixedDriver(inner, ep)
     d.create_topic("T", 4, "FIFO")
     d.create_group("G", 16, orderly=True)
+    d.create_group("L", 16, lite_bind_topic="P")
     assert d.producer("T") == "producer" and d.pop_consumer("%DLQ%G", "T", 20, "TagA") == "consumer"
+    d.pop_consumer("L", "P", 20, lite_topics=["mg0"])  # lite topics are named under the parent: no suffix
     d.close()
-    assert inner.calls == [("topic", "T-rh0123abcd", 4, "FIFO"), ("group", "G-rh0123abcd", 16, True),
-                           ("producer", "T-rh0123abcd"), ("consumer", "%DLQ%G-rh0123abcd", "T-rh0123abcd", 20, "TagA"),
-                           ("close",)]
+    assert inner.calls == [("topic", "T-rh0123abcd", 4, "FIFO"), ("group", "G-rh0123abcd", 16, True, None),
+                           ("group", "L-rh0123abcd", 16, False, "P-rh0123abcd"), ("producer", "T-rh0123abcd", False),
+                           ("consumer", "%DLQ%G-rh0123abcd", "T-rh0123abcd", 20, "TagA", ()),
+                           ("consumer", "L-rh0123abcd", "P-rh0123abcd", 20, "*", ("mg0",)), ("close",)]
     assert d.protocol == "grpc"
 
 
