@@ -8,18 +8,40 @@ import base64
 import io
 import shlex
 import tarfile
+import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from harness.core.errors import HarnessError
 
+# The API server now and then answers an exec's websocket upgrade with a plain 200 (the client's ApiException
+# "Handshake status 200 OK", status 0; seen twice on the cluster layer's fault run, 2026-11-28 and -29): the command
+# never started, so it is asked for again, this many times, a moment apart.
+HANDSHAKE_TRIES = 4
+HANDSHAKE_PAUSE_S = 0.5
+
+
+def handshake_failed(error: Exception) -> bool:
+    """Whether ``error`` is an exec whose websocket upgrade failed (nothing ran in the container)."""
+    return getattr(error, "status", None) == 0 and "Handshake status" in str(error)
+
 
 def exec_in(core: object, namespace: str, pod: str, container: str, argv: list[str],
-            timeout_s: float = 60.0) -> tuple[int, str, str]:
-    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time."""
+            timeout_s: float = 60.0, sleep: Callable[[float], object] = time.sleep) -> tuple[int, str, str]:
+    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time.
+    An upgrade the API server refused (nothing ran) is tried again (HANDSHAKE_TRIES)."""
+    from kubernetes.client.exceptions import ApiException
     from kubernetes.stream import stream
 
-    resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
-                  stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+    for attempt in range(1, HANDSHAKE_TRIES + 1):
+        try:
+            resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
+                          stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+            break
+        except ApiException as e:
+            if not handshake_failed(e) or attempt == HANDSHAKE_TRIES:
+                raise
+            sleep(HANDSHAKE_PAUSE_S)
     try:
         resp.run_forever(timeout=timeout_s)
         out, err, code = resp.read_stdout() or "", resp.read_stderr() or "", resp.returncode
