@@ -13,12 +13,11 @@ from dataclasses import asdict, dataclass, field
 
 from harness.client import remoting
 from harness.contracts.endpoints import Endpoints
-from harness.contracts.events import EventLog
 from harness.core.errors import HarnessError
 from harness.core.waiting import Deadline
 from harness.inputs.actions import Action, spelled
 from harness.inputs.scenario import Scenario
-from harness.run.faults import HARNESS_WORKER
+from harness.run.faults import HARNESS_WORKER, archive_harness_events
 from harness.run.hooks import Hook, RunState
 
 # Actions still being carried out when the load ends are waited for this long (an admin request takes < 1 s; a
@@ -212,15 +211,7 @@ class Actions(Hook):
 
     def archive(self, run: RunState) -> None:
         run.record.actions = [r.as_dict() for r in self.records]
-        for variant, shard_dir in run.fleet.shard_dirs.items():
-            rows = [r.event() for r in self.records if r.variant == variant]
-            if rows:
-                log = EventLog(shard_dir, EVENTS_STEM, {"run_id": run.run_id, "variant": variant,
-                                                        "scenario": run.scenario.name, "worker": HARNESS_WORKER,
-                                                        "protocol": run.scenario.protocol})
-                for row in rows:
-                    log.record("action", **row)
-                log.close()
+        archive_harness_events(run, EVENTS_STEM, "action", [r.event() for r in self.records])
 
     @property
     def failed_records(self) -> list[ActionRecord]:

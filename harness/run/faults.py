@@ -178,6 +178,19 @@ class Injector:
         return [r for r in self.records if r.error]
 
 
+def archive_harness_events(run: RunState, stem: str, kind: str, rows: Sequence[dict[str, object]]) -> None:
+    """The harness's own events of ``kind`` (each row names its variant) into each variant's shards, as parts named
+    ``stem`` (a sealed log of their own: harness.archive.writer checks each stem's count)."""
+    for variant, shard_dir in run.fleet.shard_dirs.items():
+        mine = [r for r in rows if r["variant"] == variant]
+        if mine:
+            log = EventLog(shard_dir, stem, {"run_id": run.run_id, "variant": variant, "scenario": run.scenario.name,
+                                             "worker": HARNESS_WORKER, "protocol": run.scenario.protocol})
+            for row in mine:
+                log.record(kind, **row)
+            log.close()
+
+
 class Faults(Hook):
     """The scenario's faults as a part of the run: their targets found once the brokers are up, timed per variant
     from its producers' first sends (sending_started: Locust's users may start seconds after Locust under load, and a
@@ -206,15 +219,7 @@ class Faults(Hook):
     def archive(self, run: RunState) -> None:
         records = self.injector.records
         run.record.faults = [r.as_dict() for r in records]
-        for variant, shard_dir in run.fleet.shard_dirs.items():
-            rows = [r.event() for r in records if r.variant == variant]
-            if rows:
-                log = EventLog(shard_dir, HARNESS_WORKER, {"run_id": run.run_id, "variant": variant,
-                                                           "scenario": run.scenario.name, "worker": HARNESS_WORKER,
-                                                           "protocol": run.scenario.protocol})
-                for row in rows:
-                    log.record("fault", **row)
-                log.close()
+        archive_harness_events(run, HARNESS_WORKER, "fault", [r.event() for r in records])
 
     def finished(self, run: RunState) -> None:
         failed = self.injector.failed
