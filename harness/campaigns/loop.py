@@ -62,7 +62,7 @@ class Campaign:
         """Every step's run as it will check itself, before the first starts (which builds a scenario cannot ask
         is found out step by step)."""
         for sc in scenarios:
-            plan.check(variants, sc, self.options, applicable=False)
+            plan.check(variants, sc, plan.options_for(sc, self.options, lambda _: None), applicable=False)
 
     def run(self, scenario: Scenario, variants: Sequence[Variant], label: str,
             note: str = "") -> RunResult | Failed | None:

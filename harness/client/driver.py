@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from harness.contracts.workers import PLAIN, ReceiveOptions
+
 T = TypeVar("T")
 # Runs a blocking call (with no arguments) where it cannot stall the caller's event loop; returns its result.
 Offload = Callable[[Callable[[], T]], T]
@@ -99,6 +101,18 @@ def refuse_lite(lite: bool, protocol: str) -> None:
         raise DriverError(f"lite topics are driven over remoting only (protocol remoting), not {protocol}")
 
 
+def refuse_options(options: ReceiveOptions, driver: str, can: Sequence[str] = ()) -> None:
+    """A driver that cannot do one of ``options`` (all but those named in ``can``) says so."""
+    said = {"deadline": (not options.deadline, "receives without a gRPC deadline are sent by the native gRPC client "
+                         "only"),
+            "auto_renew": (options.auto_renew, "receives the proxy renews (auto_renew) are sent by the native gRPC "
+                           "client only"),
+            "one_client": (options.one_client, "consumers sharing one client are built for lite topics only")}
+    for name, (asked, why) in said.items():
+        if asked and name not in can:
+            raise DriverError(f"{why}, not {driver}")
+
+
 class Driver(Protocol):
     protocol: str
 
@@ -113,10 +127,10 @@ class Driver(Protocol):
         ...
 
     def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
-                     lite_topics: Sequence[str] = ()) -> PopConsumer:
+                     lite_topics: Sequence[str] = (), options: ReceiveOptions = PLAIN) -> PopConsumer:
         """A started pop consumer of ``group`` subscribed to the messages of ``topic`` its tag filter
         (``*``, or tags joined by ``||``) selects; with ``lite_topics``, to those lite topics of the LITE parent
-        ``topic`` (each its own FIFO queue)."""
+        ``topic`` (each its own FIFO queue); ``options``: what its receives do beyond that (ReceiveOptions)."""
         ...
 
     def close(self) -> None:

@@ -16,14 +16,17 @@ from typing import TypeVar
 
 from harness.client.admin import RemotingAdmin
 from harness.client.driver import (
+    PLAIN,
     Delivery,
     DriverError,
     NotReady,
     Offload,
     Outgoing,
     Received,
+    ReceiveOptions,
     direct,
     refuse_lite,
+    refuse_options,
 )
 from harness.contracts.endpoints import Endpoints
 
@@ -196,8 +199,9 @@ class GrpcDriver(RemotingAdmin):
         return GrpcProducer(client, topic, self._rmq, self._offload)
 
     def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
-                     lite_topics: Sequence[str] = ()) -> GrpcPopConsumer:
+                     lite_topics: Sequence[str] = (), options: ReceiveOptions = PLAIN) -> GrpcPopConsumer:
         refuse_lite(bool(lite_topics), self.protocol)
+        refuse_options(options, "the official gRPC client")
         def start() -> object:
             client = self._rmq.SimpleConsumer(self._config(), group, {topic: self._rmq.FilterExpression(tags)},
                                               await_duration=long_poll_s)

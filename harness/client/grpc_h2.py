@@ -265,15 +265,18 @@ class H2Channel:
         stream.end(1, "cancelled")
 
     def begin(self, path: str, request: bytes, metadata: tuple[tuple[str, str], ...], timeout_s: float,
-              unary: bool = True) -> Call:
+              unary: bool = True, deadline: bool = True) -> Call:
         """Send a call; its answer is taken later (Call.result), so several can be in flight at once. ``unary``
-        False: a server-streaming call that may last (a long poll), not counted in MAX_UNARY_IN_FLIGHT."""
+        False: a server-streaming call that may last (a long poll), not counted in MAX_UNARY_IN_FLIGHT.
+        ``deadline`` False: the call carries no grpc-timeout (the server sees no deadline); ``timeout_s`` still
+        bounds the wait here."""
         stream = Stream()
         if unary:
             self._slots.acquire()
             stream.slot = self._slots
         try:
-            return Call(self, self._start(path.encode(), metadata, timeout_s, request, stream), stream, timeout_s)
+            sent = timeout_s if deadline else None
+            return Call(self, self._start(path.encode(), metadata, sent, request, stream), stream, timeout_s)
         except TransportError as e:
             stream.end(UNAVAILABLE, str(e))  # frees its slot
             raise

@@ -36,14 +36,17 @@ from rocketmq.grpc_protocol import service_pb2 as svc
 from harness.client import grpc_wire as wire
 from harness.client.admin import RemotingAdmin
 from harness.client.driver import (
+    PLAIN,
     Delivery,
     DriverError,
     NotReady,
     Offload,
     Outgoing,
     Received,
+    ReceiveOptions,
     direct,
     refuse_lite,
+    refuse_options,
 )
 from harness.client.grpc_calls import BidiStream
 from harness.client.grpc_framing import TransportError
@@ -244,8 +247,11 @@ class NativeProducer:
 
 class NativePopConsumer:
     def __init__(self, client: _Client, session: Session, group: str, topic: str, long_poll_s: int,
-                 tags: str, target: str) -> None:
+                 tags: str, target: str, options: ReceiveOptions = PLAIN) -> None:
         self._c, self._session, self._target = client, session, target
+        # deadline False: receives go without grpc-timeout (the wait below is the client's own); auto_renew: the
+        # proxy renews what it popped for this client while it holds it.
+        self._options = options
         self.group, self.topic, self.long_poll_s, self.tags = group, topic, long_poll_s, tags
         self._queues = [wire.any_queue(topic, client.namespace)]  # until the route is known
         self._turn = itertools.count()
@@ -261,11 +267,12 @@ class NativePopConsumer:
     def receive(self, max_messages: int, invisible_s: int) -> Received:
         queues = self._queues
         request = wire.receive(self.group, queues[next(self._turn) % len(queues)], self.tags, max_messages,
-                               invisible_s, self.long_poll_s, self._c.namespace)
+                               invisible_s, self.long_poll_s, self._c.namespace, self._options.auto_renew)
         what = f"receive from {self.topic} as {self.group}"
         # The whole stream comes back at its end, with the time it ended (taken by the connection's reader).
         call = self._c.channel.begin(SERVICE + "ReceiveMessage", request.SerializeToString(), self._c.headers(),
-                                     self.long_poll_s + REQUEST_TIMEOUT_S, unary=False)
+                                     self.long_poll_s + REQUEST_TIMEOUT_S, unary=False,
+                                     deadline=self._options.deadline)
         raws = call.result(what)
         try:
             popped = wire.received(map(svc.ReceiveMessageResponse.FromString, raws), what)
@@ -349,11 +356,12 @@ class NativeGrpcDriver(RemotingAdmin):
         return NativeProducer(client, session, topic)
 
     def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
-                     lite_topics: Sequence[str] = ()) -> NativePopConsumer:
+                     lite_topics: Sequence[str] = (), options: ReceiveOptions = PLAIN) -> NativePopConsumer:
         refuse_lite(bool(lite_topics), self.protocol)
+        refuse_options(options, "the native gRPC client", can=("deadline", "auto_renew"))
         settings = wire.consumer_settings(group, topic, tags, long_poll_s, REQUEST_TIMEOUT_S, self.endpoints.grpc)
         client, session = self._client(settings)
-        consumer = NativePopConsumer(client, session, group, topic, long_poll_s, tags, self.endpoints.grpc)
+        consumer = NativePopConsumer(client, session, group, topic, long_poll_s, tags, self.endpoints.grpc, options)
         # A first receive that overtakes the settings fails in the proxy ("settings" is null): wait for them.
         if not session.settled.wait(SETTINGS_TIMEOUT_S):
             raise NotReady(f"the proxy at {self.endpoints.grpc} answered no settings to consumer group {group} "

@@ -145,12 +145,14 @@ def readable_queues(response: svc.QueryRouteResponse) -> list[pb.MessageQueue]:
 
 
 def receive(group: str, queue: pb.MessageQueue, tags: str, batch: int, invisible_s: float, long_poll_s: float,
-            namespace: str = "") -> svc.ReceiveMessageRequest:
-    """One long poll of ``queue`` (its topic and broker: the proxy pops from that broker, any of its queues)."""
+            namespace: str = "", auto_renew: bool = False) -> svc.ReceiveMessageRequest:
+    """One long poll of ``queue`` (its topic and broker: the proxy pops from that broker, any of its queues);
+    ``auto_renew``: the proxy pops with its own invisible time and renews it while the client holds the message, as
+    for a push consumer (the client acks with the handle it was given)."""
     return svc.ReceiveMessageRequest(
         group=resource(group, namespace), message_queue=queue,
         filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression=tags), batch_size=batch,
-        invisible_duration=duration(invisible_s), auto_renew=False, long_polling_timeout=duration(long_poll_s))
+        invisible_duration=duration(invisible_s), auto_renew=auto_renew, long_polling_timeout=duration(long_poll_s))
 
 
 def any_queue(topic: str, namespace: str = "") -> pb.MessageQueue:

@@ -349,11 +349,12 @@ def update_broker_config(broker: str, settings: dict[str, object]) -> None:
     check(invoke(broker, Command(UPDATE_BROKER_CONFIG, body=body)), "update broker config")
 
 
-def reset_offset(broker: str, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
-    """The broker's server-side reset of ``group``'s offsets on every queue of ``topic``
-    (INVOKE_BROKER_TO_RESET_OFFSET with queueId -1): to the first message stored at or after ``timestamp_ms``
-    (0: the earliest), or to the queues' ends (-1). Returns each queue's new offset."""
-    fields = {"topic": topic, "group": group, "queueId": "-1", "timestamp": str(timestamp_ms), "isForce": "true"}
+def reset_offset(broker: str, group: str, topic: str, timestamp_ms: int, queue_id: int = -1) -> dict[int, int]:
+    """The broker's server-side reset of ``group``'s offsets on every queue of ``topic`` (or queue ``queue_id``)
+    (INVOKE_BROKER_TO_RESET_OFFSET): to the first message stored at or after ``timestamp_ms`` (0: the earliest), or
+    to the queues' ends (-1). Returns each queue's new offset."""
+    fields = {"topic": topic, "group": group, "queueId": str(queue_id), "timestamp": str(timestamp_ms),
+              "isForce": "true"}
     resp = check(invoke(broker, Command(INVOKE_BROKER_TO_RESET_OFFSET, fields)), f"reset offset of {group} on {topic}")
     # ResetOffsetBody is fastjson with MessageQueue objects as map keys, which is not JSON: read the pairs out.
     text = (resp.body or b"").decode(errors="replace")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from harness.client import remoting
 from harness.client.admin import RemotingAdmin
-from harness.client.driver import Delivery, Offload, Outgoing, Received, direct
+from harness.client.driver import PLAIN, Delivery, Offload, Outgoing, Received, ReceiveOptions, direct, refuse_options
 from harness.client.remoting import Command, Connection
-from harness.client.remoting_lite import LITE_TOPIC, RemotingLiteConsumer
+from harness.client.remoting_lite import LITE_TOPIC, RemotingLiteConsumer, new_client_id
 from harness.client.remoting_messages import (
     PRIORITY,
     SHARDING_KEY,
@@ -191,6 +191,7 @@ class RemotingDriver(RemotingAdmin):
         self.endpoints = endpoints
         self._conns: list[Connection] = []
         self._lite_seen: dict[tuple[str, str, int], int] = {}  # every lite consumer's deliveries (remoting_lite)
+        self._lite_clients: dict[tuple[str, str], str] = {}  # (group, parent) -> the client id its consumers share
 
     def _connect(self, topic: str) -> tuple[remoting.Route, Connection]:
         r = remoting.route(self.endpoints.namesrv, topic)
@@ -203,10 +204,14 @@ class RemotingDriver(RemotingAdmin):
         return RemotingProducer(conn, topic, r.write_queues, lite)
 
     def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
-                     lite_topics: Sequence[str] = ()) -> RemotingPopConsumer | RemotingLiteConsumer:
+                     lite_topics: Sequence[str] = (),
+                     options: ReceiveOptions = PLAIN) -> RemotingPopConsumer | RemotingLiteConsumer:
+        refuse_options(options, "remoting", can=("one_client",) if lite_topics else ())
         r, conn = self._connect(topic)
         if lite_topics:
-            return RemotingLiteConsumer(conn, r.broker_name, group, topic, long_poll_s, lite_topics, self._lite_seen)
+            shared = self._lite_clients.setdefault((group, topic), new_client_id()) if options.one_client else None
+            return RemotingLiteConsumer(conn, r.broker_name, group, topic, long_poll_s, lite_topics, self._lite_seen,
+                                        client_id=shared)
         return RemotingPopConsumer(conn, r.broker_name, group, topic, long_poll_s, tags)
 
     def close(self) -> None:

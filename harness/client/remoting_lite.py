@@ -41,6 +41,16 @@ POLL_MARGIN_S = 10.0
 REQUEST_TIMEOUT_S = 5.0
 
 
+def new_client_id() -> str:
+    """A lite client's id: the broker keeps its subscription and its event queue under it."""
+    return f"rmq-harness-{uuid.uuid4().hex[:12]}"
+
+
+def lmq(parent: str, lite_topic: str) -> str:
+    """The LMQ (light message queue) that holds a lite topic's messages on its broker, one queue (0)."""
+    return f"%LMQ%${parent}${lite_topic}"
+
+
 @dataclass
 class LiteHandle:
     """What an ack or a change of one lite message names: its lite topic, LMQ offset and the pop's time."""
@@ -59,15 +69,17 @@ class LiteHandle:
 
 
 class RemotingLiteConsumer:
-    """One client of ``group`` subscribed to ``lite_topics`` of the LITE parent ``topic`` on one broker."""
+    """One client of ``group`` subscribed to ``lite_topics`` of the LITE parent ``topic`` on one broker; with
+    ``client_id``, a poller of that client, which others share (their pops take from one event queue)."""
 
     def __init__(self, conn: Connection, broker_name: str, group: str, topic: str, long_poll_s: int,
-                 lite_topics: Sequence[str], seen: dict[tuple[str, str, int], int] | None = None) -> None:
+                 lite_topics: Sequence[str], seen: dict[tuple[str, str, int], int] | None = None,
+                 client_id: str | None = None) -> None:
         self._conn, self._broker_name = conn, broker_name
         self._seen = {} if seen is None else seen  # (group, lite topic, offset) -> deliveries so far
         self.group, self.topic, self.long_poll_s = group, topic, long_poll_s
         self.lite_topics = list(lite_topics)
-        self.client_id = f"rmq-harness-{uuid.uuid4().hex[:12]}"
+        self.client_id = client_id or new_client_id()
         body = {"subscriptionSet": [{"action": "PARTIAL_ADD", "clientId": self.client_id, "group": group,
                                      "topic": topic, "liteTopicSet": self.lite_topics, "version": 0}]}
         remoting.check(conn.call(Command(remoting.LITE_SUBSCRIPTION_CTL, {}, body=json.dumps(body).encode()),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.client.driver import Driver, PopConsumer, Producer
+from harness.client.driver import PLAIN, Driver, PopConsumer, Producer, ReceiveOptions
 from harness.contracts.endpoints import Endpoints
 
 
@@ -30,9 +30,9 @@ class SuffixedDriver:
         return self.inner.producer(self.endpoints.physical(topic), lite)
 
     def pop_consumer(self, group: str, topic: str, long_poll_s: int, tags: str = "*",
-                     lite_topics: Sequence[str] = ()) -> PopConsumer:
+                     lite_topics: Sequence[str] = (), options: ReceiveOptions = PLAIN) -> PopConsumer:
         return self.inner.pop_consumer(self.endpoints.physical(group), self.endpoints.physical(topic), long_poll_s,
-                                       tags, lite_topics)
+                                       tags, lite_topics, options)
 
     def close(self) -> None:
         self.inner.close()

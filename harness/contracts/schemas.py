@@ -35,6 +35,10 @@ SCENARIO = Schema("scenario", "docs/scenarios.md", "(schema version {v})", {
     8: "broker (settings the scenario needs), applies (the releases it can ask)",
     9: "actions (admin requests during the load: offset resets, broker settings, groups, topics); observe (numbers "
        "read off the brokers: log lines, Prometheus series, runtime figures) for expect: rules as observed.<name>",
+    10: "grpc_client (the gRPC client a scenario needs), consume.grpc_deadline and auto_renew, plant modes "
+        "return_null and return_empty (plants count from the load's first sends), reset_offset of a LITE parent's "
+        "lite topics, select (deliveries by attribute) for expect: rules as selected.<name>.<stat>; the per-call "
+        "error counts",
 })
 MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_version` {v})", {
     1: "run id, scenario, variants, harness version, host, times, summary",
@@ -97,6 +101,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
         "native-gevent; several joined by \" / \"; null over remoting)",
     13: "per_variant renamed_deliveries (deliveries under another topic name than the one popped), observed (the "
         "scenario's observations read off the brokers) and actions (its admin requests as they went)",
+    14: "per_variant send_errors, receive_errors, ack_errors, nack_errors, extend_errors (each client call's "
+        "failures; errors is still them all) and selected (the scenario's selections: deliveries, messages)",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

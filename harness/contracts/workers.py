@@ -25,6 +25,20 @@ GRPC_CLIENTS = ("official", "native")
 DEFAULT_GRPC_CLIENT = "official"
 
 
+@dataclass(frozen=True)
+class ReceiveOptions:
+    """What a consumer's receives do beyond batch and invisible time, which only some clients can: a scenario's
+    consume: sets them (harness.inputs.traffic.Consume.receive_options), a driver refuses what it cannot do
+    (harness.client.driver.refuse_options)."""
+
+    deadline: bool = True  # gRPC: False sends ReceiveMessage without grpc-timeout (the native client only)
+    auto_renew: bool = False  # gRPC: the proxy renews what it popped while the consumer holds it (native only)
+    one_client: bool = False  # lite (remoting): the worker's consumers of a group are one client, several pollers
+
+
+PLAIN = ReceiveOptions()
+
+
 def worker_name(n: int) -> str:
     """The n-th worker (1-based) of a variant: the `worker` column of its events."""
     return f"worker-{n}"

@@ -24,6 +24,10 @@ LOOPBACK_JAR = "broker-patches/target/loopback-bind.jar"
 PROBE_OPTIONS = "port={probe_port}"
 # The fault-planting agent a scenario's `plant:` mounts on every variant.
 PLANT_JAR = "broker-patches/target/pop-fault.jar"
+# Where a plant's arm file is, filled in per variant by the local backend: the agent counts no call until the file
+# exists, which the run makes when the variant's load starts (harness.run.plants), so start-up and readiness traffic
+# pass untouched and after_s counts from the first sends, as a fault's at_s.
+ARM_FILE = "{arm_file}"
 
 
 def mounts_probe(variant: Variant) -> bool:
@@ -49,7 +53,7 @@ def plant_options(plant: Plant) -> str:
         opts += f",exception={plant.exception}"
     if plant.code is not None:
         opts += f",code={plant.code}"
-    return opts
+    return opts + f",arm_file={ARM_FILE}"
 
 
 def pop_fault_options(plants: Sequence[Plant]) -> str:

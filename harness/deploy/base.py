@@ -90,6 +90,11 @@ class Backend(Protocol):
         """The process of variant ``name`` that a fault on ``target`` (harness.inputs.brokers.FAULT_TARGETS) hits."""
         ...
 
+    def arm_plants(self, name: str) -> None:
+        """Variant ``name``'s load started: its planted failures (a scenario's plant:) count from now on
+        (harness.deploy.agents.ARM_FILE); a backend whose plants are set otherwise does nothing."""
+        ...
+
     def modules(self, name: str) -> list[ModuleJar]:
         """The RocketMQ server module jars variant ``name`` runs (empty when the backend cannot know them), for
         the manifest: a hybrid release is on record with what came from where (harness.contracts.modules)."""

@@ -278,6 +278,9 @@ class ExternalBackend:
     def modules(self, name: str) -> list[ModuleJar]:
         return []  # a cluster the harness did not start: its jars are not known here
 
+    def arm_plants(self, name: str) -> None:
+        pass  # plants are refused on a cluster the harness did not start (harness.run.plan)
+
     def process(self, name: str, target: str) -> ServerProcess:
         raise ConfigError(f"variant {name} is an external cluster: the harness owns none of its processes")
 
@@ -320,6 +323,9 @@ class Split:
 
     def modules(self, name: str) -> list[ModuleJar]:
         return self._of(name).modules(name)
+
+    def arm_plants(self, name: str) -> None:
+        self._of(name).arm_plants(name)
 
     def process(self, name: str, target: str) -> ServerProcess:
         return self._of(name).process(name, target)

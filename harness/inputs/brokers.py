@@ -102,17 +102,21 @@ class Plant(Strict):
 
     method: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.$]*#[A-Za-z_]\w*$")] = Field(
         description="the broker method, org.apache.rocketmq.<...>.Class#method (every overload of that name)")
-    mode: Literal["throw", "fail", "false", "delay"] = Field(
+    mode: Literal["throw", "fail", "false", "delay", "delay_after", "return_null", "return_empty"] = Field(
         description="throw: it throws on entry; fail: its CompletableFuture completes exceptionally; false: it "
-        "returns false without running; delay: it runs after a sleep of delay_ms on entry")
-    delay_ms: int | None = Field(None, ge=1, le=600_000, description="mode delay only, and required there: how "
-                                 "long each planted call sleeps on entry, ms")
+        "returns false without running; delay: it runs after a sleep of delay_ms on entry; delay_after: it runs, then "
+        "sleeps delay_ms before it returns (what it read is stale by then); return_null: it runs and "
+        "returns null (a missing value: a header, a property); return_empty: it runs and returns an empty list, set, "
+        "map or string (incomplete metadata)")
+    delay_ms: int | None = Field(None, ge=1, le=600_000, description="modes delay and delay_after only, and "
+                                 "required there: how long each planted call sleeps on entry (or before it returns)")
     thread: Annotated[str, StringConstraints(pattern=r"^[^,;=]{1,100}$")] | None = Field(
         None, description="only calls on a thread whose name contains this qualify (others pass, not counted)")
     calls: int = Field(1, ge=1, le=1_000_000, description="how many calls fail (or are delayed)")
     skip: int = Field(0, ge=0, le=1_000_000, description="qualifying calls let through before the first failure")
-    after_s: float = Field(0.0, ge=0, le=86_400, description="calls within this many seconds of the broker's "
-                           "start pass (not counted): start-up is not the failure's moment")
+    after_s: float = Field(0.0, ge=0, le=86_400, description="calls within this many seconds of the variant's "
+                           "first sends pass (not counted), as a fault's at_s; every call before the load starts "
+                           "passes (start-up and readiness are not the failure's moment)")
     exception: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][\w.$]*$")] | None = Field(
         None, description="mode throw or fail only: the planted exception's class (fully qualified, e.g. "
         "org.apache.rocketmq.client.exception.MQBrokerException), made from the planted class's loader with the "
@@ -123,10 +127,11 @@ class Plant(Strict):
 
     @model_validator(mode="after")
     def _delay_ms_with_delay(self) -> Plant:
-        if self.mode == "delay" and self.delay_ms is None:
-            raise ValueError("delay_ms: required with mode delay")
-        if self.mode != "delay" and self.delay_ms is not None:
-            raise ValueError(f"delay_ms: only for mode delay (not mode {self.mode})")
+        sleeps = self.mode in ("delay", "delay_after")
+        if sleeps and self.delay_ms is None:
+            raise ValueError(f"delay_ms: required with mode {self.mode}")
+        if not sleeps and self.delay_ms is not None:
+            raise ValueError(f"delay_ms: only for mode delay or delay_after (not mode {self.mode})")
         if self.exception is not None and self.mode not in ("throw", "fail"):
             raise ValueError(f"exception: only for mode throw or fail (not mode {self.mode})")
         if self.code is not None and self.exception is None:

@@ -21,8 +21,10 @@ STATISTICS = ("n", "p50", "p90", "p99", "max")
 LEDGER = ("sent", "received", "acked", "never_received", "unknown_received", "duplicate_deliveries",
           "retries_expected", "retries_never_redelivered", "owed", "dead_lettered", "duplicated", "acked_first",
           "acked_after_retry", "late", "lost", "cross_topic", "unknown", "dlq_early", "dlq_late", "tag_changed")
+# The client calls whose failures are also counted on their own (an error event's detail begins "<call>:").
+ERROR_CALLS = ("send", "receive", "ack", "nack", "extend")
 COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls", "errors", "refused",
-          "renamed_deliveries")
+          "renamed_deliveries", *(f"{c}_errors" for c in ERROR_CALLS))
 # The pop-wakeup-probe's counters (runs with --probe), summed over the scenario's groups: wakeups of
 # suspended pops by cause, and (empty_<cause>) those that found nothing and suspended again.
 PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeout", "other")
@@ -47,9 +49,12 @@ METRICS = (tuple(f"{d}.{s}" for d in DISTRIBUTIONS for s in STATISTICS) + tuple(
            + tuple(f"probe.{k}" for k in PROBE) + tuple(f"fifo.{k}" for k in FIFO) + COUNTS)
 # What a scenario reads off the brokers (harness.inputs.observations): observed.<name>, a name its `observe:` gives.
 OBSERVED = "observed"
+# The deliveries a scenario selects by their attributes (harness.inputs.selections): selected.<name>.<stat>.
+SELECTED = "selected"
+SELECTION_STATS = ("deliveries", "messages")  # the matching deliveries, the distinct messages among them
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt}
-_RULE = re.compile(r"^\s*([a-z_]+(?:\.[a-z0-9_]+)?)\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
+_RULE = re.compile(r"^\s*([a-z_]+(?:\.[a-z0-9_]+){0,2})\s*(<=|>=|==|!=|<|>)\s*(-?\d+(?:\.\d+)?)\s*$")
 
 MET, FAILED, NO_DATA = "met", "failed", "no data"
 
@@ -71,7 +76,15 @@ def parse(rule: str) -> Expectation:
     if not m:
         raise ValueError(f"{rule!r} is not '<metric> <op> <number>' (op one of {' '.join(OPS)})")
     metric, op, bound = m.groups()
-    if metric not in METRICS and metric.split(".")[0] != OBSERVED:
+    parts = metric.split(".")
+    if parts[0] == SELECTED:
+        if len(parts) != 3 or parts[2] not in SELECTION_STATS:
+            raise ValueError(f"{metric!r}: a selection's check is selected.<name>.deliveries or "
+                             "selected.<name>.messages")
+    elif parts[0] == OBSERVED:
+        if len(parts) != 2:
+            raise ValueError(f"{metric!r}: an observation's check is observed.<name>")
+    elif metric not in METRICS:
         close = [k for k in METRICS if k.split(".")[0] == metric.split(".")[0]][:8]
         hint = f"; {metric.split('.')[0]} has {', '.join(close)}" if close else ""
         raise ValueError(f"unknown metric {metric!r}{hint} (docs/summary.md lists them all)")

@@ -17,12 +17,14 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_validator
 
 from harness.contracts import schemas
+from harness.contracts.workers import GRPC_CLIENTS
 from harness.core.errors import ConfigError, one_line
 from harness.inputs import expectations
 from harness.inputs.actions import Action
 from harness.inputs.brokers import Applies, Fault, Plant, Topology
 from harness.inputs.fields import ResourceName, Strict
 from harness.inputs.observations import Observation, ObservationName
+from harness.inputs.selections import Selection, SelectionName
 from harness.inputs.traffic import Consume, Cycles, Group, Nack, Produce, Series, Topic
 from harness.inputs.variants import BrokerOverrides, ProxyOverrides
 
@@ -66,6 +68,10 @@ class Scenario(Strict):
     protocol: ProtocolName = Field(
         "grpc", description="grpc: through the proxy (its limits: invisible >= 10 s, poll 5..20 s); remoting: pop "
         "straight from the broker, as the Java remoting client in pop mode does (the broker's own limits)")
+    grpc_client: Literal[GRPC_CLIENTS] | None = Field(  # type: ignore[valid-type]
+        None, description="gRPC: the client the workers drive, when the scenario needs what only one does (the native "
+        "one sends receives without a deadline, consume.grpc_deadline); the run says so. Default: the run's "
+        "(--grpc-client)")
     retry_topic: Literal["v1", "v2"] = Field("v1", description="retry topic naming: sets enableRetryTopicV2")
     topics: list[Topic] = Field(min_length=1)
     groups: list[Group] = Field(min_length=1)
@@ -103,6 +109,10 @@ class Scenario(Strict):
     observe: dict[ObservationName, Observation] = Field(
         default_factory=dict, description="numbers read off the brokers (log lines, Prometheus series, runtime "
         "figures), each checked by expect: rules as observed.<name> (harness.inputs.observations)")
+    select: dict[SelectionName, Selection] = Field(
+        default_factory=dict, description="deliveries chosen by their attributes (attempt, renamed, tag, queue, "
+        "message group, group), each checked by expect: rules as selected.<name>.deliveries or .messages "
+        "(harness.inputs.selections)")
     _source: str = PrivateAttr("scenario")
 
     @model_validator(mode="before")
@@ -162,6 +172,17 @@ class Scenario(Strict):
                                   or self.workers != 1):
             raise ValueError("nack.suspend: a change_invisible nack over protocol remoting with workers: 1 (the "
                              "worker remembers which messages it nacked: the attempt number no longer tells)")
+        if self.grpc_client and self.protocol != "grpc":
+            raise ValueError(f"grpc_client: {self.grpc_client} drives gRPC scenarios only (protocol grpc); drop it")
+        if not self.consume.grpc_deadline and self.grpc_client != "native":
+            raise ValueError("consume.grpc_deadline: false is sent by the native gRPC client only: add grpc_client: "
+                             "native (protocol grpc)")
+        if self.consume.one_client and not any(t.lite for t in self.topics):
+            raise ValueError("consume.one_client: consumers sharing one client are built for lite topics only "
+                             "(a LITE topic, protocol remoting)")
+        if self.consume.auto_renew and self.grpc_client != "native":
+            raise ValueError("consume.auto_renew: true is sent by the native gRPC client only: add grpc_client: "
+                             "native (protocol grpc)")
         if self.nack.how == "same_deadline" and self.protocol != "remoting":
             raise ValueError("nack.how: same_deadline aims each change at the broker's millisecond, which only a "
                              "request straight to the broker can (protocol remoting)")
@@ -176,6 +197,10 @@ class Scenario(Strict):
             if kind == expectations.OBSERVED and name not in self.observe:
                 declared = ", ".join(sorted(self.observe)) or "none"
                 raise ValueError(f"expect.{i}: {rule.metric}: observe: declares no {name!r} (it declares {declared})")
+            name = name.partition(".")[0]
+            if kind == expectations.SELECTED and name not in self.select:
+                declared = ", ".join(sorted(self.select)) or "none"
+                raise ValueError(f"expect.{i}: {rule.metric}: select: declares no {name!r} (it declares {declared})")
         decided = sorted(set(self.broker) & set(DECIDED_BROKER_KEYS))
         if decided:
             raise ValueError(f"broker.{decided[0]}: decided by retry_topic / observer_effect; set it there")

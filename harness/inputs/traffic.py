@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from harness.contracts.workers import ReceiveOptions
 from harness.inputs.fields import ALL_TAGS, ResourceName, Strict, TagFilter, TagName, tag_matches
 
 
@@ -108,6 +109,23 @@ class Consume(Strict):
     receives: int = Field(0, ge=0, le=1_000_000, description="0: consumers receive until the run ends; N: each "
                           "stops after its Nth receive that returned messages (what the broker committed then "
                           "stays: a consumer that went away)")
+    grpc_deadline: bool = Field(True, description="gRPC: false sends each ReceiveMessage without a deadline (no "
+                                "grpc-timeout header), as a hand-written client may; the consumer still gives up "
+                                "waiting after long_poll_s plus its request timeout. The native gRPC client does it "
+                                "(the scenario's grpc_client: native)")
+    one_client: bool = Field(False, description="lite topics (remoting): a worker's consumers of a group are one "
+                             "client (one client id, one subscription) receiving on several pollers at once, as a "
+                             "push consumer's threads do: the broker's event queue for the client is theirs together")
+    auto_renew: bool = Field(False, description="gRPC: each ReceiveMessage asks the proxy to renew what it pops "
+                             "while the consumer holds it (auto_renew, as push consumers do): the proxy pops with "
+                             "its own invisible time (its defaultInvisibleTimeMills), renews it in the background, and "
+                             "maps the handle the consumer acks with to the renewed one. The native gRPC client "
+                             "does it (grpc_client: native)")
+
+    @property
+    def receive_options(self) -> ReceiveOptions:
+        """What the consumers' receives do beyond batch and invisible time (harness.client.driver)."""
+        return ReceiveOptions(deadline=self.grpc_deadline, auto_renew=self.auto_renew, one_client=self.one_client)
 
 
 class Nack(Strict):

@@ -11,15 +11,16 @@ hands it, the Spark analysis the slices of many archives. One definition of ever
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from harness.inputs import timing
-from harness.inputs.expectations import COUNTS, DISTRIBUTIONS, LEDGER
+from harness.inputs.expectations import COUNTS, DISTRIBUTIONS, ERROR_CALLS, LEDGER, SELECTED
 from harness.inputs.scenario import Scenario
+from harness.inputs.selections import Selection
 from harness.measure import frames, ledger, ordering
 from harness.measure.fault_impact import TIMES as FAULT_TIMES
 from harness.measure.fault_impact import impact
@@ -94,12 +95,13 @@ class Routing:
     allowed_deliveries: Mapping[str, int]
     long_poll_ms: float
     late_after_ms: float | None = None
+    selections: Mapping[str, Selection] = field(default_factory=dict)  # the scenario's select:
 
     @classmethod
     def of(cls, scenario: Scenario) -> Routing:
         return cls({t: {g: list(f) for g, f in gs.items()} for t, gs in scenario.subscriptions().items()},
                    dict(scenario.allowed_deliveries()), scenario.consume.long_poll_s * 1000,
-                   timing.late_after_ms(scenario))
+                   timing.late_after_ms(scenario), dict(scenario.select))
 
 
 def slice_facts(events: pd.DataFrame, routing: Routing) -> Facts:
@@ -140,12 +142,56 @@ def slice_facts(events: pd.DataFrame, routing: Routing) -> Facts:
     renamed = column(ev, "delivered_topic").notna().to_numpy() & (ev["kind"] == "received").to_numpy()
     if renamed.any():
         parts.append(_long(_sums(ev[by_cycle], {"renamed_deliveries": renamed}), ["renamed_deliveries"]))
+    if is_error.any():  # each client call's failures on their own (the recorder's detail: "<call>: <why>")
+        details = column(ev, "detail")[is_error].astype(object).fillna("").astype(str)
+        calls = {}
+        for c in ERROR_CALLS:
+            calls[f"{c}_errors"] = np.zeros(len(ev), dtype=bool)
+            calls[f"{c}_errors"][is_error] = details.str.startswith(f"{c}:").to_numpy(dtype=bool)
+        parts.append(_long(_sums(ev[by_cycle], calls), list(calls)))
     if fifo.any() or errors.any():
         parts.append(_long(_sums(ev[by_cycle], {"fifo_events": fifo, "dlq_reader_errors": errors}), CHECKS))
+    if routing.selections:
+        parts.append(_selected(ev, routing.selections, by_cycle))
     parts = [p for p in parts if len(p)]
     tallies = pd.concat(parts, ignore_index=True) if parts else TALLY_SCHEMA.empty_table().to_pandas()
     tallies = tallies.astype({"cycle": "int64", "value": "int64"})
     return Facts(retries, rows, tallies[TALLY_SCHEMA.names])
+
+
+def selected_name(selection: str, stat: str) -> str:
+    """A selection's figure as a tally's name, and as the flat column ``nest`` shapes into ``selected``."""
+    return f"{SELECTED}.{selection}.{stat}"
+
+
+def _selected(ev: pd.DataFrame, selections: Mapping[str, Selection], by_cycle: list[str]) -> pd.DataFrame:
+    """Each selection's deliveries and distinct messages per cycle; zeros kept, so a selection nothing matched
+    reads 0, not no data."""
+    received = (ev["kind"] == "received").to_numpy()
+    attempt = pd.to_numeric(column(ev, "delivery_attempt"), errors="coerce").to_numpy()
+    renamed = column(ev, "delivered_topic").notna().to_numpy()
+    values: dict[str, np.ndarray] = {}
+    for name, s in selections.items():
+        m = received.copy()
+        if s.attempt is not None:
+            m &= attempt == s.attempt
+        if s.min_attempt is not None:
+            m &= attempt >= s.min_attempt
+        if s.renamed is not None:
+            m &= renamed == s.renamed
+        for attr, col in (("tag", "tag"), ("queue_id", "queue_id"), ("message_group", "message_group"),
+                          ("group", "group")):
+            wanted = getattr(s, attr)
+            if wanted is not None:
+                m &= (column(ev, col).astype(object) == wanted).to_numpy(dtype=bool)
+        # Distinct messages: the first matching delivery of each (run, group, message) counts one.
+        picked = pd.DataFrame({c: column(ev, c)[m] for c in [*BY_RUN, "group", "ledger_id"]})
+        once = np.zeros(len(ev), dtype=bool)
+        once[np.flatnonzero(m)] = ~picked.duplicated().to_numpy()
+        values[selected_name(name, "deliveries")] = m
+        values[selected_name(name, "messages")] = once
+    frame = _sums(ev[by_cycle], values)
+    return frame.melt(id_vars=by_cycle, value_vars=list(values), var_name="name", value_name="value")
 
 
 def totals(tallies: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -154,13 +200,15 @@ def totals(tallies: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     by = list(by)
     if tallies.empty:
         return pd.DataFrame(columns=[*by, "runs", "cycles", *TALLIES])
+    # The scenario's selections (selected.<name>.<stat>) come along under their own names.
+    chosen = sorted(n for n in tallies["name"].unique() if str(n).startswith(f"{SELECTED}."))
     wide = (tallies.pivot_table(index=by, columns="name", values="value", aggfunc="sum", fill_value=0)
-            .reindex(columns=list(TALLIES), fill_value=0))
+            .reindex(columns=[*TALLIES, *chosen], fill_value=0))
     wide["runs"] = tallies.groupby(by)["run_id"].nunique()
     sent = tallies[(tallies["name"] == "sent") & (tallies["value"] > 0)]
     wide["cycles"] = sent.drop_duplicates([*by, "run_id", "cycle"]).groupby(by).size()
     wide = wide.fillna({"cycles": 0}).astype({"cycles": "int64"})
-    return wide.reset_index()[[*by, "runs", "cycles", *TALLIES]]
+    return wide.reset_index()[[*by, "runs", "cycles", *TALLIES, *chosen]]
 
 
 def distributions(retries: pd.DataFrame) -> dict[str, int | float | None]:
@@ -185,6 +233,13 @@ def nest(row: Mapping[str, object]) -> dict:
     for m in DISTRIBUTIONS:
         out[m] = {s: (int(row.get(f"{m}_n") or 0) if s == "n" else _number(row.get(f"{m}_{s}"))) for s in STATISTICS}
     out["stalled"] = stall_counts(out["ledger"]["retries_expected"], int(row.get("stalled_count") or 0))
+    chosen: dict[str, dict[str, int]] = {}
+    for key, v in row.items():
+        if str(key).startswith(f"{SELECTED}."):
+            _, name, stat = str(key).split(".")
+            chosen.setdefault(name, {})[stat] = int(v or 0)
+    if chosen:
+        out[SELECTED] = chosen
     return out
 
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from harness.client import remoting
+from harness.client.remoting_lite import lmq
 from harness.contracts.endpoints import Endpoints
 from harness.core.errors import HarnessError
 from harness.core.waiting import Deadline
@@ -63,6 +64,9 @@ class GroupState:
 def _reset_offset(a: Action, ep: Endpoints, scenario: Scenario, now_ms: int) -> str:
     topic = a.topic or next(g.topic for g in scenario.groups if g.name == a.group)
     timestamp = {"earliest": 0, "latest": -1}.get(a.to, now_ms - int((a.ago_s or 0) * 1000))
+    lite = scenario.lite_topics(topic)
+    if lite:
+        return _reset_lite(a, ep, topic, lite, timestamp)
     out = []
     for broker in ep.masters:
         offsets = remoting.reset_offset(broker, ep.physical(a.group), ep.physical(topic), timestamp)
@@ -70,6 +74,25 @@ def _reset_offset(a: Action, ep: Endpoints, scenario: Scenario, now_ms: int) -> 
             raise HarnessError(f"{broker} reset no queue of {topic} for {a.group}")
         out.append(f"{broker}: " + ", ".join(f"q{q}->{o}" for q, o in sorted(offsets.items())))
     return "; ".join(out)
+
+
+def _reset_lite(a: Action, ep: Endpoints, parent: str, lite: list[str], timestamp: int) -> str:
+    """A LITE parent's reset is each lite topic's: its LMQ's one queue, on the master that holds it (a lite topic
+    no master has stored anything for is not one the group can have consumed)."""
+    out = []
+    for name in lite:
+        done = []
+        for broker in ep.masters:
+            try:
+                offsets = remoting.reset_offset(broker, ep.physical(a.group), lmq(ep.physical(parent), name),
+                                                timestamp, queue_id=0)
+            except remoting.RemotingError:
+                continue  # not this master's
+            done += [f"{name}->{o}" for o in offsets.values()]
+        if not done:
+            raise HarnessError(f"no master reset lite topic {name} of {parent} for {a.group}")
+        out += done
+    return ", ".join(out)
 
 
 def _broker_config(a: Action, ep: Endpoints) -> str:

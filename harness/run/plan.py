@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.contracts.options import GIVEN, ORDERS, RANDOM, RunOptions
 from harness.contracts.workers import DEFAULT_GRPC_CLIENT
@@ -44,6 +44,19 @@ def refuse_on_external(v: Variant, scenario: Scenario, probe: bool) -> None:
         keys = ", ".join(sorted(scenario.proxy))
         raise ConfigError(f"scenario {scenario.name} needs proxy settings ({keys}); {where} whose proxy the harness "
                           "neither reads nor sets: leave it out")
+
+
+def options_for(scenario: Scenario, options: RunOptions, log: Callable[[str], None] = print) -> RunOptions:
+    """The options as this scenario runs: a scenario that needs one gRPC client (its grpc_client) drives it in
+    place of the default, and says so (the manifest records the client)."""
+    need = scenario.grpc_client
+    if need is None or options.grpc_client == need:
+        return options
+    if options.grpc_client != DEFAULT_GRPC_CLIENT:
+        raise ConfigError(f"--grpc-client {options.grpc_client} with scenario {scenario.name}, which needs the {need} "
+                          f"gRPC client ({scenario.source}: grpc_client): drop --grpc-client")
+    log(f"gRPC client: {need}, which scenario {scenario.name} needs (its grpc_client)")
+    return options.model_copy(update={"grpc_client": need})
 
 
 def check(variants: Sequence[Variant], scenario: Scenario, options: RunOptions, applicable: bool = True) -> None:

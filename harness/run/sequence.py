@@ -54,6 +54,7 @@ class Run:
     def __init__(self, variants: Sequence[Variant], scenario: Scenario, runs_dir: Path | str,
                  options: RunOptions = DEFAULTS, log: Log = print, hooks: Sequence[Hook] = (),
                  site: SiteFactory = local_site, run_id: str | None = None) -> None:
+        options = plan.options_for(scenario, options, log)
         plan.check(variants, scenario, options)
         self.scenario, self.options, self.log, self.hooks, self.site = scenario, options, log, list(hooks), site
         self.variants = plan.as_run(variants, scenario, options)
@@ -115,7 +116,7 @@ class Run:
         fleet = LocustFleet(self.run_id, self.scenario, run.endpoints, self.work, run.staging.dir, workers,
                             log=self.log, grpc_client=self.options.grpc_client)
         if run.record.grpc_client and run.record.grpc_client != DEFAULT_GRPC_CLIENT:
-            self.log(f"gRPC client: {self.options.grpc_client} (--grpc-client; the manifest records it)")
+            self.log(f"gRPC client: {self.options.grpc_client} (the manifest records it)")
         fleet.prepare()
         return fleet
 

@@ -13,6 +13,7 @@ from harness.run.observability.observed import Observed
 from harness.run.observability.probe import ProbeCounters
 from harness.run.observability.scraping import Scraping
 from harness.run.offsets import Offsets
+from harness.run.plants import Plants
 
 
 class LocustUi(Hook):
@@ -38,8 +39,10 @@ def standard_hooks(run: RunState) -> list[Hook]:
     """In order: the CPU sampler stops first when the load ends (the faults' finish can take minutes), the faults
     and actions finish before the brokers are read, Prometheus exports last (its window ends after every other
     reading)."""
-    hooks: list[Hook] = [CpuSampling([v.name for v in run.variants]), Faults(), Actions(), BrokerFacts(), Resources(),
-                         Offsets()]
+    hooks: list[Hook] = [CpuSampling([v.name for v in run.variants])]
+    if run.scenario.plant:
+        hooks.append(Plants())
+    hooks += [Faults(), Actions(), BrokerFacts(), Resources(), Offsets()]
     if run.scenario.observe:
         hooks.append(Observed())
     if run.options.probe:

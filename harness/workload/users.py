@@ -206,7 +206,8 @@ class PopConsumerUser(User):
         self.tags = self.group.consumer_filter(rt.next_index(self.group.name))
         sc = self.spec.scenario
         self.consumer = rt.driver.pop_consumer(self.group.name, self.group.topic, long_poll_s, self.tags,
-                                               lite_topics=sc.lite_topics(self.group.topic))
+                                               lite_topics=sc.lite_topics(self.group.topic),
+                                               options=sc.consume.receive_options)
         self.receipts = 0  # receives that returned messages
         self.recorder = ConsumerRecorder(rt, self.client_id, self.group.name, self.group.topic)
         gevent.sleep(self.spec.scenario.consume.delay_s)

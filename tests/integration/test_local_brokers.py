@@ -169,6 +169,38 @@ def test_send_and_pop_through_the_grpc_driver(unpatched, tmp_path: Path):
     assert (tmp_path / "client.log").exists()
 
 
+def test_the_native_client_without_a_deadline_and_with_auto_renew_against_a_real_proxy(unpatched, tmp_path: Path):
+    """What the proxy does with a receive the official clients never send: without a gRPC deadline it fails at once
+    (apache/rocketmq PR #11139: its remaining time is unboxed before the pop); with auto_renew it pops with its own
+    invisible time (defaultInvisibleTimeMills, 60 s by default), not the request's, and the handle it gives acks."""
+    from harness.client.grpc_wire import ProxyError
+    from harness.contracts.workers import ReceiveOptions
+
+    _, ep = unpatched
+    topic, group = f"N_{uuid.uuid4().hex[:8]}", f"G_{uuid.uuid4().hex[:8]}"
+    d = driver("grpc", ep, log_file=tmp_path / "client.log", client="native")
+    try:
+        d.create_topic(topic, queues=1)
+        d.create_group(group, retry_max_times=16)
+        started = time.monotonic()
+        with pytest.raises(ProxyError, match="NullPointerException"):
+            d.pop_consumer(group, topic, long_poll_s=5, options=ReceiveOptions(deadline=False)).receive(16, 15)
+        assert time.monotonic() - started < 5  # refused at once, not long-polled
+        producer = d.producer(topic)
+        assert producer.send(b'{"i": 1}')
+        consumer = d.pop_consumer(group, topic, long_poll_s=5, options=ReceiveOptions(auto_renew=True))
+        got = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = consumer.receive(16, 15).deliveries
+        [m] = got
+        # ReceiptHandle: start offset, pop time, invisible time (ms), ...: the proxy's 60 s, not the 15 s asked.
+        assert int(m.handle.handle.split(" ")[2]) == 60_000
+        consumer.ack(m)  # the proxy maps the handle it gave to the one it holds
+    finally:
+        d.close()
+
+
 def test_collect_copies_logs_and_configs(unpatched, tmp_path: Path):
     backend, ep = unpatched
     backend.collect(tmp_path)

@@ -109,6 +109,28 @@ def test_changes_keep_what_an_earlier_change_set_and_use_the_runs_own_names(monk
                      ("b:1", "G-r1", {"retry_max_times": 0, "orderly": False, "consume_enable": False})]
 
 
+def test_a_lite_parents_reset_is_each_lite_topics_on_its_lmq(monkeypatch):
+    calls = []
+
+    def reset(broker, group, topic, timestamp, queue_id=-1):
+        calls.append((group, topic, timestamp, queue_id))
+        if topic.endswith("$mg1"):
+            raise remoting.RemotingError("TOPIC_NOT_EXIST")  # nothing stored for it yet
+        return {0: 0}
+
+    monkeypatch.setattr(remoting, "reset_offset", reset)
+    lite = {**BASE, "protocol": "remoting", "broker": {"enableLmq": True, "enableMultiDispatch": True},
+            "topics": [{"name": "T", "message_type": "LITE"}], "workers": 1,
+            "produce": {"pattern": "burst", "count": 4, "message_groups": 2},
+            "actions": [{"at_s": 1, "do": "reset_offset", "group": "G", "to": "earliest"}]}
+    s = parse_scenario(lite, "s.yaml")
+    with pytest.raises(HarnessError, match="no master reset lite topic mg1 of T for G"):
+        run_actions.VariantActions(_endpoints(suffix="-r1"), s).carry_out(s.actions[0])
+    assert calls == [("G-r1", "%LMQ%$T-r1$mg0", 0, 0), ("G-r1", "%LMQ%$T-r1$mg1", 0, 0)]
+    monkeypatch.setattr(remoting, "reset_offset", lambda broker, group, topic, timestamp, queue_id=-1: {0: 3})
+    assert run_actions.VariantActions(_endpoints(), s).carry_out(s.actions[0]) == "mg0->3, mg1->3"
+
+
 def test_a_setting_the_broker_does_not_know_or_does_not_take_is_an_error(monkeypatch):
     settings = {"popCkStayBufferTime": "10000"}
     monkeypatch.setattr(remoting, "broker_settings", lambda broker: dict(settings))

@@ -70,7 +70,7 @@ class _Recording:
         self.calls.append(("producer", topic, lite))
         return "producer"
 
-    def pop_consumer(self, group, topic, long_poll_s, tags="*", lite_topics=()):
+    def pop_consumer(self, group, topic, long_poll_s, tags="*", lite_topics=(), options=None):
         self.calls.append(("consumer", group, topic, long_poll_s, tags, tuple(lite_topics)))
         return "consumer"
 

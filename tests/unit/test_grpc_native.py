@@ -18,6 +18,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc as rpc
 from harness.client import grpc_native
 from harness.client.driver import NotReady
 from harness.contracts.endpoints import Endpoints
+from harness.contracts.workers import ReceiveOptions
 
 OK = pb.Status(code=pb.Code.OK, message="OK")
 LOST = 'Cannot invoke "apache.rocketmq.v2.Settings.getSubscription()" because "settings" is null'
@@ -32,6 +33,8 @@ class FakeProxy(rpc.MessagingServiceServicer):
         self.inbox: list[pb.Message] = []
         self.acked: list[str] = []
         self.changed: list[tuple[str, int]] = []
+        self.renewed: list[bool] = []  # each receive's auto_renew
+        self.remaining: list[float | None] = []  # each receive's time left by its deadline (None: it had none)
 
     def _client(self, context: grpc.ServicerContext) -> str:
         h = dict(context.invocation_metadata())
@@ -56,6 +59,8 @@ class FakeProxy(rpc.MessagingServiceServicer):
         return svc.QueryRouteResponse(status=OK, message_queues=[q])
 
     def ReceiveMessage(self, request, context):  # noqa: N802
+        self.remaining.append(context.time_remaining())
+        self.renewed.append(request.auto_renew)
         if self._client(context) not in self.settings:
             yield svc.ReceiveMessageResponse(status=pb.Status(code=pb.Code.INTERNAL_SERVER_ERROR, message=LOST))
             return
@@ -143,6 +148,21 @@ def test_a_consumer_sends_its_settings_before_it_returns_and_receives_acks_and_n
     assert fake.changed == [("h1", 3)] and d1.handle.handle == "h1-2"  # the new handle replaces the old
     assert consumer.ack_all([d1, d2]) == [None, None] and fake.acked == ["h1-2", "h2"]
     assert consumer.receive(32, 15).deliveries == []
+
+
+def test_a_consumer_without_a_deadline_or_with_auto_renew_says_so_in_its_receives(proxy):
+    fake, _, _, driver = proxy
+    fake.inbox = [_message("h1")]
+    assert len(driver.pop_consumer("G", "T", 5).receive(32, 15).deliveries) == 1
+    assert fake.remaining[-1] is not None and 0 < fake.remaining[-1] <= 5 + grpc_native.REQUEST_TIMEOUT_S
+    fake.inbox = [_message("h2")]
+    no_deadline = driver.pop_consumer("G2", "T", 5, options=ReceiveOptions(deadline=False))
+    assert len(no_deadline.receive(32, 15).deliveries) == 1
+    assert fake.remaining[-1] is None or fake.remaining[-1] > 1e9  # no grpc-timeout: no deadline (grpcio: "forever")
+    fake.inbox = [_message("h3")]
+    renewed = driver.pop_consumer("G3", "T", 5, options=ReceiveOptions(auto_renew=True))
+    assert len(renewed.receive(32, 15).deliveries) == 1
+    assert fake.renewed == [False, False, True]  # only the consumer that asks for it asks the proxy to renew
 
 
 def test_a_producer_sends(proxy):

@@ -85,6 +85,7 @@ def test_receive_request_fields():
     assert (r.batch_size, r.filter_expression.expression, r.filter_expression.type) == (32, "*", pb.FilterType.TAG)
     assert r.invisible_duration.seconds == 15 and r.long_polling_timeout.seconds == 20 and not r.auto_renew
     assert r.HasField("invisible_duration") and r.HasField("long_polling_timeout")
+    assert wire.receive("G", q, "*", 32, 15, 20, auto_renew=True).auto_renew
 
 
 def test_the_route_gives_readable_master_queues():

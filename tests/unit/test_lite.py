@@ -1,6 +1,9 @@
 """Lite topics (RIP-83, 5.5.0): what a scenario may ask of them, and the pieces of a lite pop's answer the remoting
 consumer reads (the consume counts, the handle an ack names)."""
 
+import json
+from types import SimpleNamespace
+
 import pytest
 
 from harness.client.driver import DriverError, refuse_lite
@@ -42,3 +45,30 @@ def test_a_grpc_driver_says_it_drives_no_lite_topics():
     refuse_lite(False, "grpc")
     with pytest.raises(DriverError, match="over remoting only"):
         refuse_lite(True, "grpc")
+
+
+def test_consumers_of_one_client_share_its_id_and_subscribe_under_it(monkeypatch):
+    from harness.client import remoting, remoting_driver
+    from harness.contracts.endpoints import Endpoints
+    from harness.contracts.workers import ReceiveOptions
+
+    sent = []
+
+    class Conn:
+        def call(self, cmd, timeout_s):
+            sent.append(json.loads(cmd.body)["subscriptionSet"][0]["clientId"])
+            return remoting.Command(remoting.SUCCESS, {})
+
+    d = remoting_driver.RemotingDriver(Endpoints(variant="v", version="5.5.0", grpc="g", remoting="r", broker="b:1",
+                                                 namesrv="n:1", metrics="m"))
+    monkeypatch.setattr(d, "_connect", lambda topic: (SimpleNamespace(broker_name="broker-a"), Conn()))
+    one = ReceiveOptions(one_client=True)
+    a, b = (d.pop_consumer("G", "P", 5, lite_topics=["mg0"], options=one) for _ in range(2))
+    c = d.pop_consumer("G", "P", 5, lite_topics=["mg0"])
+    assert a.client_id == b.client_id != c.client_id and sent == [a.client_id, a.client_id, c.client_id]
+    with pytest.raises(DriverError, match="lite topics only"):
+        d.pop_consumer("G", "T", 5, options=one)  # not a lite consumer
+    with pytest.raises(ConfigError, match="consume.one_client: consumers sharing one client are built for lite"):
+        parse_scenario({**BASE, "topics": [{"name": "P"}], "produce": {"pattern": "burst", "count": 8},
+                        "consume": {"one_client": True}})
+    assert parse_scenario({**BASE, "consume": {"one_client": True}}).consume.receive_options == one

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -258,6 +259,36 @@ def test_remoting_has_the_brokers_limits_not_the_proxys():
     doc["groups"] = [{**doc["groups"][0], "fifo": True}]
     with pytest.raises(ConfigError, match="groups.0.fifo: FIFO pop over remoting"):
         parse_scenario(doc)
+
+
+def test_a_scenario_that_needs_one_grpc_client_runs_it_and_says_so():
+    from harness.contracts.options import RunOptions
+    from harness.run.plan import options_for
+
+    with pytest.raises(ConfigError, match="consume.grpc_deadline: false is sent by the native gRPC client only"):
+        parse_scenario(_with(consume={"grpc_deadline": False}))
+    with pytest.raises(ConfigError, match="grpc_client: native drives gRPC scenarios only"):
+        parse_scenario(_with(protocol="remoting", grpc_client="native"))
+    sc = parse_scenario(_with(grpc_client="native", consume={"grpc_deadline": False}))
+    said: list[str] = []
+    assert options_for(sc, RunOptions(), said.append).grpc_client == "native"
+    assert said == ["gRPC client: native, which scenario s needs (its grpc_client)"]
+    assert options_for(sc, RunOptions(grpc_client="native"), said.append) == RunOptions(grpc_client="native")
+    plain = parse_scenario(_with())
+    assert options_for(plain, RunOptions(), said.append) == RunOptions() and len(said) == 1
+
+
+def test_a_selection_is_declared_before_a_rule_checks_it():
+    sc = parse_scenario(_with(select={"firsts": {"attempt": 1, "renamed": True}},
+                              expect=["selected.firsts.deliveries == 0", "selected.firsts.messages <= 3"]))
+    assert sc.select["firsts"].renamed is True
+    for doc, says in (
+            (_with(expect=["selected.firsts.deliveries == 0"]), "select: declares no 'firsts' (it declares none)"),
+            (_with(select={"a": {"attempt": 1}}, expect=["selected.a.lost == 0"]), "selected.<name>.deliveries"),
+            (_with(select={"a": {}}), "a selection names at least one attribute"),
+            (_with(select={"a": {"attempt": 1, "min_attempt": 2}}), "give attempt or min_attempt, not both")):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            parse_scenario(doc)
 
 
 def test_cycles_run_to_at_least_a_count_within_a_cap():

@@ -78,10 +78,27 @@ def test_a_plant_becomes_the_agent_mounted_first_on_every_variant(tmp_path):
     for v in run.variants:
         first = v.agents[0]
         assert first.jar == PLANT_JAR
-        assert first.options == ("method=org.x.A#read,mode=fail,calls=3,skip=0,after_ms=20000;"
-                                 "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0")
+        assert first.options == ("method=org.x.A#read,mode=fail,calls=3,skip=0,after_ms=20000,arm_file={arm_file};"
+                                 "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,arm_file={arm_file}")
     by_name = {v.name: [a.jar for a in v.agents] for v in run.variants}
     assert by_name["a"] == [PLANT_JAR, "broker-patches/target/pop-retry-wakeup.jar"] and by_name["b"] == [PLANT_JAR]
+
+
+def test_a_plant_waits_for_its_variants_own_arm_file_which_the_backend_makes_when_the_load_starts(tmp_path):
+    from harness.deploy.local import config
+    from harness.deploy.local.launcher import LocalBackend
+    from harness.deploy.local.ports import allocate
+
+    sc = _sc(plant=[{"method": "org.x.B#write", "mode": "return_null", "after_s": 2}])
+    [options] = [plant_options(p) for p in sc.plant]
+    dirs = config.VariantDirs(tmp_path / "v1")
+    [ports] = allocate(1)
+    resolved = config.agent_options(options, ports, dirs)
+    assert resolved == ("method=org.x.B#write,mode=return_null,calls=1,skip=0,after_ms=2000,"
+                        f"arm_file={dirs.plants_armed}")
+    dirs.root.mkdir()
+    LocalBackend(tmp_path).arm_plants("v1")
+    assert dirs.plants_armed.is_file()
 
 
 def test_a_delay_plant_says_its_delay_and_thread_in_the_agents_options():
@@ -90,13 +107,14 @@ def test_a_delay_plant_says_its_delay_and_thread_in_the_agents_options():
                     {"method": "org.x.B#write", "mode": "throw", "thread": "Revive Service"}])
     assert [plant_options(p) for p in sc.plant] == [
         "method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,mode=delay,calls=5,skip=0,after_ms=0,"
-        "delay_ms=3000,thread=PopConsumerCache",
-        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,thread=Revive Service"]
+        "delay_ms=3000,thread=PopConsumerCache,arm_file={arm_file}",
+        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,thread=Revive Service,arm_file={arm_file}"]
 
 
 @pytest.mark.parametrize("plant, needle", [
     ({"mode": "delay"}, "delay_ms: required with mode delay"),
-    ({"mode": "fail", "delay_ms": 100}, "delay_ms: only for mode delay (not mode fail)"),
+    ({"mode": "fail", "delay_ms": 100}, "delay_ms: only for mode delay or delay_after (not mode fail)"),
+    ({"mode": "delay_after"}, "delay_ms: required with mode delay_after"),
     ({"mode": "delay", "delay_ms": 0}, "plant.0.delay_ms"),
     ({"mode": "delay", "delay_ms": 600_001}, "plant.0.delay_ms"),
     ({"mode": "fail", "thread": ""}, "plant.0.thread"),
@@ -118,10 +136,10 @@ def test_an_exception_plant_says_its_class_and_code_in_the_agents_options():
                     {"method": "org.x.B#write", "mode": "fail"}])
     assert [plant_options(p) for p in sc.plant] == [
         "method=org.apache.rocketmq.proxy.processor.ConsumerProcessor#changeInvisibleTime,mode=fail,calls=1,skip=0,"
-        f"after_ms=0,thread=GrpcConsumerThreadPool,exception={mq},code=1",
-        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=org.x.B$Failed",
-        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=a.E,code=-2",
-        "method=org.x.B#write,mode=fail,calls=1,skip=0,after_ms=0"]
+        f"after_ms=0,thread=GrpcConsumerThreadPool,exception={mq},code=1,arm_file={{arm_file}}",
+        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=org.x.B$Failed,arm_file={arm_file}",
+        "method=org.x.B#write,mode=throw,calls=1,skip=0,after_ms=0,exception=a.E,code=-2,arm_file={arm_file}",
+        "method=org.x.B#write,mode=fail,calls=1,skip=0,after_ms=0,arm_file={arm_file}"]
     assert (sc.plant[3].exception, sc.plant[3].code) == (None, None)
 
 

@@ -202,6 +202,9 @@ class K8sBackend:
     def modules(self, name: str) -> list[ModuleJar]:
         return []  # the chart's images hold the jars; which modules they are is not read back from them yet
 
+    def arm_plants(self, name: str) -> None:
+        pass  # the chart mounts the agents with the options it was deployed with (no arm file: armed at start)
+
     def broker_config(self, name: str) -> dict[str, str]:
         return parse_properties(self._configs.get(name, ""))
 

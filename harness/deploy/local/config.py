@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness.core.paths import REPO_ROOT
 from harness.core.process import owner_flag
-from harness.deploy.agents import LOOPBACK_JAR
+from harness.deploy.agents import ARM_FILE, LOOPBACK_JAR
 from harness.deploy.local.distribution import MAIN_CLASSES, Distribution
 from harness.deploy.local.ports import NodePorts, VariantPorts
 from harness.inputs.brokers import SINGLE, Topology
@@ -93,6 +93,11 @@ class VariantDirs:
     @property
     def conf(self) -> Path:
         return self.root / "conf"
+
+    @property
+    def plants_armed(self) -> Path:
+        """The pop-fault agent's arm file (harness.deploy.agents.ARM_FILE): made when the variant's load starts."""
+        return self.root / "plants-armed"
 
     @property
     def rocketmq_home(self) -> Path:
@@ -302,15 +307,17 @@ def _jvm(java: str, dist: Distribution, home: Path, dirs: VariantDirs, token: st
     return argv
 
 
-def agent_options(options: str, ports: VariantPorts | NodePorts) -> str:
-    """Agent argument strings may name the broker's ports: {probe_port}, {metrics_port}."""
+def agent_options(options: str, ports: VariantPorts | NodePorts, dirs: VariantDirs | None = None) -> str:
+    """Agent argument strings may name the broker's ports, {probe_port} and {metrics_port}, and the variant's
+    arm file, {arm_file} (harness.deploy.agents.ARM_FILE)."""
     node = ports if isinstance(ports, NodePorts) else ports.node("broker")
-    return options.replace("{probe_port}", str(node.probe)).replace("{metrics_port}", str(node.metrics))
+    out = options.replace("{probe_port}", str(node.probe)).replace("{metrics_port}", str(node.metrics))
+    return out if dirs is None else out.replace(ARM_FILE, str(dirs.plants_armed))
 
 
-def _broker_agents(variant: Variant, node: NodePorts) -> list[str]:
+def _broker_agents(variant: Variant, node: NodePorts, dirs: VariantDirs) -> list[str]:
     """The loopback-bind agent first, then the variant's agents and JVM options (every broker JVM)."""
-    agents = [f"-javaagent:{a.path()}" + (f"={agent_options(a.options, node)}" if a.options else "")
+    agents = [f"-javaagent:{a.path()}" + (f"={agent_options(a.options, node, dirs)}" if a.options else "")
               for a in variant.agents]
     return [f"-javaagent:{REPO_ROOT / LOOPBACK_JAR}", *agents, *variant.jvm_options]
 
@@ -335,7 +342,7 @@ def proxy_command(
     if topology.proxy == "local":
         # The broker runs inside: its heap, its agents and its broker.conf.
         jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, jvm_sizes("proxy", topology), "proxy"),
-               *_broker_agents(variant, ports.node("broker"))]
+               *_broker_agents(variant, ports.node("broker"), dirs)]
         brokers = ["-bc", str(files["broker"])]
     else:
         jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, jvm_sizes("proxy", topology), "proxy"),
@@ -356,7 +363,7 @@ def broker_command(java: str, dist: Distribution, variant: Variant, ports: Varia
     """A broker JVM of its own (the proxy in cluster mode)."""
     return [
         *_jvm(java, dist, dirs.home(node.name), dirs, token, BROKER_JVM, "broker"),
-        *_broker_agents(variant, node.ports),
+        *_broker_agents(variant, node.ports, dirs),
         "-cp", dist.classpath(), MAIN_CLASSES["broker"],
         "-c", str(conf),
         "-n", f"{LOOPBACK}:{ports.namesrv}",

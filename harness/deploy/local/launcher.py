@@ -163,6 +163,9 @@ class LocalBackend:
     def modules(self, name: str) -> list[ModuleJar]:
         return self._modules.get(name, [])
 
+    def arm_plants(self, name: str) -> None:
+        config.VariantDirs(self.workdir / name).plants_armed.touch()
+
     def process(self, name: str, target: str) -> LocalProcess:
         root = self.workdir / name
         if not (root / STATE_FILE).is_file():

@@ -45,6 +45,20 @@ final class FaultAdvice {
         }
     }
 
+    /**
+     * mode=delay_after: the body runs, then the call sleeps delay_ms before it returns (what it read is older than
+     * it looks when its caller goes on: a check-then-act window made wide).
+     */
+    static final class DelayAfter {
+        private DelayAfter() {
+        }
+
+        @Advice.OnMethodExit
+        static void exit(@PlantId int id) {
+            Faults.delay(id);
+        }
+    }
+
     /** mode=false: the body is skipped, and a skipped boolean method returns its default, false. */
     static final class False {
         private False() {
@@ -74,6 +88,37 @@ final class FaultAdvice {
                          @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object returned) {
             if (Faults.hit(id)) {
                 returned = Faults.failedFuture(id, origin);
+            }
+        }
+    }
+
+    /** mode=return_null: the body runs; the object it returned is replaced by null (reference return types). */
+    static final class ReturnNull {
+        private ReturnNull() {
+        }
+
+        @Advice.OnMethodExit
+        static void exit(@PlantId int id,
+                         @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object returned) {
+            if (Faults.hit(id)) {
+                returned = null;
+            }
+        }
+    }
+
+    /**
+     * mode=return_empty: the body runs; what it returned is replaced by an empty value of the declared type
+     * ({@link Faults#empty}: a list, set, map, or string).
+     */
+    static final class ReturnEmpty {
+        private ReturnEmpty() {
+        }
+
+        @Advice.OnMethodExit
+        static void exit(@PlantId int id, @Advice.Origin("#r") String declared,
+                         @Advice.Return(readOnly = false, typing = Assigner.Typing.DYNAMIC) Object returned) {
+            if (Faults.hit(id)) {
+                returned = Faults.empty(declared);
             }
         }
     }

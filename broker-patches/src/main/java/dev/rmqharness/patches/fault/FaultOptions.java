@@ -13,8 +13,9 @@ import java.util.regex.Pattern;
  * by {@code ,}:
  * <pre>
  *   method=&lt;fully.qualified.Class&gt;#&lt;methodName&gt;   required; every overload of that name the class declares
- *   mode=throw|fail|false|delay                    required
- *   delay_ms=D   mode=delay only, and required there: each planted call sleeps D ms on entry (1 to 600000)
+ *   mode=throw|fail|false|delay|delay_after|return_null|return_empty   required
+ *   delay_ms=D   mode=delay and delay_after only, and required there: each planted call sleeps D ms on entry (or
+ *                before it returns) (1 to 600000)
  *   calls=N      how many calls fail (or are delayed) (default 1; 1 to 1000000)
  *   skip=M       the first M qualifying calls pass through untouched (default 0)
  *   after_ms=T   calls within T ms of the agent's install pass through and are not counted (default 0)
@@ -24,6 +25,9 @@ import java.util.regex.Pattern;
  *                moment of failure, by the planted method's class's loader) instead of RuntimeException; its
  *                constructor (String), or (int, String) with code
  *   code=C       with exception only: the int passed to X(int, String) (-2147483648 to 2147483647)
+ *   arm_file=F   no call qualifies until the file F exists (looked for at most every 100 ms); after_ms then counts
+ *                from when it was first seen instead of from install: the harness creates it when its load starts,
+ *                so start-up and readiness traffic are not planted (a path without , ; =)
  * </pre>
  * e.g. {@code method=org.apache.rocketmq.broker.processor.PopReviveService#getBizMessage,mode=fail,calls=3,after_ms=5000}
  * or {@code method=org.apache.rocketmq.broker.pop.PopConsumerCache#cleanupRecords,mode=delay,delay_ms=3000,
@@ -42,8 +46,10 @@ final class FaultOptions {
     private static final Pattern METHOD_NAME = Pattern.compile(IDENT);
     private static final Pattern WHOLE = Pattern.compile("[0-9]+");
     private static final Pattern INT = Pattern.compile("-?[0-9]{1,10}");
-    private static final String GRAMMAR = "method=<Class>#<method>,mode=throw|fail|false|delay[,delay_ms=D]"
-        + "[,calls=N][,skip=M][,after_ms=T][,thread=S][,exception=<Class>[,code=C]], plants separated by ';'";
+    private static final String GRAMMAR = "method=<Class>#<method>,mode=throw|fail|false|delay|delay_after|"
+        + "return_null|return_empty[,delay_ms=D]"
+        + "[,calls=N][,skip=M][,after_ms=T][,thread=S][,exception=<Class>[,code=C]][,arm_file=F], plants separated "
+        + "by ';'";
 
     private FaultOptions() {
     }
@@ -58,7 +64,13 @@ final class FaultOptions {
         /** The body does not run; the method returns false (boolean methods only). */
         FALSE,
         /** The body runs after a sleep of delay_ms on entry (any return type). */
-        DELAY;
+        DELAY,
+        /** The body runs, then a sleep of delay_ms before the call returns (any return type). */
+        DELAY_AFTER,
+        /** The body runs; it returns null instead (reference return types). */
+        RETURN_NULL,
+        /** The body runs; it returns an empty list, set, map or string instead (those return types). */
+        RETURN_EMPTY;
 
         String word() {
             return name().toLowerCase(Locale.ROOT);
@@ -81,6 +93,8 @@ final class FaultOptions {
         final String exception;
         /** The int its (int, String) constructor gets; null: its (String) constructor. */
         final Integer code;
+        /** The file whose existence arms the plant; null: armed at install. */
+        final String armFile;
 
         Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs) {
             this(className, methodName, mode, calls, skip, afterMs, 0, null);
@@ -93,6 +107,11 @@ final class FaultOptions {
 
         Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs, long delayMs,
              String thread, String exception, Integer code) {
+            this(className, methodName, mode, calls, skip, afterMs, delayMs, thread, exception, code, null);
+        }
+
+        Spec(String className, String methodName, Mode mode, int calls, long skip, long afterMs, long delayMs,
+             String thread, String exception, Integer code, String armFile) {
             this.className = className;
             this.methodName = methodName;
             this.mode = mode;
@@ -103,6 +122,7 @@ final class FaultOptions {
             this.thread = thread;
             this.exception = exception;
             this.code = code;
+            this.armFile = armFile;
         }
 
         /** Whether a call on the thread named {@code threadName} qualifies (the thread filter, if any). */
@@ -115,10 +135,11 @@ final class FaultOptions {
         }
 
         String settings() {
-            return "mode " + mode.word() + (mode == Mode.DELAY ? ", delay_ms " + delayMs : "")
+            return "mode " + mode.word() + (delayMs > 0 ? ", delay_ms " + delayMs : "")
                 + (exception == null ? "" : ", exception " + exception + (code == null ? "" : "(code " + code + ")"))
                 + ", calls " + calls
-                + ", skip " + skip + ", after_ms " + afterMs + (thread == null ? "" : ", thread " + thread);
+                + ", skip " + skip + ", after_ms " + afterMs + (thread == null ? "" : ", thread " + thread)
+                + (armFile == null ? "" : ", armed by " + armFile);
         }
     }
 
@@ -161,6 +182,7 @@ final class FaultOptions {
                 case "thread":
                 case "exception":
                 case "code":
+                case "arm_file":
                     break;
                 default:
                     throw new IllegalArgumentException("unknown option '" + key + "' in '" + plant + "' (expected "
@@ -183,7 +205,8 @@ final class FaultOptions {
         }
         String modeWord = values.get("mode");
         if (modeWord == null) {
-            throw new IllegalArgumentException("missing option mode=throw|fail|false|delay in '" + plant + "'");
+            throw new IllegalArgumentException("missing option mode=throw|fail|false|delay|delay_after|return_null|return_empty in '"
+                + plant + "'");
         }
         Mode mode;
         switch (modeWord) {
@@ -199,19 +222,30 @@ final class FaultOptions {
             case "delay":
                 mode = Mode.DELAY;
                 break;
+            case "delay_after":
+                mode = Mode.DELAY_AFTER;
+                break;
+            case "return_null":
+                mode = Mode.RETURN_NULL;
+                break;
+            case "return_empty":
+                mode = Mode.RETURN_EMPTY;
+                break;
             default:
                 throw new IllegalArgumentException("malformed option 'mode=" + modeWord
-                    + "' (expected mode=throw, mode=fail, mode=false or mode=delay)");
+                    + "' (expected mode=throw, mode=fail, mode=false, mode=delay, mode=delay_after, mode=return_null "
+                    + "or mode=return_empty)");
         }
         long delayMs = 0;
-        if (mode == Mode.DELAY) {
+        if (mode == Mode.DELAY || mode == Mode.DELAY_AFTER) {
             if (!values.containsKey("delay_ms")) {
-                throw new IllegalArgumentException("missing option delay_ms=D (required with mode=delay) in '" + plant
-                    + "'");
+                throw new IllegalArgumentException("missing option delay_ms=D (required with mode=" + modeWord + ") in '"
+                    + plant + "'");
             }
             delayMs = number(values, "delay_ms", 0, 1, MAX_DELAY_MS);
         } else if (values.containsKey("delay_ms")) {
-            throw new IllegalArgumentException("option delay_ms is only for mode=delay (not mode=" + modeWord
+            throw new IllegalArgumentException("option delay_ms is only for mode=delay or mode=delay_after (not mode="
+                + modeWord
                 + ") in '" + plant + "'");
         }
         long calls = number(values, "calls", 1, 1, MAX_CALLS);
@@ -248,7 +282,12 @@ final class FaultOptions {
             }
             code = (int) c;
         }
-        return new Spec(className, methodName, mode, (int) calls, skip, afterMs, delayMs, thread, exception, code);
+        String armFile = values.get("arm_file");
+        if (armFile != null && armFile.isEmpty()) {
+            throw new IllegalArgumentException("malformed option 'arm_file=' (expected a file's path)");
+        }
+        return new Spec(className, methodName, mode, (int) calls, skip, afterMs, delayMs, thread, exception, code,
+            armFile);
     }
 
     private static long number(Map<String, String> values, String key, long dflt, long min, long max) {

@@ -24,6 +24,8 @@ public final class Faults {
     /** The message of every planted exception. */
     public static final String MESSAGE = "rmq-harness planted failure";
     private static volatile Plant[] plants = new Plant[0];
+    /** How often a plant waiting for its arm file looks for it. */
+    static final long ARM_CHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
 
     private Faults() {
     }
@@ -37,16 +39,42 @@ public final class Faults {
         /** Whether the plant said its exception could not be made (said once). */
         final AtomicBoolean saidFallback = new AtomicBoolean();
         volatile boolean exhausted;
+        /** When the plant was armed: at install, or when its arm file was first seen. */
+        volatile long armedAtNanos;
+        volatile boolean armed;
+        /** arm_file: the next moment its existence is looked for (at most every ARM_CHECK_NANOS). */
+        final AtomicLong nextLook = new AtomicLong(Long.MIN_VALUE);
 
         Plant(FaultOptions.Spec spec, long installedAtNanos) {
             this.spec = spec;
             this.installedAtNanos = installedAtNanos;
             this.afterNanos = TimeUnit.MILLISECONDS.toNanos(spec.afterMs);
+            this.armed = spec.armFile == null;
+            this.armedAtNanos = installedAtNanos;
+        }
+
+        /** Whether the plant is armed at {@code nowNanos}: at install, or once its arm file exists. */
+        boolean armed(long nowNanos) {
+            if (armed) {
+                return true;
+            }
+            long next = nextLook.get();
+            boolean due = next == Long.MIN_VALUE || nowNanos - next >= 0;
+            if (!due || !nextLook.compareAndSet(next, nowNanos + ARM_CHECK_NANOS)) {
+                return false; // looked for a moment ago, or another thread is looking now
+            }
+            if (new java.io.File(spec.armFile).exists()) {
+                armedAtNanos = nowNanos;
+                armed = true;
+                AgentLog.info(PopFaultAgent.NAME, "armed: " + spec.target() + " (" + spec.armFile + " exists)");
+                return true;
+            }
+            return false;
         }
 
         /** k (1..calls) when this call (on the thread named {@code threadName}) is to fail, 0 when it passes. */
         long decide(long nowNanos, String threadName) {
-            if (exhausted || nowNanos - installedAtNanos < afterNanos || !spec.onThread(threadName)) {
+            if (exhausted || !armed(nowNanos) || nowNanos - armedAtNanos < afterNanos || !spec.onThread(threadName)) {
                 return 0;
             }
             long n = qualified.incrementAndGet();
@@ -216,5 +244,28 @@ public final class Faults {
         CompletableFuture<Object> f = new CompletableFuture<>();
         f.completeExceptionally(planted(id, origin));
         return f;
+    }
+
+    /** The return types mode=return_empty serves, by name, each with a fresh empty value (mutable, as the broker's own). */
+    static final java.util.Set<String> EMPTIABLE = java.util.Collections.unmodifiableSet(new java.util.HashSet<>(
+        java.util.Arrays.asList("java.util.List", "java.util.Collection", "java.lang.Iterable", "java.util.ArrayList",
+            "java.util.Set", "java.util.HashSet", "java.util.Map", "java.util.HashMap", "java.lang.String",
+            "java.lang.CharSequence")));
+
+    /** An empty value of the declared return type {@code declared} (one of {@link #EMPTIABLE}). */
+    public static Object empty(String declared) {
+        switch (declared) {
+            case "java.util.Set":
+            case "java.util.HashSet":
+                return new java.util.HashSet<Object>();
+            case "java.util.Map":
+            case "java.util.HashMap":
+                return new java.util.HashMap<Object, Object>();
+            case "java.lang.String":
+            case "java.lang.CharSequence":
+                return "";
+            default:
+                return new java.util.ArrayList<Object>();
+        }
     }
 }

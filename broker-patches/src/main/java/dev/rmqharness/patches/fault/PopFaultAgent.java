@@ -31,7 +31,8 @@ import net.bytebuddy.utility.JavaModule;
  * asynchronous read of the original message failed) or a slow step. Arguments: {@link FaultOptions}.
  *
  * <p>Every overload of the method's name that the class declares (with a body, and for {@code fail} returning
- * a supertype of CompletableFuture, for {@code false} returning boolean) gets the plant's advice
+ * a supertype of CompletableFuture, for {@code false} returning boolean, for {@code return_null} an object, for
+ * {@code return_empty} a List, Collection, Iterable, Set, Map or String) gets the plant's advice
  * ({@link FaultAdvice}); the counters are {@link Faults}. Lines on the broker's output, prefixed
  * {@code [pop-fault] } like every agent's: {@code waiting for Class#method} at premain (so the agent is never
  * silent), {@code installed: Class#method (k overloads), mode m[, delay_ms D][, exception X[(code C)]], calls N, skip M,
@@ -118,7 +119,20 @@ public final class PopFaultAgent {
         }
         MethodList<MethodDescription.InDefinedShape> taken = bodies.filter(targets(spec));
         if (taken.isEmpty()) {
-            String want = spec.mode == FaultOptions.Mode.FAIL ? "a CompletableFuture" : "boolean";
+            String want;
+            switch (spec.mode) {
+                case FAIL:
+                    want = "a CompletableFuture";
+                    break;
+                case RETURN_NULL:
+                    want = "an object";
+                    break;
+                case RETURN_EMPTY:
+                    want = "a List, Collection, Iterable, Set, Map or String";
+                    break;
+                default:
+                    want = "boolean";
+            }
             return new Plan(null, spec.target() + " does not return " + want + " (mode " + spec.mode.word() + ")", 0);
         }
         int k = taken.size();
@@ -141,6 +155,10 @@ public final class PopFaultAgent {
                 return m.and(PopFaultAgent::returnsAFuture);
             case FALSE:
                 return m.and(md -> md.getReturnType().represents(boolean.class));
+            case RETURN_NULL:
+                return m.and(md -> !md.getReturnType().isPrimitive());
+            case RETURN_EMPTY:
+                return m.and(md -> Faults.EMPTIABLE.contains(md.getReturnType().asErasure().getName()));
             default:
                 return m;
         }
@@ -165,6 +183,15 @@ public final class PopFaultAgent {
                 break;
             case DELAY:
                 mode = FaultAdvice.Delay.class;
+                break;
+            case DELAY_AFTER:
+                mode = FaultAdvice.DelayAfter.class;
+                break;
+            case RETURN_NULL:
+                mode = FaultAdvice.ReturnNull.class;
+                break;
+            case RETURN_EMPTY:
+                mode = FaultAdvice.ReturnEmpty.class;
                 break;
             default:
                 mode = FaultAdvice.Throw.class;

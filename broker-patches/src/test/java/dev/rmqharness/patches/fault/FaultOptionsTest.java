@@ -48,6 +48,13 @@ class FaultOptionsTest {
         assertEquals("Revive Service", thrown.thread);
         assertEquals("mode throw, calls 1, skip 0, after_ms 0, thread Revive Service", thrown.settings());
         assertTrue(FaultOptions.parse("method=a.B#m,mode=fail").get(0).onThread("anything"));
+        assertEquals(FaultOptions.Mode.RETURN_NULL, FaultOptions.parse("method=a.B#m,mode=return_null").get(0).mode);
+        FaultOptions.Spec empty = FaultOptions.parse("method=a.B#m,mode=return_empty,thread=PopConsumerService").get(0);
+        assertEquals("mode return_empty, calls 1, skip 0, after_ms 0, thread PopConsumerService", empty.settings());
+        FaultOptions.Spec armed = FaultOptions.parse("method=a.B#m,mode=throw,arm_file=/tmp/x/plants-armed").get(0);
+        assertEquals("/tmp/x/plants-armed", armed.armFile);
+        assertTrue(armed.settings().endsWith(", armed by /tmp/x/plants-armed"));
+        assertThrows(IllegalArgumentException.class, () -> FaultOptions.parse("method=a.B#m,mode=throw,arm_file="));
     }
 
     @Test
@@ -131,9 +138,10 @@ class FaultOptionsTest {
         assertBad(m + ",mode=fail,after_ms=1.5", "after_ms=1.5");
         assertBad(m + ",mode=fail,after_ms=86400001", "after_ms=86400001");
         assertBad(m + ",mode=fail,delay=5", "unknown option 'delay'");
-        assertBad(m + ",mode=fail,delay_ms=5", "option delay_ms is only for mode=delay (not mode=fail)");
+        assertBad(m + ",mode=fail,delay_ms=5", "option delay_ms is only for mode=delay or mode=delay_after (not mode=fail)");
         assertBad(m + ",mode=throw,delay_ms=5", "option delay_ms is only for mode=delay");
         assertBad(m + ",mode=delay", "missing option delay_ms=D (required with mode=delay)");
+        assertBad(m + ",mode=delay_after", "missing option delay_ms=D (required with mode=delay_after)");
         assertBad(m + ",mode=delay,delay_ms=0", "delay_ms=0");
         assertBad(m + ",mode=delay,delay_ms=600001", "delay_ms=600001");
         assertBad(m + ",mode=delay,delay_ms=", "delay_ms=");

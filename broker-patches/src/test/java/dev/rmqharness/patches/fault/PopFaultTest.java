@@ -61,6 +61,23 @@ class PopFaultTest {
             bodyRuns.incrementAndGet();
             return 7;
         }
+
+        public List<Long> offsets() {
+            bodyRuns.incrementAndGet();
+            return new ArrayList<>(Arrays.asList(3L, 4L));
+        }
+
+        public String info(int queue) {
+            bodyRuns.incrementAndGet();
+            return "0 1 " + queue;
+        }
+
+        public java.util.Map<String, List<Long>> table() {
+            bodyRuns.incrementAndGet();
+            java.util.Map<String, List<Long>> m = new java.util.HashMap<>();
+            m.put("0@0", new ArrayList<>(Arrays.asList(1L)));
+            return m;
+        }
     }
 
     /** A future subtype: a CompletableFuture cannot be returned in its place. */
@@ -549,5 +566,91 @@ class PopFaultTest {
         assertEquals("installed: " + SERVICE + "#count (1 overload), mode throw, exception " + PLAIN + ", calls 1, "
             + "skip 0, after_ms 0", PopFaultAgent.plan(service,
             spec("method=" + SERVICE + "#count,mode=throw,exception=" + PLAIN)).installed);
+    }
+
+    @Test
+    void returnNullRunsTheBodyAndReturnsNullForTheCountedCalls() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#info,mode=return_null,calls=2,skip=1");
+        Object service = type.getConstructor().newInstance();
+        Method info = type.getMethod("info", int.class);
+        assertEquals("0 1 1", info.invoke(service, 1));
+        assertNull(info.invoke(service, 2));
+        assertNull(info.invoke(service, 3));
+        assertEquals("0 1 4", info.invoke(service, 4));
+        assertEquals(4, bodyRuns(service), "return_null lets the body run");
+        assertEquals(Arrays.asList(
+            "[pop-fault] planted failure 1/2 in " + SERVICE + "#info",
+            "[pop-fault] planted failure 2/2 in " + SERVICE + "#info"), lines());
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void returnEmptyGivesAnEmptyMutableValueOfTheDeclaredType() throws Exception {
+        Class<?> type = planted("method=" + SERVICE + "#offsets,mode=return_empty,calls=1;method=" + SERVICE
+            + "#table,mode=return_empty;method=" + SERVICE + "#info,mode=return_empty");
+        Object service = type.getConstructor().newInstance();
+        List<?> offsets = (List<?>) type.getMethod("offsets").invoke(service);
+        assertTrue(offsets.isEmpty());
+        ((List<Object>) offsets).add(1L); // the broker's own lists are mutable; so is the planted one
+        assertEquals(Arrays.asList(3L, 4L), type.getMethod("offsets").invoke(service));
+        assertTrue(((java.util.Map<?, ?>) type.getMethod("table").invoke(service)).isEmpty());
+        assertEquals("", type.getMethod("info", int.class).invoke(service, 9));
+        assertEquals(4, bodyRuns(service));
+    }
+
+    @Test
+    void theReturnModesRefuseReturnTypesTheyCannotServe() {
+        TypeDescription service = TypeDescription.ForLoadedType.of(Service.class);
+        assertEquals(SERVICE + "#count does not return an object (mode return_null)",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#count,mode=return_null")).refusal);
+        assertEquals(SERVICE + "#revive does not return a List, Collection, Iterable, Set, Map or String (mode "
+            + "return_empty)", PopFaultAgent.plan(service, spec("method=" + SERVICE + "#revive,mode=return_empty"))
+            .refusal);
+        assertEquals("installed: " + SERVICE + "#read (3 overloads), mode return_null, calls 1, skip 0, after_ms 0",
+            PopFaultAgent.plan(service, spec("method=" + SERVICE + "#read,mode=return_null")).installed);
+        assertTrue(PopFaultAgent.plan(service, spec("method=" + SERVICE + "#read,mode=return_empty")).installed
+            .startsWith("installed: " + SERVICE + "#read (1 overload), mode return_empty"));
+    }
+
+    @Test
+    void aPlantWithAnArmFileCountsNoCallUntilTheFileExistsAndItsAfterMsFromThen() throws Exception {
+        captureErr();
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("arm");
+        java.nio.file.Path arm = dir.resolve("plants-armed");
+        Class<?> type = planted(System.nanoTime() - TimeUnit.SECONDS.toNanos(60), "method=" + SERVICE
+            + "#count,mode=throw,calls=1,after_ms=300,arm_file=" + arm);
+        Object service = type.getConstructor().newInstance();
+        Method count = type.getMethod("count");
+        for (int i = 0; i < 5; i++) {
+            assertEquals(7, count.invoke(service)); // long past after_ms since install, but not armed
+        }
+        java.nio.file.Files.createFile(arm);
+        Thread.sleep(150); // past the look-again interval
+        assertEquals(7, count.invoke(service)); // armed now; after_ms counts from here
+        assertEquals(7, count.invoke(service));
+        Thread.sleep(400);
+        assertThrows(InvocationTargetException.class, () -> count.invoke(service));
+        assertEquals(7, count.invoke(service));
+        assertEquals(Arrays.asList("[pop-fault] armed: " + SERVICE + "#count (" + arm + " exists)",
+            "[pop-fault] planted failure 1/1 in " + SERVICE + "#count"), lines());
+        java.nio.file.Files.delete(arm);
+        java.nio.file.Files.delete(dir);
+    }
+
+    @Test
+    void delayAfterRunsTheBodyThenSleepsBeforeItReturns() throws Exception {
+        captureErr();
+        Class<?> type = planted("method=" + SERVICE + "#info,mode=delay_after,delay_ms=300,calls=1");
+        Object service = type.getConstructor().newInstance();
+        Method info = type.getMethod("info", int.class);
+        long t0 = System.nanoTime();
+        assertEquals("0 1 5", info.invoke(service, 5));
+        assertTrue(System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(300), "slept before returning");
+        assertEquals(1, bodyRuns(service));
+        t0 = System.nanoTime();
+        assertEquals("0 1 6", info.invoke(service, 6));
+        assertTrue(System.nanoTime() - t0 < TimeUnit.MILLISECONDS.toNanos(300), "one call only");
+        assertTrue(lines().get(0).startsWith("[pop-fault] planted delay 1/1 of 300 ms in " + SERVICE + "#info"));
     }
 }
