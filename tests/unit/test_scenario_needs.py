@@ -296,3 +296,24 @@ def test_the_lag_each_run_read_reaches_the_analysis_summed_and_none_when_a_run_d
     rows = enrich([{"scenario": "s", "variant": "v"}, {"scenario": "s", "variant": "w"}], runs)
     assert rows[0]["offsets"] == {"lag": 20, "groups": {"G": 20}}
     assert "offsets" not in rows[1]  # run b did not read w's lag
+
+
+def test_the_run_arms_each_variants_plants_when_its_load_starts_and_a_failure_to_is_an_error():
+    from types import SimpleNamespace
+
+    from harness.core.errors import HarnessError
+    from harness.run.plants import Plants
+
+    armed, said = [], []
+
+    class Backend:
+        def arm_plants(self, name):
+            if name == "broken":
+                raise PermissionError("read-only file system")
+            armed.append(name)
+
+    run = SimpleNamespace(backend=Backend(), log=said.append)
+    Plants().sending_started(run, "v1", 0.0)
+    assert armed == ["v1"] and "v1: planted failures armed" in said[0]
+    with pytest.raises(HarnessError, match="broken: the planted failures could not be armed: read-only"):
+        Plants().sending_started(run, "broken", 0.0)
