@@ -152,7 +152,7 @@ def slice_facts(events: pd.DataFrame, routing: Routing) -> Facts:
     if fifo.any() or errors.any():
         parts.append(_long(_sums(ev[by_cycle], {"fifo_events": fifo, "dlq_reader_errors": errors}), CHECKS))
     if routing.selections:
-        parts.append(_selected(ev, routing.selections, by_cycle))
+        parts.append(_selected(ev, routing.selections, by_cycle, renamed))
     parts = [p for p in parts if len(p)]
     tallies = pd.concat(parts, ignore_index=True) if parts else TALLY_SCHEMA.empty_table().to_pandas()
     tallies = tallies.astype({"cycle": "int64", "value": "int64"})
@@ -164,12 +164,12 @@ def selected_name(selection: str, stat: str) -> str:
     return f"{SELECTED}.{selection}.{stat}"
 
 
-def _selected(ev: pd.DataFrame, selections: Mapping[str, Selection], by_cycle: list[str]) -> pd.DataFrame:
-    """Each selection's deliveries and distinct messages per cycle; zeros kept, so a selection nothing matched
-    reads 0, not no data."""
+def _selected(ev: pd.DataFrame, selections: Mapping[str, Selection], by_cycle: list[str],
+              renamed: np.ndarray) -> pd.DataFrame:
+    """Each selection's deliveries and distinct messages per cycle (``renamed``: the deliveries under another topic
+    name than the one popped); zeros kept, so a selection nothing matched reads 0, not no data."""
     received = (ev["kind"] == "received").to_numpy()
     attempt = pd.to_numeric(column(ev, "delivery_attempt"), errors="coerce").to_numpy()
-    renamed = column(ev, "delivered_topic").notna().to_numpy()
     values: dict[str, np.ndarray] = {}
     for name, s in selections.items():
         m = received.copy()
@@ -179,11 +179,10 @@ def _selected(ev: pd.DataFrame, selections: Mapping[str, Selection], by_cycle: l
             m &= attempt >= s.min_attempt
         if s.renamed is not None:
             m &= renamed == s.renamed
-        for attr, col in (("tag", "tag"), ("queue_id", "queue_id"), ("message_group", "message_group"),
-                          ("group", "group")):
+        for attr in ("tag", "queue_id", "message_group", "group"):  # the event column of the same name
             wanted = getattr(s, attr)
             if wanted is not None:
-                m &= (column(ev, col).astype(object) == wanted).to_numpy(dtype=bool)
+                m &= (column(ev, attr).astype(object) == wanted).to_numpy(dtype=bool)
         # Distinct messages: the first matching delivery of each (run, group, message) counts one.
         picked = pd.DataFrame({c: column(ev, c)[m] for c in [*BY_RUN, "group", "ledger_id"]})
         once = np.zeros(len(ev), dtype=bool)
