@@ -1,15 +1,14 @@
-"""An exec into a pod's container whose websocket upgrade the API server refused (a plain 200: nothing ran) is asked
-for again; any other failure is not (the command may have run)."""
+"""An exec into a pod's container goes through an ApiClient of its own: the client library's `stream` swaps its
+client's `call_api` for a websocket call while the exec opens, so on the shared client another thread's ordinary
+request (a pod listing) would go out as a websocket upgrade and fail with "Handshake status 200 OK"."""
 
-import pytest
-from kubernetes.client.exceptions import ApiException
+import functools
+import threading
+
+from kubernetes import client
+from kubernetes.stream.stream import _websocket_request
 
 from harness.deploy.k8s import transfer
-
-
-class _Core:
-    def connect_get_namespaced_pod_exec(self, *args, **kwargs):
-        raise AssertionError("called through the stream function only")
 
 
 class _Resp:
@@ -28,38 +27,44 @@ class _Resp:
         pass
 
 
-def _refused() -> ApiException:
-    return ApiException(status=0, reason="Handshake status 200 OK -+-+- {'audit-id': 'x'} -+-+- None")
+def _core() -> client.CoreV1Api:
+    conf = client.Configuration()
+    conf.host = "https://127.0.0.1:1"  # nothing is sent: the websocket call is replaced below
+    return client.CoreV1Api(client.ApiClient(conf))
 
 
-def test_a_refused_upgrade_is_tried_again_and_the_command_runs_once(monkeypatch):
-    answers = [_refused(), _refused(), _Resp()]
-    calls = []
+def test_an_exec_leaves_the_shared_client_alone_while_it_opens(monkeypatch):
+    shared = _core()
+    original = shared.api_client.call_api
+    seen = {}
+    opened, release = threading.Event(), threading.Event()
 
-    def stream(*args, **kwargs):
-        calls.append(kwargs["command"])
-        got = answers.pop(0)
-        if isinstance(got, Exception):
-            raise got
-        return got
+    def websocket_call(configuration, method, url, **kwargs):
+        # The real `stream` has swapped call_api on the client the exec was made on: here, the shared one must not be.
+        seen["shared"] = shared.api_client.call_api
+        seen["url"] = url
+        opened.set()
+        release.wait(5)
+        return _Resp()
 
-    monkeypatch.setattr("kubernetes.stream.stream", stream)
-    slept = []
-    assert transfer.exec_in(_Core(), "ns", "pod", "broker-b", ["kill", "-9", "1"], sleep=slept.append) == (0, "ok", "")
-    assert len(calls) == 3 and slept == [transfer.HANDSHAKE_PAUSE_S] * 2
+    # The library's own `stream` (it does the swapping), over a websocket call that sends nothing.
+    monkeypatch.setattr("kubernetes.stream.stream", functools.partial(_websocket_request, websocket_call, None))
+
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=transfer.exec_in(shared, "ns", "pod", "namesrv", ["true"])))
+    t.start()
+    assert opened.wait(5)
+    # Meanwhile, what another thread would call for an ordinary request is still the plain one.
+    assert shared.api_client.call_api == original and seen["shared"] == original
+    release.set()
+    t.join(5)
+    assert got["r"] == (0, "ok", "")
+    assert "/namespaces/ns/pods/pod/exec" in seen["url"] and "container=namesrv" in seen["url"]
+    assert shared.api_client.call_api == original
 
 
-def test_another_failure_or_too_many_refusals_is_raised(monkeypatch):
-    monkeypatch.setattr("kubernetes.stream.stream", lambda *a, **k: (_ for _ in ()).throw(ApiException(status=403)))
-    with pytest.raises(ApiException):
-        transfer.exec_in(_Core(), "ns", "pod", "c", ["true"], sleep=lambda s: None)
-    tries = []
-
-    def refused(*a, **k):
-        tries.append(1)
-        raise _refused()
-
-    monkeypatch.setattr("kubernetes.stream.stream", refused)
-    with pytest.raises(ApiException, match="Handshake status 200"):
-        transfer.exec_in(_Core(), "ns", "pod", "c", ["true"], sleep=lambda s: None)
-    assert len(tries) == transfer.HANDSHAKE_TRIES
+def test_the_private_client_shares_the_configuration():
+    shared = _core()
+    own = transfer.private_core(shared)
+    assert own.api_client is not shared.api_client
+    assert own.api_client.configuration is shared.api_client.configuration

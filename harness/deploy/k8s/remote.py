@@ -314,9 +314,13 @@ class Cluster:
     def _exec(self, pod: str, command: list[str]) -> str:
         from kubernetes.stream import stream
 
-        return stream(self.core.connect_get_namespaced_pod_exec, pod, self.release.namespace,
-                      container=self._container(), command=command, stderr=True, stdin=False, stdout=True,
-                      tty=False)
+        own = transfer.private_core(self.core)  # why: transfer.private_core
+        try:
+            return stream(own.connect_get_namespaced_pod_exec, pod, self.release.namespace,
+                          container=self._container(), command=command, stderr=True, stdin=False, stdout=True,
+                          tty=False)
+        finally:
+            own.api_client.close()
 
     def _collector(self) -> _Collector:
         return _Collector(self)

@@ -8,45 +8,40 @@ import base64
 import io
 import shlex
 import tarfile
-import time
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from harness.core.errors import HarnessError
 
-# The API server now and then answers an exec's websocket upgrade with a plain 200 (the client's ApiException
-# "Handshake status 200 OK", status 0; seen twice on the cluster layer's fault run, 2026-11-28 and -29): the command
-# never started, so it is asked for again, this many times, a moment apart.
-HANDSHAKE_TRIES = 4
-HANDSHAKE_PAUSE_S = 0.5
+def private_core(core: object) -> object:
+    """A CoreV1Api on its own ApiClient, sharing ``core``'s configuration (server, credentials).
 
+    Why: the client's ``kubernetes.stream.stream`` swaps its ApiClient's ``call_api`` for a websocket call while an
+    exec opens, and swaps it back after. On a client other threads use (the run's pod listings, another fault's
+    exec) their ordinary requests go out as websocket upgrades meanwhile, and the API server answers them with their
+    JSON and a plain 200: "ApiException: (0) Handshake status 200 OK" (the cluster layer's two-master fault run,
+    2026-11-28 and -29, and CI's run of stop 55). Two overlapping execs can even leave the shared client swapped for
+    good. An exec on a client of its own touches no one else's."""
+    from kubernetes import client
 
-def handshake_failed(error: Exception) -> bool:
-    """Whether ``error`` is an exec whose websocket upgrade failed (nothing ran in the container)."""
-    return getattr(error, "status", None) == 0 and "Handshake status" in str(error)
+    return client.CoreV1Api(client.ApiClient(core.api_client.configuration))
 
 
 def exec_in(core: object, namespace: str, pod: str, container: str, argv: list[str],
-            timeout_s: float = 60.0, sleep: Callable[[float], object] = time.sleep) -> tuple[int, str, str]:
-    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time.
-    An upgrade the API server refused (nothing ran) is tried again (HANDSHAKE_TRIES)."""
-    from kubernetes.client.exceptions import ApiException
+            timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time."""
     from kubernetes.stream import stream
 
-    for attempt in range(1, HANDSHAKE_TRIES + 1):
-        try:
-            resp = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
-                          stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
-            break
-        except ApiException as e:
-            if not handshake_failed(e) or attempt == HANDSHAKE_TRIES:
-                raise
-            sleep(HANDSHAKE_PAUSE_S)
+    own = private_core(core)
     try:
-        resp.run_forever(timeout=timeout_s)
-        out, err, code = resp.read_stdout() or "", resp.read_stderr() or "", resp.returncode
+        resp = stream(own.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
+                      stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+        try:
+            resp.run_forever(timeout=timeout_s)
+            out, err, code = resp.read_stdout() or "", resp.read_stderr() or "", resp.returncode
+        finally:
+            resp.close()
     finally:
-        resp.close()
+        own.api_client.close()
     if code is None:
         raise HarnessError(f"{argv[0]} in pod {pod} ({container}) did not finish within {timeout_s:.0f} s")
     return code, out, err
