@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from harness.core.errors import HarnessError
 
+
 def private_core(core: object) -> object:
     """A CoreV1Api on its own ApiClient, sharing ``core``'s configuration (server, credentials).
 
