@@ -39,6 +39,8 @@ SCENARIO = Schema("scenario", "docs/scenarios.md", "(schema version {v})", {
         "return_null and return_empty (plants count from the load's first sends), reset_offset of a LITE parent's "
         "lite topics, select (deliveries by attribute) for expect: rules as selected.<name>.<stat>; the per-call "
         "error counts",
+    11: "observe log how: max and growth (a number the pattern captures, e.g. the heap after each collection in "
+        "the servers' own GC logs, gc-<role>-<pid>.log)",
 })
 MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_version` {v})", {
     1: "run id, scenario, variants, harness version, host, times, summary",

@@ -4,7 +4,12 @@ there: an exception the revive thread logs twice a second, a metric that never m
 
 - ``{log: pop.log, pattern: "revive error"}``: lines matching the regular expression in the variant's server logs
   whose file name matches ``log`` (a glob: ``broker.log``, ``pop*.log``, ``*.out`` for what a JVM printed), over the
-  whole run, from the archive's copies.
+  whole run, from the archive's copies. With ``how: max`` or ``how: growth`` the pattern captures one number per
+  line (one group) and the observation is the largest of them, or the largest rise of one file's (one JVM's) from
+  its first line to its last: a memory defect read off the JVMs' own GC logs, which every server the harness starts
+  writes (``gc-<role>-<pid>.log``, role ``broker`` for every JVM that hosts a broker, the local-mode proxy
+  included), e.g. the brokers' heap after each collection, in MB:
+  ``{log: "gc-broker-*.log", pattern: "Pause.* [0-9]+M->([0-9]+)M", how: growth}``.
 - ``{metric: rocketmq_messages_out_total, labels: {consumer_group: G}}``: a broker Prometheus series summed over the
   variant's brokers and the series whose labels match (a value naming the scenario's topic or group means its name
   on the wire), read when the load starts and when it ends: its increase (``how: increase``, the default) or its
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator
+from pydantic import Discriminator, Field, StringConstraints, Tag, field_validator, model_validator
 
 from harness.inputs.expectations import COUNTS
 from harness.inputs.fields import Strict
@@ -29,12 +34,15 @@ from harness.inputs.fields import Strict
 ObservationName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
 Per = Literal[COUNTS]  # type: ignore[valid-type]
 How = Literal["increase", "last"]
+LogHow = Literal["count", "max", "growth"]
 
 
 class LogLines(Strict):
     log: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.*?\[\]-]{1,64}$")] = Field(
         description="the log files' names, a glob (broker.log, pop*.log, *.out)")
     pattern: str = Field(min_length=1, description="a regular expression (Python's re) a line must contain")
+    how: LogHow = Field("count", description="count: the matching lines; max: the largest number the pattern's "
+                        "group captured; growth: the largest rise of one file's captured numbers, first to last")
     per: Per | None = None
 
     @field_validator("pattern")
@@ -45,6 +53,14 @@ class LogLines(Strict):
         except re.error as e:
             raise ValueError(f"not a regular expression: {e}") from None
         return v
+
+    @model_validator(mode="after")
+    def _captures(self) -> LogLines:
+        groups = re.compile(self.pattern).groups
+        if self.how != "count" and groups != 1:
+            raise ValueError(f"how: {self.how} takes the number the pattern captures: give it exactly one group "
+                             f"(it has {groups}), e.g. \"->([0-9]+)M\"")
+        return self
 
 
 class MetricSeries(Strict):

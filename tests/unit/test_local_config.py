@@ -107,3 +107,20 @@ def test_the_default_topology_keeps_the_broker_inside_the_proxy(tmp_path: Path):
     assert cmds["proxy"][cmds["proxy"].index("-pm") + 1] == "local" and "-bc" in cmds["proxy"]
     assert "supportActingMaster" not in files["namesrv"].read_text()
     assert f"storePathRootDir={dirs.store('proxy')}\n" in files["broker"].read_text()
+
+
+def test_every_jvm_writes_its_gc_log_beside_its_server_logs_named_for_what_it_hosts(tmp_path: Path):
+    from harness.inputs.brokers import Topology
+
+    dist = Distribution("5.3.3", tmp_path / "lib", {})
+    ports = VariantPorts.for_slot(0)
+    for topo, hosts in ((Topology(), {"namesrv": "namesrv", "proxy": "broker"}),
+                        (Topology(proxy="cluster", masters=2),
+                         {"namesrv": "namesrv", "broker": "broker", "broker-b": "broker", "proxy": "proxy"})):
+        dirs = config.VariantDirs(tmp_path / topo.proxy)
+        files = config.write_configs(_variant(), ports, dirs, topo)
+        cmds = config.commands("java", dist, _variant(), ports, dirs, files, "tok", topo)
+        assert {p: [a for a in argv if a.startswith("-Xlog:gc:")] for p, argv in cmds.items()} == {
+            p: [f"-Xlog:gc:file={dirs.server_logs(p)}/gc-{role}-%p.log"] for p, role in hosts.items()}
+        # -Xlog refuses to start a JVM whose log file cannot be opened: the directory is there before any starts.
+        assert all(dirs.server_logs(p).is_dir() for p in cmds)

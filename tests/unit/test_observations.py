@@ -35,6 +35,10 @@ def test_observations_are_read_by_kind_and_rules_name_only_declared_ones():
     ({"observe": {"x": {"metric": "m", "pattern": "p"}}}, "observe.x.metric.pattern: unknown field"),
     ({"observe": {"X": {"runtime": "k"}}}, "observe.X"),
     ({"observe": {"x": {"runtime": "k", "per": "messages"}}}, "observe.x.runtime.per"),
+    ({"observe": {"x": {"log": "gc-*.log", "pattern": "->[0-9]+M", "how": "growth"}}},
+     "observe.x.log: how: growth takes the number the pattern captures: give it exactly one group (it "
+     "has 0)"),
+    ({"observe": {"x": {"log": "gc-*.log", "pattern": "x", "how": "increase"}}}, "observe.x.log.how"),
 ])
 def test_a_bad_observation_is_refused_in_one_line(doc, says):
     with pytest.raises(ConfigError) as e:
@@ -47,9 +51,34 @@ def test_log_lines_count_matching_lines_in_the_files_named(tmp_path: Path):
     (tmp_path / "proxy" / "pop.log").write_text("ok\nrevive error NPE\nrevive error NPE\n")
     (tmp_path / "proxy" / "pop.1.log").write_text("revive error NPE\n")
     (tmp_path / "proxy" / "broker.log").write_text("revive error NPE\n")
-    assert observed.log_lines(tmp_path, LogLines(log="pop*.log", pattern="revive error")) == 3
+    assert observed.log_figure(tmp_path, LogLines(log="pop*.log", pattern="revive error")) == 3
     with pytest.raises(FileNotFoundError, match="no log named namesrv.log"):
-        observed.log_lines(tmp_path, LogLines(log="namesrv.log", pattern="x"))
+        observed.log_figure(tmp_path, LogLines(log="namesrv.log", pattern="x"))
+
+
+# What a JVM's -Xlog:gc writes (JDK 17, G1): the heap before and after each collection.
+GC = "[{t}s][info][gc] GC({n}) Pause Young (Normal) (G1 Evacuation Pause) {before}M->{after}M(512M) 3.1ms\n"
+
+
+def _gc(path: Path, afters: list[int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[0.01s][info][gc] Using G1\n" + "".join(
+        GC.format(t=i, n=i, before=a + 20, after=a) for i, a in enumerate(afters)))
+
+
+def test_a_gc_log_gives_the_heap_after_collections_its_largest_and_one_jvms_largest_rise(tmp_path: Path):
+    _gc(tmp_path / "broker" / "gc-broker-101.log", [30, 80, 55])  # killed and started again: a JVM of its own
+    _gc(tmp_path / "broker" / "gc-broker-202.log", [20, 40, 140])
+    _gc(tmp_path / "proxy" / "gc-proxy-303.log", [10, 900])  # not a broker's: the glob leaves it out
+    heap = "Pause.* [0-9]+M->([0-9]+)M"
+    assert observed.log_figure(tmp_path, LogLines(log="gc-broker-*.log", pattern=heap, how="max")) == 140
+    assert observed.log_figure(tmp_path, LogLines(log="gc-broker-*.log", pattern=heap, how="growth")) == 120
+    assert observed.log_figure(tmp_path, LogLines(log="gc-broker-*.log", pattern=heap)) == 6
+    # Nothing to take a maximum of, or a capture that is no number: an error the run says (its rules: no data).
+    with pytest.raises(ValueError, match="no number to take the max of"):
+        observed.log_figure(tmp_path, LogLines(log="gc-broker-*.log", pattern="Full GC ([0-9]+)", how="max"))
+    with pytest.raises(ValueError, match="captured 'Young', not a number"):
+        observed.log_figure(tmp_path, LogLines(log="gc-broker-*.log", pattern="Pause (Young)", how="max"))
 
 
 def _endpoints(suffix: str = "") -> Endpoints:

@@ -122,14 +122,16 @@ class VariantDirs:
         return self.root / f"{process}.out"
 
     def server_logs(self, process: str) -> Path:
-        return self.home(process) / "logs" / "rocketmqlogs"
+        return logs_of(self.home(process))
 
     def config_file(self, process: str) -> Path:
         """The file a process is started with: namesrv.conf, rmq-proxy.json, <broker node>.conf."""
         return self.conf / {"namesrv": "namesrv.conf", "proxy": "rmq-proxy.json"}.get(process, f"{process}.conf")
 
     def create(self, processes: Sequence[str]) -> None:
-        for d in (self.conf, self.rocketmq_home, *(self.home(p) for p in processes)):
+        # The server logs' directory before the JVM starts: its GC log goes there (_jvm), and -Xlog refuses to start
+        # a JVM whose log file cannot be opened.
+        for d in (self.conf, self.rocketmq_home, *(self.server_logs(p) for p in processes)):
             d.mkdir(parents=True, exist_ok=True)
         # 5.0.0's servers read ${rocketmq.home.dir}/conf/logback_<role>.xml and exit without it (its jars bundle
         # none; later releases bundle rmq.<role>.logback.xml, which _jvm points them at instead).
@@ -292,14 +294,28 @@ def write_configs(variant: Variant, ports: VariantPorts, dirs: VariantDirs,
     return files
 
 
+def logs_of(home: Path) -> Path:
+    """Where a server whose user.home is ``home`` writes its logs (the logback configs' ${user.home}/logs/...)."""
+    return home / "logs" / "rocketmqlogs"
+
+
+def gc_log(logs: Path, role: str) -> str:
+    """The JVM's own GC log (one line per collection, the heap before and after it) beside its server logs, so the
+    archive holds it and a scenario can read a memory defect off it (harness.inputs.observations: ``how: growth``).
+    ``role``: broker for every JVM that hosts a broker; the PID keeps a JVM started again after a fault apart."""
+    return f"-Xlog:gc:file={logs}/gc-{role}-%p.log"
+
+
 def _jvm(java: str, dist: Distribution, home: Path, dirs: VariantDirs, token: str, sizes: Sequence[str],
-         logback: str) -> list[str]:
-    """``logback``: whose bundled logback config the JVM takes (namesrv, proxy, broker)."""
+         logback: str, hosts: str = "") -> list[str]:
+    """``logback``: whose bundled logback config the JVM takes (namesrv, proxy, broker); ``hosts``: what its GC log
+    is named for, when not that (a local-mode proxy hosts a broker)."""
     argv = [java, *COMMON_JVM, *sizes]
     argv += [
         f"-Drocketmq.home.dir={dirs.rocketmq_home}",
         f"-Duser.home={home}",
         f"-XX:ErrorFile={home}/hs_err_%p.log",
+        gc_log(logs_of(home), hosts or logback),
         owner_flag(token),
     ]
     if logback in dist.logback:
@@ -341,7 +357,7 @@ def proxy_command(
 ) -> list[str]:
     if topology.proxy == "local":
         # The broker runs inside: its heap, its agents and its broker.conf.
-        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, jvm_sizes("proxy", topology), "proxy"),
+        jvm = [*_jvm(java, dist, dirs.proxy_home, dirs, token, jvm_sizes("proxy", topology), "proxy", "broker"),
                *_broker_agents(variant, ports.node("broker"), dirs)]
         brokers = ["-bc", str(files["broker"])]
     else:

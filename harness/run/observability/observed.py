@@ -39,17 +39,36 @@ def runtime_sum(ep: Endpoints, o: RuntimeFigure) -> float:
     return total
 
 
-def log_lines(logs: Path, o: LogLines) -> int:
-    """Lines matching the pattern in the files under ``logs`` named like ``o.log``; FileNotFoundError without any."""
+def log_figure(logs: Path, o: LogLines) -> float:
+    """The observation over the files under ``logs`` named like ``o.log`` (harness.inputs.observations: the matching
+    lines, or the largest captured number, or one file's largest rise). FileNotFoundError without any such file;
+    ValueError when ``max`` or ``growth`` has no number to take (no line matched, or the group is not a number)."""
     files = sorted(p for p in logs.rglob(o.log) if p.is_file())
     if not files:
         raise FileNotFoundError(f"no log named {o.log} under {logs}")
     pattern = re.compile(o.pattern)
     count = 0
+    per_file: list[list[float]] = []
     for path in files:
+        numbers: list[float] = []
         with path.open(errors="replace") as f:
-            count += sum(1 for line in f if pattern.search(line))
-    return count
+            for line in f:
+                m = pattern.search(line)
+                if m is None:
+                    continue
+                count += 1
+                if o.how != "count":
+                    try:
+                        numbers.append(float(m.group(1)))
+                    except (TypeError, ValueError):
+                        raise ValueError(f"{path.name}: {o.pattern!r} captured {m.group(1)!r}, not a number") from None
+        if numbers:
+            per_file.append(numbers)
+    if o.how == "count":
+        return count
+    if not per_file:
+        raise ValueError(f"no line of {o.log} matches {o.pattern!r}: no number to take the {o.how} of")
+    return max(max(n) for n in per_file) if o.how == "max" else max(n[-1] - n[0] for n in per_file)
 
 
 class Observed(Hook):
@@ -90,8 +109,8 @@ class Observed(Hook):
             for name, o in run.scenario.observe.items():
                 if isinstance(o, LogLines):
                     try:
-                        values[name] = log_lines(logs / ep.variant, o)
-                    except OSError as e:
+                        values[name] = log_figure(logs / ep.variant, o)
+                    except (OSError, ValueError) as e:
                         run.log(f"{ep.variant}: observation {name} could not be read ({e}); its rules have no data")
                         values[name] = None
             if values:
