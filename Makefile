@@ -13,7 +13,8 @@ VARIANTS ?= unpatched patched
 VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
 
 AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/pop-retry-read.jar broker-patches/target/pop-wakeup-probe.jar \
-	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar broker-patches/target/pop-fault.jar
+	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar broker-patches/target/pop-fault.jar \
+	broker-patches/target/pop-lock-recheck.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
 .PHONY: setup system-packages python jars agents browser-tools test test-fast test-agents lint run bench bench-faults bench-soak bench-gate bench-external clean \

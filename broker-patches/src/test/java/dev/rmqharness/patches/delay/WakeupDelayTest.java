@@ -1,7 +1,6 @@
 package dev.rmqharness.patches.delay;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -159,15 +158,18 @@ class WakeupDelayTest {
 
         WakeupDelay.install(DELAY_MS);
         CountDownLatch done = new CountDownLatch(1);
+        AtomicLong ranAt = new AtomicLong();
         runner.set(null);
         long start = System.nanoTime();
         WakeupDelay.submit(new Inline(), () -> {
+            ranAt.set(System.nanoTime());
             runner.set(Thread.currentThread());
             done.countDown();
         });
-        assertFalse(done.await(DELAY_MS / 3, TimeUnit.MILLISECONDS));
         assertTrue(done.await(5, TimeUnit.SECONDS));
-        assertTrue(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start) >= DELAY_MS);
+        // When the task ran, not when this thread looked: on a loaded machine this thread may be descheduled past
+        // the delay before it waits (an "await(DELAY_MS / 3) is false" check failed so, 2026-11-29, beside a sweep).
+        assertTrue(TimeUnit.NANOSECONDS.toMillis(ranAt.get() - start) >= DELAY_MS);
         assertNotEquals(Thread.currentThread(), runner.get());
     }
 
