@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from math import comb
 
 import numpy as np
-from scipy.stats import mannwhitneyu, rankdata
+from scipy.stats import mannwhitneyu, norm, rankdata
 
 from harness.contracts.verdict import (
     AGGREGATE,
@@ -39,6 +39,7 @@ from harness.contracts.verdict import (
     INCONCLUSIVE,
     MEDIAN,
     NOT_ENOUGH,
+    POWER,
     RATIO,
     REGRESSION,
     VerdictRule,
@@ -223,13 +224,12 @@ def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN,
     return float(f(stats))
 
 
-def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
-                          statistic: str = MEDIAN, paired: bool = False) -> tuple[float, float] | None:
-    """(``rule.level``: 1 - alpha, or 1 - 2 alpha one-sided) percentile interval of the effect
-    (EFFECT[statistic]): level(candidate) / level(baseline), or for a share their difference; None when the
-    baseline's level is zero or both are endless too often for a ratio to mean anything. ``paired``: the i-th
-    run of each side is the same run, and each replicate draws the same runs for both (what a run does to
-    both variants cancels, as it did in the run)."""
+def effect_draws(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
+                 paired: bool = False) -> np.ndarray | None:
+    """The hierarchical bootstrap's draws of the effect (EFFECT[statistic]): level(candidate) / level(baseline),
+    or for a share their difference; None when the baseline's level is zero or both are endless too often for a
+    ratio to mean anything. ``paired``: the i-th run of each side is the same run, and each replicate draws the
+    same runs for both (what a run does to both variants cancels, as it did in the run)."""
     rng = np.random.default_rng(rule.seed)
 
     def capped(runs: Runs) -> list[list[np.ndarray]]:
@@ -247,11 +247,58 @@ def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
     draws = (draw() for _ in range(rule.bootstrap))
     ratios = np.array([np.nan if r is None else r for r in draws])
     ratios = ratios[~np.isnan(ratios)]
-    if ratios.size < rule.bootstrap * 0.9:
-        return None
+    return None if ratios.size < rule.bootstrap * 0.9 else ratios
+
+
+def interval(draws: np.ndarray, rule: VerdictRule) -> tuple[float, float]:
+    """The (``rule.level``: 1 - alpha, or 1 - 2 alpha one-sided) percentile interval of the draws."""
     # No interpolation between draws: an endless (inf) level would turn it into nan.
-    lo, hi = np.quantile(ratios, [rule.tail, 1 - rule.tail], method="inverted_cdf")
+    lo, hi = np.quantile(draws, [rule.tail, 1 - rule.tail], method="inverted_cdf")
     return float(lo), float(hi)
+
+
+def hierarchical_ratio_ci(base: Runs, cand: Runs, rule: VerdictRule,
+                          statistic: str = MEDIAN, paired: bool = False) -> tuple[float, float] | None:
+    """The interval of the effect from ``effect_draws``; None where those are."""
+    draws = effect_draws(base, cand, rule, statistic, paired)
+    return None if draws is None else interval(draws, rule)
+
+
+def detectable_change(draws: np.ndarray | None, rule: VerdictRule, effect: str = RATIO) -> list[float | None] | None:
+    """[below, above]: how far the effect would have to lie, with the spread these cycles showed, for the rule to
+    call it an improvement (below) or a regression (above) with probability POWER; None for a side the rule does
+    not test (improvements, one-sided) and altogether when the spread cannot be sized (no draws, or endless or
+    zero levels among them).
+
+    The interval is the draws' percentile interval; its end moves with the effect by about z(1 - tail) standard
+    errors of the draws (on the log scale for a ratio). It clears the margin with probability POWER when the
+    effect lies z(1 - tail) + z(POWER) standard errors beyond it. The test's own reach (too few cycles) is
+    "not enough data", said before this is asked."""
+    if draws is None or draws.size < 2:
+        return None
+    values = np.log(draws) if effect == RATIO else draws
+    if effect == RATIO and not (np.all(np.isfinite(draws)) and np.all(draws > 0)):
+        return None
+    se = float(np.std(values, ddof=1))
+    reach = (float(norm.ppf(1 - rule.tail)) + float(norm.ppf(POWER))) * se
+    low, high = rule.margin(effect)
+    if effect == RATIO:
+        below, above = low * float(np.exp(-reach)), high * float(np.exp(reach))
+    else:
+        below, above = low - reach, high + reach
+    return [None if rule.one_sided else below, above]
+
+
+def detectable_phrase(result: dict, rule: VerdictRule) -> str:
+    """What an equivalent or inconclusive comparison could have seen (``detectable_change``), in words."""
+    d = result.get("detectable")
+    if not d:
+        return "the change these cycles could detect cannot be sized (endless or zero levels in the bootstrap)"
+    what = "a difference" if result.get("effect") == DIFFERENCE else "a ratio"
+    sign = "+" if result.get("effect") == DIFFERENCE else ""
+    above = f"above {sign}{d[1]:.3g}"
+    sides = above if d[0] is None else f"below {d[0]:.3g} or {above}"
+    return f"could have seen {what} {sides} ({POWER:.0%} power)"
 
 
 def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[float, float] | None:
@@ -289,7 +336,7 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
                  "retries_baseline": int(sum(len(c) for r in base for c in r)),
                  "retries_candidate": int(sum(len(c) for r in cand for c in r)),
                  "median_baseline": None, "median_candidate": None, "ratio_of_medians": None,
-                 "effect": EFFECT[statistic], "difference": None, "ci": None,
+                 "effect": EFFECT[statistic], "difference": None, "ci": None, "detectable": None,
                  "p_value": None, "p_floor": None, "rank_biserial": None,
                  # None: one run (or a side without values); True: paired over the runs both sides have; False:
                  # sides from different runs
@@ -310,7 +357,9 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
     # -1: every candidate cycle below every baseline cycle (ties count half).
     u = (rankdata(np.concatenate([mc, mb]))[: mc.size].sum() - mc.size * (mc.size + 1) / 2)
     out["rank_biserial"] = float(2 * u / (mb.size * mc.size) - 1)
-    out["ci"] = list(ci) if (ci := hierarchical_ratio_ci(base, cand, rule, statistic, paired)) else None
+    draws = effect_draws(base, cand, rule, statistic, paired)
+    out["ci"] = None if draws is None else list(interval(draws, rule))
+    out["detectable"] = detectable_change(draws, rule, EFFECT[statistic])
     return out
 
 
@@ -319,7 +368,16 @@ def decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRul
     """The verdict of one comparison given its p-value (adjusted, for a secondary one) in a family of ``family`` tests
     (``tested`` False: left out of the family by ``tarone``, as its cycles or their ties could not reach the
     level; ``of``: the comparisons its family has, which the cycles needed are counted against; ``gated``:
-    why it was not tested: its primary comparison was not significant, so only its interval speaks)."""
+    why it was not tested: its primary comparison was not significant, so only its interval speaks). An
+    equivalent or inconclusive one says what it could have seen (``detectable_phrase``)."""
+    verdict, why = _decide(result, p_adjusted, family, rule, tested, of, gated)
+    if verdict in (EQUIVALENT, INCONCLUSIVE):
+        why = f"{why}; {detectable_phrase(result, rule)}"
+    return verdict, why
+
+
+def _decide(result: dict, p_adjusted: float | None, family: int, rule: VerdictRule,
+            tested: bool, of: int | None, gated: str | None) -> tuple[str, str]:
     nb, nc = result["n_baseline"], result["n_candidate"]
     level_needed = rule.alpha / max(family, 1)
     ci = result["ci"]

@@ -105,6 +105,9 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
         "scenario's observations read off the brokers) and actions (its admin requests as they went)",
     14: "per_variant send_errors, receive_errors, ack_errors, nack_errors, extend_errors (each client call's "
         "failures; errors is still them all) and selected (the scenario's selections: deliveries, messages)",
+    15: "each comparison's detectable: [below, above], the effect the rule would have called an improvement or a "
+        "regression with 80% power given the spread these cycles showed (null: cannot be sized); an equivalent or "
+        "inconclusive verdict's reason says it",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -15,7 +15,7 @@ SUMMARY_FIELDS = ("scenario", "variant", "hybrid", "cycles", "sent", "retries", 
 # The record of one comparison of a comparison's summary (summary.json), in column order.
 COMPARISON_FIELDS = ("scenario", "metric", "primary", "statistic", "baseline", "candidate", "cycles_baseline",
                      "cycles_candidate", "level_baseline", "level_candidate", "ratio", "difference", "ci_low",
-                     "ci_high", "p_adjusted", "verdict", "reason")
+                     "ci_high", "detectable_below", "detectable_above", "p_adjusted", "verdict", "reason")
 
 
 def summary_record(s: Mapping) -> dict:
@@ -41,13 +41,15 @@ def comparison_records(summary: Mapping) -> list[dict]:
     out = []
     for c in summary["comparisons"]:
         ci = c.get("ci") or (None, None)
+        detectable = c.get("detectable") or (None, None)  # summaries before schema 15 have none
         out.append({
             "scenario": c["scenario"], "metric": c["metric"], "primary": c["primary"],
             "statistic": c.get("statistic", "median"), "baseline": summary["baseline"],
             "candidate": summary["candidate"], "cycles_baseline": c["n_baseline"],
             "cycles_candidate": c["n_candidate"], "level_baseline": c["median_baseline"],
             "level_candidate": c["median_candidate"], "ratio": c["ratio_of_medians"],
-            "difference": c.get("difference"), "ci_low": ci[0], "ci_high": ci[1], "p_adjusted": c["p_adjusted"],
+            "difference": c.get("difference"), "ci_low": ci[0], "ci_high": ci[1], "detectable_below": detectable[0],
+            "detectable_above": detectable[1], "p_adjusted": c["p_adjusted"],
             "verdict": c["verdict"], "reason": c["reason"],
         })
     return out

@@ -71,7 +71,9 @@ def test_stalls_are_judged_by_their_share_where_a_median_says_nothing():
     same = _runs(rng, lambda g, n: (g.random(n) < 0.4).astype(float), cycles=12, per_cycle=5)
     r = compare(base, same, RULE, SHARE)
     # (12 cycles of 5 retries cannot pin a share to within 5 points: not "equivalent", only "inconclusive")
-    assert decide(r, r["p_value"], 1, RULE) == (INCONCLUSIVE, "not significant, interval reaches past the margin")
+    verdict, why = decide(r, r["p_value"], 1, RULE)
+    assert verdict == INCONCLUSIVE and why.startswith("not significant, interval reaches past the margin; could have "
+                                                      "seen a difference below -0.")
 
 
 def test_every_compared_metric_has_a_statistic_and_the_scenarios_verdict_metrics_are_them():
@@ -101,7 +103,8 @@ def test_significant_effect_inside_the_margin_is_no_change():
     rng = np.random.default_rng(5)
     r, (verdict, reason) = _verdict(_runs(rng, lambda g, n: g.normal(100, 1, n), cycles=30),
                                     _runs(rng, lambda g, n: g.normal(97, 1, n), cycles=30))
-    assert r["p_value"] < 0.05 and verdict == EQUIVALENT and reason == "effect within the margin"
+    assert r["p_value"] < 0.05 and verdict == EQUIVALENT
+    assert reason.startswith("effect within the margin; could have seen a ratio below 0.") and "(80% power)" in reason
 
 
 def test_retries_that_never_came_back_are_endless_waits():
@@ -240,8 +243,9 @@ def test_the_margin_is_symmetric_on_the_log_scale():
     # bound was 0.9, which asked more of a faster build than of a slower one)
     assert decide({**r, "ci": [0.85, 0.905]}, 0.001, 1, RULE)[0] == IMPROVEMENT
     assert decide({**r, "ci": [0.91, 0.95]}, 0.001, 1, RULE)[0] == EQUIVALENT
-    assert decide({**r, "ci": [0.80, 0.95]}, 0.001, 1, RULE) == (INCONCLUSIVE, "significant, interval reaches past "
-                                                                              "the margin")
+    assert decide({**r, "ci": [0.80, 0.95]}, 0.001, 1, RULE) == (
+        INCONCLUSIVE, "significant, interval reaches past the margin; the change these cycles could detect cannot be "
+                      "sized (endless or zero levels in the bootstrap)")
 
 
 def test_comparisons_that_cannot_reach_the_level_leave_the_family_before_testing():
@@ -360,3 +364,44 @@ def test_a_gate_whose_data_go_the_other_way_is_not_stopped_by_the_ties_of_the_wr
     assert r["p_floor"] >= 0.05 and r["ci"][1] < -0.05
     verdict, reason = decide(r, r["p_value"], 1, ONE_SIDED)
     assert verdict == INCONCLUSIVE and "one side only" in reason
+
+
+def test_the_detectable_change_lies_beyond_the_margin_by_the_spread_the_draws_show():
+    from spark.stats import detectable_change, detectable_phrase
+
+    z = 1.959964 + 0.841621  # two-sided 95% interval's end, and 80% power
+    draws = np.exp(np.random.default_rng(1).normal(0.0, 0.1, 20_000))
+    below, above = detectable_change(draws, RULE)
+    assert above == pytest.approx(1.1 * np.exp(z * 0.1), rel=0.02)
+    assert below == pytest.approx(np.exp(-z * 0.1) / 1.1, rel=0.02)
+    # Wider spread, larger change needed; a gate tests regressions only; shares by points.
+    assert detectable_change(draws ** 2, RULE)[1] > above
+    assert detectable_change(draws, VerdictRule(one_sided=True))[0] is None
+    shares = np.random.default_rng(2).normal(0.0, 0.02, 20_000)
+    assert detectable_change(shares, RULE, "difference")[1] == pytest.approx(0.05 + z * 0.02, rel=0.02)
+    # An endless level in a draw (inf) or too few draws: no size, and the phrase says why.
+    assert detectable_change(np.append(draws, np.inf), RULE) is None and detectable_change(None, RULE) is None
+    assert detectable_phrase({"effect": "ratio", "detectable": [0.62, 1.61]}, RULE) == (
+        "could have seen a ratio below 0.62 or above 1.61 (80% power)")
+    assert detectable_phrase({"effect": "difference", "detectable": [None, 0.09]}, RULE) == (
+        "could have seen a difference above +0.09 (80% power)")
+
+
+def test_a_candidate_as_far_off_as_the_detectable_change_is_called_a_regression_about_that_often():
+    """The stated change is what the rule would catch with POWER (80%): candidates drawn that far from the
+    baseline's spread are called regressions in most trials, and one at the margin rarely (seeded: the same
+    trials every time)."""
+    rule = VerdictRule(bootstrap=150)
+
+    def side(g: np.random.Generator, scale: float) -> list[list[np.ndarray]]:
+        return [[g.lognormal(np.log(100 * scale), 0.3, 6) for _ in range(12)]]
+
+    probe = compare(side(np.random.default_rng(7), 1.0), side(np.random.default_rng(8), 1.0), rule)
+    far = probe["detectable"][1]
+    caught = {scale: 0 for scale in (1.0, far)}
+    for trial in range(16):
+        for scale in caught:
+            g = np.random.default_rng(1000 + trial)
+            r = compare(side(g, 1.0), side(g, scale), rule)
+            caught[scale] += decide(r, r["p_value"], 1, rule)[0] == REGRESSION
+    assert caught[1.0] <= 1 and caught[far] >= 10, (far, caught)
