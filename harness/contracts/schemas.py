@@ -40,7 +40,8 @@ SCENARIO = Schema("scenario", "docs/scenarios.md", "(schema version {v})", {
         "lite topics, select (deliveries by attribute) for expect: rules as selected.<name>.<stat>; the per-call "
         "error counts",
     11: "observe log how: max and growth (a number the pattern captures, e.g. the heap after each collection in "
-        "the servers' own GC logs, gc-<role>-<pid>.log)",
+        "the servers' own GC logs, gc-<role>-<pid>.log); consume.after_sends (consumers start once every "
+        "producer's first burst is stored)",
 })
 MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_version` {v})", {
     1: "run id, scenario, variants, harness version, host, times, summary",

@@ -168,6 +168,9 @@ class Scenario(Strict):
                              f"rmq-harness matrix --scenario {self.name}")
         if self.produce.pattern == "steady" and self.cycles.spacing == "drained":
             raise ValueError("cycles.spacing: steady traffic never drains; give the window length in seconds")
+        if self.consume.after_sends and self.produce.pattern != "burst":
+            raise ValueError("consume.after_sends: consumers wait for the first burst's sends; steady traffic has "
+                             "none (use consume.delay_s)")
         if self.nack.suspend and (self.protocol != "remoting" or self.nack.how != "change_invisible"
                                   or self.workers != 1):
             raise ValueError("nack.suspend: a change_invisible nack over protocol remoting with workers: 1 (the "

@@ -106,6 +106,9 @@ class Consume(Strict):
                                  "(ChangeInvisibleDuration to extend_s) and ack with the handle that returns")
     delay_s: float = Field(0.0, ge=0, le=3_600, description="seconds the consumers wait before their first "
                            "receive, so a backlog builds up first (a drain)")
+    after_sends: bool = Field(False, description="consumers start once every producer's first burst is sent and "
+                              "stored (each send acknowledged; told by the run's master), then wait delay_s: a "
+                              "drain whose backlog is complete before it starts, however fast this machine fills it")
     receives: int = Field(0, ge=0, le=1_000_000, description="0: consumers receive until the run ends; N: each "
                           "stops after its Nth receive that returned messages (what the broker committed then "
                           "stays: a consumer that went away)")

@@ -16,6 +16,7 @@ import gevent.event
 SENT = "rmq_cycle_sent"  # worker -> master: {"cycle": k, "owed": {group: [ledger ids sent that it is owed]}}
 FINAL = "rmq_cycle_final"  # worker -> master: {"cycle": k, "group": g, "ids": [ledger ids acked for good]}
 DRAINED = "rmq_cycle_drained"  # master -> workers: {"cycle": k}
+ALL_SENT = "rmq_cycle_all_sent"  # master -> workers: {"cycle": k} every producer reported its sends of cycle k
 SENDS_OVER = "rmq_cycle_sends_over"  # worker -> master: {"last": k} a producer reported its last cycle, k
 DONE = "rmq_cycles_done"  # worker -> master: a producer ran its last cycle and its drain phase
 
@@ -31,6 +32,7 @@ class CycleBook:
     _reports: dict[int, int] = field(default_factory=dict)
     _final: dict[int, dict[str, set[str]]] = field(default_factory=dict)
     _announced: set[int] = field(default_factory=set)
+    _all_sent: set[int] = field(default_factory=set)  # cycles whose sends every producer reported
     _lasts: list[int] = field(default_factory=list)  # the last cycle of each producer that stopped sending
     _done: int = 0
 
@@ -40,6 +42,13 @@ class CycleBook:
             self._sent.setdefault(cycle, {}).setdefault(group, set()).update(ids)
         self._reports[cycle] = self._reports.get(cycle, 0) + 1
         return self._check(cycle)
+
+    def newly_all_sent(self, cycle: int) -> bool:
+        """Whether every producer has now reported its sends of ``cycle``, for the first time."""
+        if cycle in self._all_sent or self._reports.get(cycle, 0) < self._needed(cycle):
+            return False
+        self._all_sent.add(cycle)
+        return True
 
     def final(self, cycle: int, group: str, ids: Iterable[str]) -> list[int]:
         if cycle in self._announced:
@@ -82,7 +91,10 @@ def attach_master(runner: object, book: CycleBook) -> None:
             runner.send_message(DRAINED, {"cycle": c})
 
     def on_sent(environment: object, msg: object, **_kw: object) -> None:
-        announce(book.sent(msg.data["cycle"], msg.data["owed"]))
+        drained = book.sent(msg.data["cycle"], msg.data["owed"])
+        if book.newly_all_sent(msg.data["cycle"]):
+            runner.send_message(ALL_SENT, {"cycle": msg.data["cycle"]})
+        announce(drained)
 
     def on_final(environment: object, msg: object, **_kw: object) -> None:
         announce(book.final(msg.data["cycle"], msg.data["group"], msg.data["ids"]))
@@ -109,10 +121,11 @@ def attach_master(runner: object, book: CycleBook) -> None:
 
 
 class DrainSignals:
-    """A worker's view: which cycles the master has announced drained."""
+    """A worker's view: which cycles the master has announced drained, and whose sends it announced complete."""
 
     def __init__(self) -> None:
         self._events: dict[int, gevent.event.Event] = {}
+        self._sent: dict[int, gevent.event.Event] = {}
 
     def _event(self, cycle: int) -> gevent.event.Event:
         return self._events.setdefault(cycle, gevent.event.Event())
@@ -120,9 +133,17 @@ class DrainSignals:
     def on_drained(self, environment: object, msg: object, **_kw: object) -> None:
         self._event(msg.data["cycle"]).set()
 
+    def on_all_sent(self, environment: object, msg: object, **_kw: object) -> None:
+        self._sent.setdefault(msg.data["cycle"], gevent.event.Event()).set()
+
     def wait(self, cycle: int, timeout_s: float) -> bool:
         """True when the cycle drained within ``timeout_s``."""
         return self._event(cycle).wait(timeout_s)
 
+    def wait_sent(self, cycle: int, timeout_s: float) -> bool:
+        """True when every producer's sends of the cycle were reported within ``timeout_s``."""
+        return self._sent.setdefault(cycle, gevent.event.Event()).wait(timeout_s)
+
     def attach(self, runner: object) -> None:
         runner.register_message(DRAINED, self.on_drained)
+        runner.register_message(ALL_SENT, self.on_all_sent)

@@ -210,7 +210,11 @@ class PopConsumerUser(User):
                                                options=sc.consume.receive_options)
         self.receipts = 0  # receives that returned messages
         self.recorder = ConsumerRecorder(rt, self.client_id, self.group.name, self.group.topic)
-        gevent.sleep(self.spec.scenario.consume.delay_s)
+        if sc.consume.after_sends:
+            # Until every producer's first burst is acknowledged (the master says so); at most the run's length and
+            # a drain's, after which the consumers start anyway and the sends' overlap shows in the events.
+            rt.drains.wait_sent(0, sc.duration_s + sc.cycles.drain_timeout_s)
+        gevent.sleep(sc.consume.delay_s)
 
     def poll(self) -> None:
         c = self.spec.scenario.consume

@@ -21,6 +21,28 @@ def test_every_producer_must_have_reported():
     assert not book.done() and book.done()
 
 
+def test_a_cycles_sends_are_complete_once_every_producer_reported_them_and_said_once():
+    book = CycleBook(groups=["A"], producers=2)
+    book.sent(0, {"A": ["a1"]})
+    assert not book.newly_all_sent(0)  # one producer of two: the consumers after_sends keep waiting
+    book.sent(0, {"A": ["b1"]})
+    assert book.newly_all_sent(0) and not book.newly_all_sent(0)  # told once
+    book.sent(1, {"A": ["a2"]})
+    assert not book.newly_all_sent(1) and book.sends_over(0) == [] and book.newly_all_sent(1)  # b stopped at 0
+
+
+def test_a_worker_learns_when_a_cycles_sends_are_complete():
+    from types import SimpleNamespace
+
+    from harness.workload.cycles import ALL_SENT, DrainSignals
+
+    signals, handlers = DrainSignals(), {}
+    signals.attach(SimpleNamespace(register_message=lambda kind, f: handlers.setdefault(kind, f)))
+    assert not signals.wait_sent(0, 0.01)
+    handlers[ALL_SENT](None, SimpleNamespace(data={"cycle": 0}))
+    assert signals.wait_sent(0, 0.01) and not signals.wait_sent(1, 0.01)
+
+
 def test_a_cycle_whose_sends_all_failed_drains_at_once():
     assert CycleBook(groups=["A"], producers=1).sent(0, {}) == [0]
 

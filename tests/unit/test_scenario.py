@@ -261,6 +261,14 @@ def test_remoting_has_the_brokers_limits_not_the_proxys():
         parse_scenario(doc)
 
 
+def test_consumers_after_the_sends_need_a_burst():
+    assert parse_scenario(_with(consume={"after_sends": True})).consume.after_sends
+    steady = {"produce": {"pattern": "steady", "rate": 1}, "cycles": {"spacing": 10}}
+    assert not parse_scenario(_with(**steady)).consume.after_sends
+    with pytest.raises(ConfigError, match="consume.after_sends: consumers wait for the first burst's sends"):
+        parse_scenario(_with(**steady, consume={"after_sends": True}))
+
+
 def test_a_scenario_that_needs_one_grpc_client_runs_it_and_says_so():
     from harness.contracts.options import RunOptions
     from harness.run.plan import options_for
