@@ -47,6 +47,14 @@ def test_the_actions_are_events_and_the_reset_brought_the_earlier_bursts_back(ar
     assert s["ledger"]["duplicated"] >= 16 and s["ledger"]["lost"] == 0
 
 
+def test_the_consumers_began_once_the_first_burst_was_stored(archive: Path):
+    ev = pd.read_parquet(archive / "events" / "unpatched.parquet")
+    sent = ev[(ev.kind == "sent") & (ev.cycle == 0)]
+    received = ev[ev.kind == "received"]
+    # The first receive that got anything was asked for after the last send of burst 0 was acknowledged.
+    assert len(sent) == 8 and len(received) and received.poll_started_ns.min() > sent.t_client_ns.max()
+
+
 def test_the_observations_read_the_brokers_log_metrics_and_runtime_figures(archive: Path):
     from harness.contracts.record import RunRecord
     from harness.inputs.expectations import evaluate
