@@ -186,13 +186,13 @@ def test_upstream_pops_read_the_v1_retry_topic_by_a_coin_and_with_the_fix_no_ret
 
 @pytest.fixture(scope="module")
 def kv_lock(tmp_path_factory):
-    return _run(tmp_path_factory, "short-kv-pop", ("rocketmq-5.4.0-lock-recheck",))
+    return _run(tmp_path_factory, "short-kv-pop", ("upstream-5.4.0-lock-recheck",))
 
 
 def test_the_lock_recheck_agent_takes_the_kv_pop_lock_and_every_message_comes_back(kv_lock):
     """5.4.0's KV pop with pop-lock-recheck (PR #10751's idea): every pop takes its lock through the agent's
     tryLock; both bursts are delivered, half of them once more after their nack, none to two consumers at once."""
-    out = (kv_lock.archive / "logs" / "rocketmq-5.4.0-lock-recheck" / "proxy.out").read_text()
+    out = (kv_lock.archive / "logs" / "upstream-5.4.0-lock-recheck" / "proxy.out").read_text()
     assert "[pop-lock-recheck] installed on org.apache.rocketmq.broker.pop.PopConsumerLockService" in out
     assert "cannot reach" not in out
     [s] = kv_lock.summary
