@@ -148,7 +148,8 @@ FULLNAME = $(if $(findstring rocketmq-pop-harness,$(RELEASE)),$(RELEASE),$(RELEA
 K8S_FLAGS = --release $(RELEASE) --namespace $(NAMESPACE)
 # The cluster `make cluster-up` starts keeps its kubeconfig in its state directory (cluster-down removes both).
 # The targets that talk to a cluster use it when KUBECONFIG is unset, so `make cluster-up cluster-images deploy
-# loadtest` works as one line; a KUBECONFIG of your own (kind's, another cluster's) wins. Looked for when each
+# loadtest VALUES=charts/rocketmq-pop-harness/ci/04-docker-less-values.yaml` works as one line (the values: images
+# from its own store, none pulled); a KUBECONFIG of your own (kind's, another cluster's) wins. Looked for when each
 # recipe runs, not when make starts: in that one line the file appears only once cluster-up has run.
 CLUSTER_KUBECONFIG ?= $(or $(RMQ_HARNESS_STATE),$(or $(XDG_STATE_HOME),$(HOME)/.local/state)/rmq-harness)/cluster/kubeconfig/super-admin.conf
 KUBE = $(if $(KUBECONFIG),,$(shell test -f "$(CLUSTER_KUBECONFIG)" && echo 'export KUBECONFIG=$(CLUSTER_KUBECONFIG);'))
