@@ -111,9 +111,11 @@ bench-external: setup
 bench-soak: setup
 	$(BIN)/python -m tests.benchmarks.bench_soak
 
+# What setup and the tests made. Never bench-results/: its files are committed measurements the docs quote, and a
+# new one stays until it is committed; nor runs/ and reports/, which hold your results.
 clean:
 	-$(HARNESS) brokers down
-	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info broker-patches/target
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info broker-patches/target
 
 # --- S3: SeaweedFS (Apache-2.0), the S3-compatible server tests start (tools/s3), built from the Go module proxy
 # at a pinned version into the user cache (cold ~5 min on 2 cores). s3-up runs one in the background on
