@@ -11,15 +11,21 @@ from harness.cli.main import EXAMPLES, main, parse, parser
 from harness.cli.options import _own_actions, _parsers, env_name, env_of
 
 
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    top = parser()
-    [sub] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
+def _commands(p: argparse.ArgumentParser | None = None,
+              path: tuple[str, ...] = ()) -> dict[str, argparse.ArgumentParser]:
+    """Every command by its path, a group's own commands too ("brokers", "brokers up")."""
+    out = {}
+    for action in (p or parser())._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[" ".join((*path, name))] = sub
+                out.update(_commands(sub, (*path, name)))
+    return out
 
 
 def test_every_command_ends_its_help_with_examples_that_parse(capsys):
     commands = _commands()
-    assert set(commands) == set(EXAMPLES) - {""}  # a new command gets its examples
+    assert set(commands) == set(EXAMPLES) - {""}  # a new command, a group's too, gets its examples
     for name, text in EXAMPLES.items():
         help_text = (commands[name] if name else parser()).format_help()
         assert help_text.rstrip().endswith(text.rstrip()), name  # shown as written (RawDescription)
