@@ -112,9 +112,11 @@ bench-external: setup
 bench-soak: setup
 	$(BIN)/python -m tests.benchmarks.bench_soak
 
+# What setup and the tests made. Never bench-results/: its files are committed measurements the docs quote, and a
+# new one stays until it is committed; nor runs/ and reports/, which hold your results.
 clean:
 	-$(HARNESS) brokers down
-	rm -rf $(VENV) bench-results .pytest_cache .ruff_cache *.egg-info broker-patches/target
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info broker-patches/target
 
 # --- S3: SeaweedFS (Apache-2.0), the S3-compatible server tests start (tools/s3), built from the Go module proxy
 # at a pinned version into the user cache (cold ~5 min on 2 cores). s3-up runs one in the background on
@@ -149,7 +151,8 @@ FULLNAME = $(if $(findstring rocketmq-pop-harness,$(RELEASE)),$(RELEASE),$(RELEA
 K8S_FLAGS = --release $(RELEASE) --namespace $(NAMESPACE)
 # The cluster `make cluster-up` starts keeps its kubeconfig in its state directory (cluster-down removes both).
 # The targets that talk to a cluster use it when KUBECONFIG is unset, so `make cluster-up cluster-images deploy
-# loadtest` works as one line; a KUBECONFIG of your own (kind's, another cluster's) wins. Looked for when each
+# loadtest VALUES=charts/rocketmq-pop-harness/ci/04-docker-less-values.yaml` works as one line (the values: images
+# from its own store, none pulled); a KUBECONFIG of your own (kind's, another cluster's) wins. Looked for when each
 # recipe runs, not when make starts: in that one line the file appears only once cluster-up has run.
 CLUSTER_KUBECONFIG ?= $(or $(RMQ_HARNESS_STATE),$(or $(XDG_STATE_HOME),$(HOME)/.local/state)/rmq-harness)/cluster/kubeconfig/super-admin.conf
 KUBE = $(if $(KUBECONFIG),,$(shell test -f "$(CLUSTER_KUBECONFIG)" && echo 'export KUBECONFIG=$(CLUSTER_KUBECONFIG);'))

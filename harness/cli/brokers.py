@@ -19,7 +19,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--workdir", type=Path, default=None,
-        help="where brokers keep state, stores and logs (default: $RMQ_HARNESS_STATE or ~/.local/state/rmq-harness)",
+        help="where brokers keep state, stores and logs (default: $RMQ_HARNESS_STATE/brokers, or "
+             "$XDG_STATE_HOME/rmq-harness/brokers, or ~/.local/state/rmq-harness/brokers)",
     )
     up = bsub.add_parser("up", parents=[common], help="start variants and wait until each passes a send/pop")
     up.add_argument("--variant", action="append", dest="variants_wanted", metavar="NAME",

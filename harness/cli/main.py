@@ -20,8 +20,9 @@ from harness.report.console import err_console, line, say_end
 # In the order `rmq-harness --help` lists them.
 COMMANDS = (listing, brokers, runs, calibrate, matrix, ramp, releases, compare)
 
-# The end of each command's --help: what a newcomer types first. Every line starting with `rmq-harness` is
-# parsed by a unit test, so an example that stops parsing fails there, not in a reader's terminal.
+# The end of each command's --help: what a newcomer types first. A command of a group is named by its path
+# ("brokers up"). Every line starting with `rmq-harness` is parsed by a unit test, and every command must have
+# examples, so an example that stops parsing, or a command without any, fails there, not in a reader's terminal.
 EXAMPLES = {
     "": """\
 examples:
@@ -33,11 +34,33 @@ examples:
 examples:
   rmq-harness list scenarios
   rmq-harness list variants --variants my-builds.yaml""",
+    "list scenarios": """\
+examples:
+  rmq-harness list scenarios                     # name, protocol, retry names, gate/upstream, what it does""",
+    "list variants": """\
+examples:
+  rmq-harness list variants                      # workloads/variants.yaml: name, build in a word, description
+  rmq-harness list variants --variants my-builds.yaml""",
     "brokers": """\
 examples:
   rmq-harness brokers up --variant unpatched --variant patched   # prints each variant's endpoints
   rmq-harness brokers status
   rmq-harness brokers down --variant patched                     # all when no --variant""",
+    "brokers up": """\
+examples:
+  rmq-harness brokers up --variant unpatched --variant patched   # prints each variant's endpoints
+  rmq-harness brokers up --variants my-builds.yaml --variant mine --timeout 300""",
+    "brokers fetch": """\
+examples:
+  rmq-harness brokers fetch --variant unpatched --variant upstream-5.4.0   # the jars cached for later, offline""",
+    "brokers status": """\
+examples:
+  rmq-harness brokers status                     # exit 1 when a variant that is up is not healthy
+  rmq-harness brokers status --workdir /tmp/my-brokers""",
+    "brokers down": """\
+examples:
+  rmq-harness brokers down                       # every variant that is up
+  rmq-harness brokers down --variant patched""",
     "run": """\
 examples:
   rmq-harness run --variant unpatched --variant patched --compare        # what `make run` does
@@ -50,6 +73,23 @@ examples:
   rmq-harness k8s status --wait 900
   rmq-harness k8s run --variant unpatched --variant patched --compare
   rmq-harness k8s compare RUN_ID --baseline unpatched --candidate patched""",
+    "k8s run": """\
+examples:
+  rmq-harness k8s run --variant unpatched --variant patched --compare   # what `make loadtest` does, compared
+  rmq-harness k8s run --release rmq --namespace rmq-harness --variant patched --scenario steady
+  rmq-harness k8s run --variant unpatched --variant patched --compare --format tsv   # rows for programs""",
+    "k8s collect": """\
+examples:
+  rmq-harness k8s collect                        # every archive on the runs volume not yet in runs/
+  rmq-harness k8s collect RUN_ID --runs-dir runs""",
+    "k8s compare": """\
+examples:
+  rmq-harness k8s compare RUN_ID --baseline unpatched --candidate patched
+  rmq-harness k8s compare RUN_ID --baseline unpatched --candidate patched --format json   # for programs""",
+    "k8s status": """\
+examples:
+  rmq-harness k8s status                         # each workload ready, or an error naming those not ready
+  rmq-harness k8s status --wait 900              # what `make deploy` waits with""",
     "upload": """\
 examples:
   rmq-harness upload runs/RUN_ID --runs-dir s3://bucket/prefix""",
@@ -98,6 +138,14 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def subcommand(top: argparse.ArgumentParser, path: str) -> argparse.ArgumentParser:
+    """The parser of a command by its path: "run", "brokers up"."""
+    p = top
+    for word in path.split():
+        p = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+    return p
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="rmq-harness", description="Load-test and regression harness for RocketMQ POP",
                epilog=EXAMPLES[""])
@@ -110,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
         command.add_parsers(sub)
     for name, text in EXAMPLES.items():
         if name:
-            sub.choices[name].epilog = text
+            subcommand(p, name).epilog = text
     describe_env(p)
     return p
 

@@ -20,7 +20,7 @@ from harness.inputs import timing
 from harness.inputs.expectations import evaluate
 from harness.inputs.variants import load_variants, select
 from harness.report.console import TABLE, console, log_to, place, progress_console
-from harness.report.rows import print_summary_as
+from harness.report.rows import print_comparison_as, print_summary_as
 from harness.report.run_tables import print_actions, print_expectations, print_faults, print_probes
 from harness.run import outbox
 
@@ -42,6 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     ksub = k8s.add_subparsers(dest="action", required=True)
     krun = ksub.add_parser("run", parents=[opts, k8s_opts],
                            help="submit a run as a Job of the release, follow it, copy its archive into --runs-dir")
+    add_format_option(krun)
     krun.set_defaults(func=k8s_run)
     collect = ksub.add_parser("collect", parents=[k8s_opts],
                               help="copy run archives from the cluster's runs volume (default: all not yet here)")
@@ -66,6 +67,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_gate_option(kcmp)
     kcmp.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS",
                       help="how long the comparison may take in the cluster (default 900)")
+    add_format_option(kcmp)
     kcmp.set_defaults(func=k8s_compare)
     status = ksub.add_parser("status", parents=[k8s_opts], help="readiness of the release's workloads")
     status.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
@@ -147,8 +149,9 @@ def k8s_run(args: argparse.Namespace) -> int:
     if args.ui and len(names) > UI_PORTS:
         raise ConfigError(f"--ui with {len(names)} variants: the chart's load-test Service forwards Locust's UI for "
                           f"{UI_PORTS}; run at most {UI_PORTS} variants with --ui, or drop it")
-    cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
-                                                                                   highlight=False))
+    # The Job's log (the pod's own tables among it) is progress: on stderr when stdout carries rows.
+    out = progress_console(args.format)
+    cluster = Cluster(args.release, args.namespace, log=lambda line: out.print(line, markup=False, highlight=False))
     # The run's variants are the release's (builds it deploys, clusters of the user's named by endpoints:), not
     # this machine's variants file: asked for before a Job starts.
     cluster.check_variants(names)
@@ -159,8 +162,9 @@ def k8s_run(args: argparse.Namespace) -> int:
     cluster.follow(job, timeout_s=timing.run_time_s(scenario) + GRACE_S + 900)
     [fetched] = cluster.fetch([run_id], outbox.local_dir(args.runs_dir))
     record = RunRecord.model_validate_json((fetched / MANIFEST).read_text())
-    result = RunResult(record, outbox.deliver(fetched, bucket, log=console.print))
-    _print_run(result.summary, result.probes, result.archive, rules=result.record.scenario.get("expect") or [])
+    result = RunResult(record, outbox.deliver(fetched, bucket, log=out.print))
+    _print_run(result.summary, result.probes, result.archive, args.format,
+               result.record.scenario.get("expect") or [])
     return _then_compare(args, result.archive, names)
 
 
@@ -173,20 +177,24 @@ def upload_command(args: argparse.Namespace) -> int:
 def k8s_compare(args: argparse.Namespace) -> int:
     """The comparison where the archives are: Spark's driver and executors as pods of the release."""
     from harness.deploy.k8s.remote import Cluster
-    from spark.outputs import default_out
+    from spark.outputs import default_out, with_place
 
     rule = VerdictRule.from_args(args)  # a bad option is refused before anything starts
     out = (args.out or default_out(f"{args.candidate}-vs-{args.baseline}")).expanduser().resolve()
     refuse_existing(out, "report")
     if args.baseline == args.candidate:
         raise ConfigError("--baseline and --candidate name the same variant: give two")
-    cluster = Cluster(args.release, args.namespace, log=lambda line: console.print(line, markup=False,
-                                                                                   highlight=False))
+    progress = progress_console(args.format)
+    cluster = Cluster(args.release, args.namespace, log=lambda line: progress.print(line, markup=False,
+                                                                                    highlight=False))
     cluster.compare(list(dict.fromkeys(args.run_ids)), args.baseline, args.candidate, rule.as_args(), out,
                     timeout_s=args.timeout)
     summary = json.loads((out / "summary.json").read_text())
-    # The driver's log above ends with its table and verdict; here is where its report landed.
-    console.print(f"verdict: {summary['verdict']}\nreport: {out / 'report.html'}\nsummary: {out / 'summary.json'}")
+    if args.format == TABLE:
+        # The driver's log above ends with its table and verdict; here is where its report landed.
+        console.print(f"verdict: {summary['verdict']}\nreport: {out / 'report.html'}\nsummary: {out / 'summary.json'}")
+    else:  # the rows `compare --format` prints, with where the report landed here (not in the driver's pod)
+        print_comparison_as(with_place(summary, out), args.format)
     return gate_exit(args, [summary["verdict"]])
 
 

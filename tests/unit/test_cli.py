@@ -107,3 +107,22 @@ def test_stopping_a_variant_the_file_does_not_name_is_refused_listing_the_known(
     assert err.count("\n") == 1 and "unknown variant 'nosuch'; known variants: patched, " in err
     assert main(["brokers", "down", "--variant", "patched", "--workdir", str(tmp_path)]) == 0  # known, not up
     assert "nothing was running" in capsys.readouterr().out
+
+
+def test_brokers_keep_their_state_where_workdir_says_it_does_by_default(tmp_path: Path, monkeypatch):
+    from harness.cli.brokers import _backend
+    from harness.cli.main import parse, parser, subcommand
+
+    monkeypatch.setenv("COLUMNS", "300")  # the help unwrapped: argparse breaks lines at hyphens
+    said = " ".join(subcommand(parser(), "brokers status").format_help().split())
+    monkeypatch.setenv("RMQ_HARNESS_STATE", str(tmp_path / "state"))
+    assert _backend(parse(["brokers", "status"])).workdir == (tmp_path / "state" / "brokers").resolve()
+    assert "$RMQ_HARNESS_STATE/brokers" in said
+    monkeypatch.delenv("RMQ_HARNESS_STATE")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert _backend(parse(["brokers", "status"])).workdir == (tmp_path / "xdg" / "rmq-harness" / "brokers").resolve()
+    assert "$XDG_STATE_HOME/rmq-harness/brokers" in said
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _backend(parse(["brokers", "status"])).workdir == (tmp_path / "home" / ".local/state/rmq-harness/brokers")
+    assert "~/.local/state/rmq-harness/brokers" in said

@@ -8,18 +8,24 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import EXAMPLES, main, parse, parser
-from harness.cli.options import _own_actions, _parsers
+from harness.cli.options import _own_actions, _parsers, env_name, env_of
 
 
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    top = parser()
-    [sub] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
+def _commands(p: argparse.ArgumentParser | None = None,
+              path: tuple[str, ...] = ()) -> dict[str, argparse.ArgumentParser]:
+    """Every command by its path, a group's own commands too ("brokers", "brokers up")."""
+    out = {}
+    for action in (p or parser())._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[" ".join((*path, name))] = sub
+                out.update(_commands(sub, (*path, name)))
+    return out
 
 
 def test_every_command_ends_its_help_with_examples_that_parse(capsys):
     commands = _commands()
-    assert set(commands) == set(EXAMPLES) - {""}  # a new command gets its examples
+    assert set(commands) == set(EXAMPLES) - {""}  # a new command, a group's too, gets its examples
     for name, text in EXAMPLES.items():
         help_text = (commands[name] if name else parser()).format_help()
         assert help_text.rstrip().endswith(text.rstrip()), name  # shown as written (RawDescription)
@@ -95,6 +101,22 @@ def test_out_means_a_folder_and_out_file_a_file(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("RMQ_HARNESS_OUT_FILE", str(tmp_path / "r.json"))
     assert parse(["calibrate"]).out == parse(["bisect", "--good", "5.1.0", "--bad", "5.3.3"]).out == tmp_path / "r.json"
     assert parse(["matrix", "--variant", "a"]).out == tmp_path / "reports"
+
+
+def test_every_option_reads_its_own_name_but_the_two_the_docs_name():
+    """docs/guide.md and docs/operations.md: RMQ_HARNESS_<OPTION> for every long option, but --variants FILE and the
+    one-file --out of calibrate and bisect. A new exception must be said there first."""
+    others = set()
+    for p in _parsers(parser()):
+        for action in _own_actions(p):
+            var = env_of(action)
+            option = next((o for o in action.option_strings if o.startswith("--")), None)
+            if var is not None and var != env_name(option):
+                others.add((p.prog, option, var))
+    files = {(prog, "--variants", "RMQ_HARNESS_VARIANTS_FILE") for prog, option, _ in others if option == "--variants"}
+    assert others == files | {("rmq-harness calibrate", "--out", "RMQ_HARNESS_OUT_FILE"),
+                              ("rmq-harness bisect", "--out", "RMQ_HARNESS_OUT_FILE")}
+    assert ("rmq-harness", "--variants", "RMQ_HARNESS_VARIANTS_FILE") in files
 
 
 def test_list_scenarios_and_variants_one_line_each(tmp_path: Path, capsys):

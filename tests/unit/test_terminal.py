@@ -186,6 +186,46 @@ def test_format_is_an_option_of_run_and_compare_with_its_environment_name(monkey
         parse(["run"])
 
 
+def test_format_is_an_option_of_k8s_run_and_k8s_compare_as_of_run_and_compare():
+    assert parse(["k8s", "run"]).format == "table"
+    assert parse(["k8s", "run", "--format", "tsv"]).format == "tsv"
+    assert parse(["k8s", "compare", "r", "--baseline", "a", "--candidate", "b", "--format", "json"]).format == "json"
+
+
+def test_k8s_compare_prints_the_rows_compare_prints_its_driver_log_on_stderr(monkeypatch, tmp_path, capsys):
+    """The comparison in the cluster as rows for programs: stdout holds them alone, the report where it landed here."""
+    from harness.cli.main import main
+    from harness.deploy.k8s import remote
+
+    summary = {k: v for k, v in _comparison("unpatched", "patched", tmp_path).items() if k not in ("out", "report")}
+
+    class Cluster:
+        """The release's comparison Job: its driver's log, then its report copied into ``out``."""
+
+        def __init__(self, release: str, namespace: str, log) -> None:
+            self.log = log
+
+        def compare(self, run_ids, baseline, candidate, rule, out: Path, timeout_s: float) -> Path:
+            self.log("driver: verdict improvement")
+            out.mkdir(parents=True)
+            (out / "summary.json").write_text(json.dumps(summary))
+            return out
+
+    monkeypatch.setattr(remote, "Cluster", Cluster)
+    out = tmp_path / "report"
+    argv = ["k8s", "compare", "r1", "--baseline", "unpatched", "--candidate", "patched", "--out", str(out)]
+    assert main([*argv, "--format", "json"]) == 0
+    said = capsys.readouterr()
+    [doc] = [json.loads(line) for line in said.out.splitlines()]
+    assert doc["kind"] == "comparison" and doc["verdict"] == "improvement"
+    assert doc["report"] == str(out.resolve() / "report.html") and doc["summary"] == str(out.resolve() / "summary.json")
+    assert [list(r) for r in doc["rows"]] == [list(COMPARISON_FIELDS)] * 2
+    assert "driver: verdict improvement" in said.err
+    assert main([*argv[:-1], str(tmp_path / "again")]) == 0  # a table: the driver's log, then where the report is
+    said = capsys.readouterr()
+    assert "driver: verdict improvement" in said.out and "verdict: improvement" in said.out
+
+
 def test_a_wide_table_of_another_command_is_printed_whole_not_cut(screen):
     """A sweep's or a matrix's table on a narrow console: longer lines, never 'improvem…'."""
     from rich.table import Table
