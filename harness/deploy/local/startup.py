@@ -56,12 +56,16 @@ def spawn_when_ready(lv: LocalVariant, role: str, deadline: Deadline, die_with_p
     return spawn(lv, role, die_with_parent)
 
 
+class ExitedDuringStartup(HarnessError):
+    """The process being waited for exited before it served."""
+
+
 def alive_check(lv: LocalVariant, role: str, what: str) -> Callable[[], None]:
     """A check that raises, with the process's last output, once ``role`` has exited while waiting for ``what``."""
     def check() -> None:
         if not process.alive(lv.pids[role], lv.token):
-            raise HarnessError(f"{lv.name}: the {role} process exited during start-up while waiting for {what}",
-                               detail=lv.log_tail(role))
+            raise ExitedDuringStartup(f"{lv.name}: the {role} process exited during start-up while waiting for "
+                                      f"{what}", detail=lv.log_tail(role))
     return check
 
 
