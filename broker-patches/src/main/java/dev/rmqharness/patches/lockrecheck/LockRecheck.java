@@ -21,6 +21,11 @@ public final class LockRecheck {
     private LockRecheck() {
     }
 
+    /** The lock table's key of a group and topic, as the broker makes it (PopAckConstants.SPLIT between). */
+    public static String key(String group, String topic) {
+        return group + "@" + topic;
+    }
+
     /** The service's tryLock(key); null when the table cannot be reached (the broker's own then runs). */
     public static Boolean tryLock(Object service, String key) {
         Access a = access(service);

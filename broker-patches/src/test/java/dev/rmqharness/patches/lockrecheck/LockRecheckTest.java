@@ -75,7 +75,27 @@ public class LockRecheckTest {
     @Test
     public void installsOnlyOnTheShapeItExpects() {
         assertNull(LockRecheckAgent.incompatibility(TypeDescription.ForLoadedType.of(PopConsumerLockService.class)));
-        assertEquals("has no tryLock(String)",
+        assertNull(LockRecheckAgent.incompatibility(TypeDescription.ForLoadedType.of(PairOnly.class)));
+        assertEquals("has no tryLock(String) or tryLock(String, String)",
             LockRecheckAgent.incompatibility(TypeDescription.ForLoadedType.of(Elsewhere.class)));
+    }
+
+    /** The shape up to 5.5.0: tryLock(group, topic) only. */
+    public static final class PairOnly {
+        private final long timeout = 1;
+        private final java.util.concurrent.ConcurrentMap<String, Object> lockTable =
+            new java.util.concurrent.ConcurrentHashMap<>();
+
+        public boolean tryLock(String group, String topic) {
+            return lockTable.isEmpty() && timeout > 0;
+        }
+
+        public void removeTimeout() {
+        }
+    }
+
+    @Test
+    public void aGroupAndTopicMakeTheBrokersKey() {
+        assertEquals("G@T", LockRecheck.key("G", "T"));
     }
 }
