@@ -67,7 +67,7 @@ ALPHA, MIN_EFFECT, BOOTSTRAP, SEED = 0.05, 0.10, 2000, 20251110
 # A share (of retries that stalled) changes by a difference, not a ratio: a zero-stall baseline has no ratio.
 SHARE_MARGIN = 0.05
 # The power at which an "equivalent" or "inconclusive" verdict states the smallest change its cycles could have
-# told (spark.stats.detectable_change): the convention of sample-size planning.
+# told (spark.power.detectable_change): the convention of sample-size planning.
 POWER = 0.80
 
 

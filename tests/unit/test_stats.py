@@ -367,7 +367,7 @@ def test_a_gate_whose_data_go_the_other_way_is_not_stopped_by_the_ties_of_the_wr
 
 
 def test_the_detectable_change_lies_beyond_the_margin_by_the_spread_the_draws_show():
-    from spark.stats import detectable_change, detectable_phrase
+    from spark.power import detectable_change, detectable_phrase
 
     z = 1.959964 + 0.841621  # two-sided 95% interval's end, and 80% power
     draws = np.exp(np.random.default_rng(1).normal(0.0, 0.1, 20_000))
