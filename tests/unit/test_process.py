@@ -188,19 +188,38 @@ def test_a_child_whose_harness_died_before_setpriv_armed_the_signal_does_not_run
     assert gone.returncode == 1 and not ran.exists()
 
 
+def _three_free_ports_outside_own_ports() -> int:
+    """The first of three consecutive ports free now, below OWN_PORTS: the harness's runs in parallel tests take
+    OWN_PORTS with reservations this test does not see (its own are in tmp_path), and the kernel hands out
+    only the ephemeral range, so nothing else takes these meanwhile."""
+    import socket
+
+    for base in range(23100, 24000, 3):
+        try:
+            for port in range(base, base + 3):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no three consecutive free ports in 23100-24000")
+
+
 def test_a_port_handed_out_is_not_handed_out_again_while_reserved(tmp_path: Path, monkeypatch):
     import os
 
     from harness.core import process
 
+    base = _three_free_ports_outside_own_ports()
+    own = [base, base + 1, base + 2]
     monkeypatch.setattr(process, "RESERVATIONS", tmp_path / "ports")
-    monkeypatch.setattr(process, "OWN_PORTS", (32100, 32103))
+    monkeypatch.setattr(process, "OWN_PORTS", (base, base + 3))
     monkeypatch.setattr(process, "_ephemeral_low", lambda: 32768)
     ports = [process.free_port() for _ in range(3)]
-    assert sorted(ports) == [32100, 32101, 32102]
-    assert not 32100 <= process.free_port() < 32103  # the range is reserved: the kernel's choice
+    assert sorted(ports) == own
+    assert process.free_port() not in own  # the range is reserved: the kernel's choice
     # (another process's reservations are files: the same holds across processes)
-    assert sorted(int(p.name) for p in (tmp_path / "ports").iterdir()) == [32100, 32101, 32102]
-    old = tmp_path / "ports" / "32101"
+    assert sorted(int(p.name) for p in (tmp_path / "ports").iterdir()) == own
+    old = tmp_path / "ports" / str(base + 1)
     os.utime(old, (0, 0))  # a reservation past RESERVED_S is void
-    assert process.free_port() == 32101
+    assert process.free_port() == base + 1
