@@ -109,6 +109,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
     15: "each comparison's detectable: [below, above], the effect the rule would have called an improvement or a "
         "regression with 80% power given the spread these cycles showed (null: cannot be sized); an equivalent or "
         "inconclusive verdict's reason says it",
+    16: "per_variant cycles_timed_out: cycles the run stopped waiting for (drain_timeout_s ran out), in which "
+        "lost and never redelivered are not back yet rather than shown lost",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

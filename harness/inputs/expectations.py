@@ -23,8 +23,10 @@ LEDGER = ("sent", "received", "acked", "never_received", "unknown_received", "du
           "acked_after_retry", "late", "lost", "cross_topic", "unknown", "dlq_early", "dlq_late", "tag_changed")
 # The client calls whose failures are also counted on their own (an error event's detail begins "<call>:").
 ERROR_CALLS = ("send", "receive", "ack", "nack", "extend")
-COUNTS = ("cycles", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls", "errors", "refused",
-          "renamed_deliveries", *(f"{c}_errors" for c in ERROR_CALLS))
+# cycles_timed_out: cycles the run stopped waiting for (their drain_timeout_s ran out) with pairs still owed: what
+# the ledger calls lost or never redelivered in them was not back by then, late or lost alike.
+COUNTS = ("cycles", "cycles_timed_out", "sent", "deliveries", "retry_deliveries", "acks", "nacks", "empty_polls",
+          "errors", "refused", "renamed_deliveries", *(f"{c}_errors" for c in ERROR_CALLS))
 # The pop-wakeup-probe's counters (runs with --probe), summed over the scenario's groups: wakeups of
 # suspended pops by cause, and (empty_<cause>) those that found nothing and suspended again.
 PROBE_CAUSES = ("retry_owner", "retry_other", "message", "lag_callback", "timeout", "other")

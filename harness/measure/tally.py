@@ -149,6 +149,10 @@ def slice_facts(events: pd.DataFrame, routing: Routing) -> Facts:
             calls[f"{c}_errors"] = np.zeros(len(ev), dtype=bool)
             calls[f"{c}_errors"][is_error] = details.str.startswith(f"{c}:").to_numpy(dtype=bool)
         parts.append(_long(_sums(ev[by_cycle], calls), list(calls)))
+    # The recorder's cycle_end says drained or timeout (harness.workload.recorder).
+    timed_out = ((ev["kind"] == "cycle_end") & (column(ev, "detail").astype(object) == "timeout")).to_numpy(bool)
+    if timed_out.any():
+        parts.append(_long(_sums(ev[by_cycle], {"cycles_timed_out": timed_out}), ["cycles_timed_out"]))
     if fifo.any() or errors.any():
         parts.append(_long(_sums(ev[by_cycle], {"fifo_events": fifo, "dlq_reader_errors": errors}), CHECKS))
     if routing.selections:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # The record of one variant of a run (a summary entry of the run's manifest), in column order.
-SUMMARY_FIELDS = ("scenario", "variant", "hybrid", "cycles", "sent", "retries", "wakeup_n", "wakeup_p50_ms",
-                  "wakeup_p90_ms", "wakeup_max_ms", "pickup_n", "pickup_p50_ms", "redelivery_p50_ms",
+SUMMARY_FIELDS = ("scenario", "variant", "hybrid", "cycles", "cycles_timed_out", "sent", "retries", "wakeup_n",
+                  "wakeup_p50_ms", "wakeup_p90_ms", "wakeup_max_ms", "pickup_n", "pickup_p50_ms", "redelivery_p50_ms",
                   "nack_retry_p50_ms", "stalled", "stalled_of", "never_redelivered", "retries_expected", "lost",
                   "duplicated", "cross_topic", "errors")
 # The record of one comparison of a comparison's summary (summary.json), in column order.
@@ -25,6 +25,7 @@ def summary_record(s: Mapping) -> dict:
     stalled = s.get("stalled") or {}
     return {
         "scenario": s["scenario"], "variant": s["variant"], "hybrid": s.get("hybrid"), "cycles": s["cycles"],
+        "cycles_timed_out": s.get("cycles_timed_out"),  # None: an archive before summary schema 16
         "sent": s["sent"], "retries": s["retry_deliveries"],
         "wakeup_n": w["n"], "wakeup_p50_ms": w["p50"], "wakeup_p90_ms": w["p90"], "wakeup_max_ms": w["max"],
         "pickup_n": p["n"], "pickup_p50_ms": p["p50"], "redelivery_p50_ms": r["p50"],

@@ -40,7 +40,8 @@ def _stalled(r: Mapping) -> str:
 
 # The rows of a run's summary table: a figure's name, and how a record (harness.report.records) spells it.
 SUMMARY_ROWS: tuple[tuple[str, Callable[[Mapping], str]], ...] = (
-    ("cycles", lambda r: str(r["cycles"])),
+    ("cycles", lambda r: f"{r['cycles']} ({r['cycles_timed_out']} timed out)" if r["cycles_timed_out"]
+     else str(r["cycles"])),
     ("sent", lambda r: str(r["sent"])),
     ("retries", lambda r: str(r["retries"])),
     ("wakeup n", lambda r: str(r["wakeup_n"])),
@@ -72,8 +73,19 @@ def print_summary(summary: Sequence[dict]) -> None:
     title = "per variant" if by_scenario or not records else f"{records[0]['scenario']}, per variant"
     print_transposed(title, [label for label, _ in SUMMARY_ROWS], columns)
     note(SUMMARY_NOTE)
+    print_timeouts(records)
     print_hybrids({s["variant"]: s.get("hybrid") for s in summary})
     print_grpc_clients({s["variant"]: s.get("grpc_client") for s in summary})
+
+
+def print_timeouts(records: Sequence[Mapping]) -> None:
+    """A line per variant whose losses may be late arrivals: cycles the run stopped waiting for while pairs were
+    still owed (their cycles.drain_timeout_s ran out)."""
+    for r in records:
+        if r["cycles_timed_out"] and (r["lost"] or r["never_redelivered"]):
+            note(f"{r['variant']}: {r['cycles_timed_out']} of {r['cycles']} cycles timed out (cycles.drain_timeout_s "
+                 f"ran out): their lost and never redelivered were not back when the run stopped waiting, late or "
+                 f"lost alike; a longer drain_timeout_s tells which.")
 
 
 def print_grpc_clients(clients: Mapping[str, str | None]) -> None:

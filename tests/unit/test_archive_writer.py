@@ -232,6 +232,38 @@ def test_each_client_calls_failures_are_counted_on_their_own(tmp_path: Path):
                                                             "extend": 0}
 
 
+def test_cycles_the_run_stopped_waiting_for_are_counted_and_said_beside_the_losses(tmp_path: Path, capsys):
+    import pandas as pd
+
+    from harness.measure.tally import Routing, SlicesSummary
+    from harness.report.run_tables import print_summary
+    from tests import synth
+
+    archive = synth.archive(tmp_path / "synth", "r", {"v": synth.slow}, messages=40)
+    events = pd.read_parquet(archive / "events" / "v.parquet")
+    routing = Routing({"T": {"G": ["*"]}}, {"G": 3}, 20_000.0)
+    first = events.iloc[0]
+    # What the recorder writes when a cycle closes (harness.workload.recorder): drained, or timeout.
+    ends = pd.DataFrame([{**first.to_dict(), "kind": "cycle_end", "detail": d, "cycle": c, "ledger_id": None,
+                          "delivery_attempt": None} for c, d in ((0, "timeout"), (1, "drained"), (2, "timeout"))])
+    acc = SlicesSummary(routing)
+    acc.add(pd.concat([events, ends], ignore_index=True))
+    [row] = acc.result()
+    assert row["cycles_timed_out"] == 2
+    acc = SlicesSummary(routing)
+    acc.add(events)
+    [calm] = acc.result()
+    assert calm["cycles_timed_out"] == 0
+    # The run's table says so beside the losses (synth.slow loses some), and nothing when every cycle drained.
+    print_summary([row])
+    assert "2 timed out" in capsys.readouterr().out
+    row["ledger"] = {**row["ledger"], "lost": 1}
+    print_summary([row])
+    assert "late or lost alike" in capsys.readouterr().out.replace("\n", " ")
+    print_summary([calm])
+    assert "timed out" not in capsys.readouterr().out
+
+
 def test_a_scenarios_selections_count_the_deliveries_and_messages_that_match(tmp_path: Path):
     import pandas as pd
 
