@@ -68,3 +68,54 @@ def test_the_private_client_shares_the_configuration():
     own = transfer.private_core(shared)
     assert own.api_client is not shared.api_client
     assert own.api_client.configuration is shared.api_client.configuration
+
+
+def test_an_exec_that_could_not_open_is_tried_again_and_said(monkeypatch):
+    from kubernetes.client.exceptions import ApiException
+
+    monkeypatch.setattr(transfer, "OPEN_PAUSE_S", 0.0)
+    opens = []
+
+    def flaky(*args, **kwargs):
+        opens.append(kwargs["command"])
+        if len(opens) < 3:
+            raise ApiException(status=0, reason="Handshake status 200 OK")
+        return _Resp()
+
+    monkeypatch.setattr("kubernetes.stream.stream", flaky)
+    said = []
+    assert transfer.exec_in(_core(), "ns", "pod", "broker-b", ["sh", "-c", "kill -KILL 7"], log=said.append) == \
+        (0, "ok", "")
+    assert len(opens) == 3 and len(said) == 2
+    assert "could not open (ApiException" in said[0] and "tried again (2 of 3)" in said[0]
+
+
+def test_an_exec_that_never_opens_fails_after_its_tries(monkeypatch):
+    import pytest
+    from kubernetes.client.exceptions import ApiException
+
+    monkeypatch.setattr(transfer, "OPEN_PAUSE_S", 0.0)
+    opens = []
+
+    def refused(*args, **kwargs):
+        opens.append(1)
+        raise ApiException(status=0, reason="Handshake status 200 OK")
+
+    monkeypatch.setattr("kubernetes.stream.stream", refused)
+    with pytest.raises(ApiException):
+        transfer.exec_in(_core(), "ns", "pod", "broker-b", ["true"])
+    assert len(opens) == transfer.OPEN_TRIES
+
+
+def test_an_exec_whose_command_ran_is_not_tried_again(monkeypatch):
+    import pytest
+
+    class _Broken(_Resp):
+        def run_forever(self, timeout):
+            raise ConnectionResetError("the websocket dropped while the command ran")
+
+    opens = []
+    monkeypatch.setattr("kubernetes.stream.stream", lambda *a, **k: opens.append(1) or _Broken())
+    with pytest.raises(ConnectionResetError):
+        transfer.exec_in(_core(), "ns", "pod", "broker-b", ["sh", "-c", "kill -KILL 7"])
+    assert opens == [1]  # a signal may have been delivered: never sent twice

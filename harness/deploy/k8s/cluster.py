@@ -232,7 +232,8 @@ class K8sBackend:
             self._check_agents(v, hosted.name)
 
         def exec_(pod_name: str, container: str, argv: list[str]) -> tuple[int, str, str]:
-            return transfer.exec_in(self.core, self.namespace, pod_name, container, argv)
+            return transfer.exec_in(self.core, self.namespace, pod_name, container, argv,
+                                    log=lambda m: self.log(f"{name}: {m}"))
 
         return PodProcess(name, target, exec_, lambda: self._pods(name), self.ready_timeout_s, after_start,
                           topology)

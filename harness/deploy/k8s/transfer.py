@@ -8,6 +8,8 @@ import base64
 import io
 import shlex
 import tarfile
+import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from harness.core.errors import HarnessError
@@ -27,15 +29,34 @@ def private_core(core: object) -> object:
     return client.CoreV1Api(client.ApiClient(core.api_client.configuration))
 
 
+# An exec whose websocket could not be opened (the API server or the kubelet refused the upgrade, a connection
+# dropped): the command never ran, so it is tried again, this many times in all, OPEN_PAUSE_S apart. A failure once
+# the command runs is not retried: a signal may have been delivered.
+OPEN_TRIES = 3
+OPEN_PAUSE_S = 0.5
+
+
 def exec_in(core: object, namespace: str, pod: str, container: str, argv: list[str],
-            timeout_s: float = 60.0) -> tuple[int, str, str]:
-    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time."""
+            timeout_s: float = 60.0, log: Callable[[str], None] | None = None) -> tuple[int, str, str]:
+    """Run ``argv`` in the container; (exit code, stdout, stderr). HarnessError when it does not finish in time.
+    An exec that could not open is tried again (OPEN_TRIES), each retry said through ``log``."""
     from kubernetes.stream import stream
 
     own = private_core(core)
     try:
-        resp = stream(own.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
-                      stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False)
+        for attempt in range(1, OPEN_TRIES + 1):
+            try:
+                resp = stream(own.connect_get_namespaced_pod_exec, pod, namespace, container=container,
+                              command=argv, stderr=True, stdin=False, stdout=True, tty=False,
+                              _preload_content=False)
+                break
+            except Exception as e:  # noqa: BLE001 - the library raises ApiException, websocket and socket errors
+                if attempt == OPEN_TRIES:
+                    raise
+                if log:
+                    log(f"{argv[0]} in pod {pod} ({container}) could not open ({type(e).__name__}: "
+                        f"{str(e).strip()[:160]}); tried again ({attempt + 1} of {OPEN_TRIES})")
+                time.sleep(OPEN_PAUSE_S)
         try:
             resp.run_forever(timeout=timeout_s)
             out, err, code = resp.read_stdout() or "", resp.read_stderr() or "", resp.returncode
