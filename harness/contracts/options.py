@@ -65,8 +65,10 @@ class RunOptions(BaseModel):
 DEFAULTS = RunOptions()  # how a run runs unless told otherwise
 
 def add_run_options(parser: argparse.ArgumentParser, probe: bool = True, order: bool = True, ui: bool = True,
-                    grpc_client: bool = True, keep_resources: bool = True) -> None:
-    """The options of ``RunOptions`` a command takes (a campaign that must keep one as it is leaves it out)."""
+                    grpc_client: bool = True, keep_resources: bool = True,
+                    grpc_client_default: str = DEFAULT_GRPC_CLIENT) -> None:
+    """The options of ``RunOptions`` a command takes (a campaign that must keep one as it is leaves it out).
+    ``grpc_client_default``: the client of a command whose load the official one cannot drive (ramp)."""
     if probe:
         parser.add_argument("--probe", action="store_true",
                             help="mount the pop-wakeup-probe agent on every variant and archive its counters")
@@ -80,9 +82,12 @@ def add_run_options(parser: argparse.ArgumentParser, probe: bool = True, order: 
                                  "the release's load-test Service with `k8s run` (addresses printed when the load "
                                  "starts; the run starts and ends by itself as without it)")
     if grpc_client:
-        parser.add_argument("--grpc-client", choices=GRPC_CLIENTS, default=DEFAULT_GRPC_CLIENT,
-                            help="the client the gRPC workers drive: official (rocketmq-python-client; default) or "
-                                 "native (the harness's own, docs/operations.md); recorded in the manifest")
+        names = {"official": "official (rocketmq-python-client)", "native": "native (the harness's own, "
+                 "docs/operations.md)"}
+        parser.add_argument("--grpc-client", choices=GRPC_CLIENTS, default=grpc_client_default,
+                            help=f"the client the gRPC workers drive: {names[grpc_client_default]}, the default, or "
+                                 f"{' or '.join(names[c] for c in GRPC_CLIENTS if c != grpc_client_default)}; "
+                                 "recorded in the manifest")
     if keep_resources:
         parser.add_argument("--keep-resources", action="store_true",
                             help="leave the run's topics and groups on external clusters (variants with endpoints:); "

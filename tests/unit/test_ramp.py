@@ -200,3 +200,25 @@ def test_the_command_refuses_in_one_line_before_anything_starts(tmp_path, capsys
 def load_variants_pair():
     known = load_variants()
     return [known["unpatched"], known["patched"]]
+
+
+@pytest.mark.parametrize(("argv", "client"), [
+    ([], "native"),  # mixed-load, over gRPC: the native client unless told otherwise
+    (["--grpc-client", "official"], "official"),  # one flag away
+    (["--scenario", "seed-steady"], "official"),  # remoting: no gRPC client to choose (the default stays unsaid)
+])
+def test_a_ramp_drives_the_native_grpc_client_unless_told(tmp_path, monkeypatch, argv, client):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def campaign(runs_dir, options, *args, **kwargs):
+        seen["options"] = options
+        raise Stop
+
+    monkeypatch.setattr("harness.campaigns.loop.Campaign", campaign)
+    with pytest.raises(Stop):
+        main(["ramp", "--variant", "patched", "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "out"),
+              *argv])
+    assert seen["options"].grpc_client == client
