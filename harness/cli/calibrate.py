@@ -51,7 +51,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"--runs {args.runs} --shift-runs {args.shift_runs}: at least one A/A run, and no "
                           "negative count of runs per delay")
     rule = VerdictRule.from_args(args)
-    base = select(load_variants(args.variants), [args.variant])[0]
+    base = select(load_variants(args.variants, say=log), [args.variant])[0]
     p = calibrate.plan(base, args.shifts or [50])
     scenarios = matrix.scenarios(args.scenarios or ["burst"]).scenarios
     stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
