@@ -90,8 +90,8 @@ def rate(k: int, n: int, level: float = 0.95) -> dict:
 
 def delay_controls(scenario: Scenario) -> bool:
     """Whether a planted wakeup delay is a positive control of this scenario: its verdict judges the wakeup. (A
-    scenario judged on stalls or losses is not moved by a delay of every wakeup: its power comes from
-    ``power_at``.)"""
+    scenario judged on stalls or losses is not moved by a delay of every wakeup: its power is the planted 2x's,
+    spark.calibration.POWER_FACTOR.)"""
     return scenario.verdict_metric == "wakeup_ms"
 
 
@@ -175,6 +175,11 @@ def summarise(judged: dict, p: Plan, scenarios: Sequence[Scenario]) -> dict:
     """The rates pooled over every scenario (``aa``, ``shifts``, ``power_2x``: what a claim about the gate set
     quotes) and per scenario (``per_scenario``), with every run's judgement (``runs``)."""
     runs = judged["per_run"]
+    named = {sc.name for sc in scenarios}
+    other = sorted({r["scenario"] for r in runs} - named)
+    if other:
+        raise ConfigError(f"archives of scenario {', '.join(other)}, which the calibration does not name: add "
+                          f"--scenario {other[0]} (or leave its archives out)")
     return {
         "generated_at": dt.datetime.now(dt.UTC).isoformat(),
         "variant": p.base.name,

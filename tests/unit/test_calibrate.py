@@ -122,6 +122,8 @@ def test_the_rates_are_given_per_scenario_and_pooled_over_the_set():
     assert (burst["power_2x"]["k"], lapse["power_2x"]["k"], result["power_2x"]["n"]) == (10, 0, 20)
     assert [(s["delay_ms"], s["k"], s["n"]) for s in burst["shifts"]] == [(50, 3, 3)] and lapse["shifts"] == []
     assert [s["name"] for s in result["scenarios"]] == ["burst", "lapse"]
+    with pytest.raises(ConfigError, match="--scenario lapse"):  # archives of a scenario not named
+        calibrate.summarise({"rule": {}, "power_factor": 2.0, "per_run": runs}, p, scenarios[:1])
 
 
 def test_a_planted_2x_doubles_a_latency_and_a_share():
