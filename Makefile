@@ -11,6 +11,9 @@ OTAVA_VERSION := 0.8.0
 # Variants `make setup` pre-fetches and `make run` starts.
 VARIANTS ?= unpatched patched
 VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
+# Set-up steps whose tools talk a lot say one line; their whole output goes to a log here, named when they fail.
+SETUP_LOGS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rmq-harness/setup-logs
+QUIETLY := tools/quietly.sh
 
 AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/pop-retry-read.jar broker-patches/target/pop-wakeup-probe.jar \
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar broker-patches/target/pop-fault.jar \
@@ -31,9 +34,9 @@ system-packages:
 	command -v setpriv >/dev/null || missing="$$missing util-linux"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install$$missing" >&2; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  $(QUIETLY) $(SETUP_LOGS)/apt-system.log "installing$$missing with apt" sh -c "apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing"; \
 	fi
 
 python: $(STAMP)
@@ -56,8 +59,9 @@ jars: python
 agents: $(AGENT_JARS)
 
 $(AGENT_JARS) &: $(AGENT_SOURCES)
-	mvn -B -q -Dstyle.color=never -f broker-patches/pom.xml package -DskipTests
-	touch $(AGENT_JARS)
+	@$(QUIETLY) $(SETUP_LOGS)/maven-agents.log "building the broker agents with Maven" \
+	  mvn -B -q -Dstyle.color=never -f broker-patches/pom.xml package -DskipTests
+	@touch $(AGENT_JARS)
 
 test-agents:
 	set -o pipefail; mvn -B -Dstyle.color=never -f broker-patches/pom.xml test | grep -E "Tests run:|FAIL|ERROR|BUILD"
@@ -66,7 +70,8 @@ test-agents:
 browser-tools:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install chromium chromium-driver" >&2; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+	  $(QUIETLY) $(SETUP_LOGS)/apt-browser.log "installing chromium chromium-driver with apt" sh -c "apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver"; }
 
 lint: python
 	$(BIN)/ruff check .
@@ -228,9 +233,9 @@ CLUSTER_PACKAGES := containerd runc containernetworking-plugins conntrack iptabl
 cluster-packages:
 	@missing=""; for p in $(CLUSTER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root to apt-get install$$missing" >&2; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  $(QUIETLY) $(SETUP_LOGS)/apt-cluster.log "installing$$missing with apt" sh -c "apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing"; \
 	fi
 
 # Kubernetes, etcd, CoreDNS and the pause program, built once per pinned version (cold ~15 min on 2 cores).

@@ -8,10 +8,43 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness.contracts.verdict import STATISTIC, VerdictRule, level
+import numpy as np
+
+from harness.contracts.verdict import SHARE, STATISTIC, VerdictRule, level
 from harness.core.errors import ConfigError
-from spark.comparison import Collected, analyse, collect, nested_runs
+from spark.comparison import Collected, analyse, collect, nested_runs, runs_by_id
 from spark.io import Archive, load_archives
+from spark.stats import compare, decide
+
+# The change every A/A run is judged again with, planted into its candidate's own cycles: each value of a latency
+# doubled, or a share doubled (as many more of a cycle's values set to 1 as it had, up to all of them). Power
+# against it comes from the spread the runs had, on every scenario whatever its metric (a planted wakeup delay
+# moves only a scenario judged on the wakeup).
+POWER_FACTOR = 2.0
+
+
+def planted(values: np.ndarray, statistic: str, factor: float = POWER_FACTOR) -> np.ndarray:
+    """One cycle's values with the change planted: a latency times ``factor``; a share times ``factor`` (capped at
+    1): round((factor - 1) x ones) of its zeros, the first ones, set to 1."""
+    if statistic != SHARE:
+        return values * factor
+    out = values.copy()
+    zeros = np.flatnonzero(out == 0)
+    out[zeros[: int(round((factor - 1) * (out == 1).sum()))]] = 1
+    return out
+
+
+def _with_change(data: Collected, base: str, other: str, rule: VerdictRule, run_id: str, scenario: str,
+                 metric: str) -> dict:
+    """The run's primary comparison with POWER_FACTOR planted into the candidate's cycles (the primary is tested
+    alone: its family's first test): its verdict, and the effect it was judged on."""
+    statistic = STATISTIC[metric]
+    samples = data.samples[data.samples["run_id"] == run_id]
+    b, c = (runs_by_id(samples, scenario, v, metric) for v in (base, other))
+    cand = [[planted(cycle, statistic) for cycle in run] for run in c.values()]
+    result = compare(list(b.values()), cand, rule, statistic, (list(b), list(c)))
+    return {"verdict": decide(result, result["p_value"], 1, rule)[0],
+            **{k: result[k] for k in ("ratio_of_medians", "difference", "ci")}}
 
 
 def _judged(data: Collected, base: str, other: str, rule: VerdictRule, archive: Archive) -> dict:
@@ -27,8 +60,9 @@ def _judged(data: Collected, base: str, other: str, rule: VerdictRule, archive: 
     run_id, order = archive.run_id, archive.record.variant_order
     keep = ("metric", "statistic", "n_baseline", "n_candidate", "median_baseline", "median_candidate",
             "ratio_of_medians", "ci", "p_value", "p_floor", "p_adjusted", "verdict", "reason")
-    return {"run_id": run_id, "baseline": result["baseline"], "candidate": result["candidate"],
+    return {"run_id": run_id, "scenario": scenario, "baseline": result["baseline"], "candidate": result["candidate"],
             "variant_order": order, "verdict": result["verdict"], "family": result["family"],
+            "doubled": _with_change(data, base, other, rule, run_id, scenario, metric),
             "primary": {k: primary.get(k) for k in keep}, "cycle_levels": levels,
             "comparisons": {c["metric"]: c["verdict"] for c in result["comparisons"]}}
 
@@ -50,4 +84,4 @@ def judge_runs(archives: Sequence[Path | str], base: str, controls: Mapping[str,
     data.close()  # (judged from the samples and tables; no report keeps the rows)
     per_run = [{"control": controls[other], **_judged(data, base, other, rule, a)}
                for a in loaded for other in a.variants if other in controls]
-    return {"rule": rule.as_dict(), "per_run": per_run}
+    return {"rule": rule.as_dict(), "power_factor": POWER_FACTOR, "per_run": per_run}

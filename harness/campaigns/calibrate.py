@@ -76,22 +76,36 @@ def plan(base: Variant, shifts_ms: Sequence[int]) -> Plan:
 
 
 def rate(k: int, n: int, level: float = 0.95) -> dict:
-    """k of n, with its exact (Clopper-Pearson) two-sided interval and one-sided upper bound: "at most
-    ``upper``" is the claim a false-alarm rate supports (0 of 59 bounds it at 5%)."""
+    """k of n, with its exact (Clopper-Pearson) two-sided interval and one-sided bounds: "at most ``upper``" is the
+    claim a false-alarm rate supports (0 of 59 bounds it at 5%), "at least ``lower``" the one a detection rate (power)
+    supports."""
     if n == 0:
-        return {"k": 0, "n": 0, "rate": None, "ci": None, "upper": None}
+        return {"k": 0, "n": 0, "rate": None, "ci": None, "upper": None, "lower": None}
     ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
     upper = binomtest(k, n, alternative="less").proportion_ci(confidence_level=level, method="exact").high
-    return {"k": k, "n": n, "rate": k / n, "ci": [round(ci.low, 4), round(ci.high, 4)], "upper": round(upper, 6)}
+    lower = binomtest(k, n, alternative="greater").proportion_ci(confidence_level=level, method="exact").low
+    return {"k": k, "n": n, "rate": k / n, "ci": [round(ci.low, 4), round(ci.high, 4)], "upper": round(upper, 6),
+            "lower": round(lower, 6)}
 
 
-def run_all(p: Plan, scenario: Scenario, runs: int, shift_runs: int, campaign: Campaign) -> list[Path | str]:
-    """Every run of the calibration; one that failed is no comparison: it is said, and the calibration goes on."""
-    pairs = p.pairs(runs, shift_runs)
-    campaign.check([scenario], p.variants)
-    for i, (what, variants) in enumerate(pairs):
-        campaign.run(scenario, variants, f"calibration run {i + 1} of {len(pairs)} "
-                                         f"({'A/A' if what == AA else f'+{what} ms'})")
+def delay_controls(scenario: Scenario) -> bool:
+    """Whether a planted wakeup delay is a positive control of this scenario: its verdict judges the wakeup. (A
+    scenario judged on stalls or losses is not moved by a delay of every wakeup: its power is the planted 2x's,
+    spark.calibration.POWER_FACTOR.)"""
+    return scenario.verdict_metric == "wakeup_ms"
+
+
+def run_all(p: Plan, scenarios: Sequence[Scenario], runs: int, shift_runs: int,
+            campaign: Campaign) -> list[Path | str]:
+    """Every run of the calibration, round by round (each round: every scenario's A/A run, then its delayed runs
+    where a delay controls it), so that a calibration cut short has some of each; a run that failed is no
+    comparison: it is said, and the calibration goes on."""
+    campaign.check(list(scenarios), p.variants)
+    rounds = [(sc, what, variants) for i in range(max(runs, shift_runs)) for sc in scenarios
+              for what, variants in p.pairs(1 if i < runs else 0, 1 if i < shift_runs and delay_controls(sc) else 0)]
+    for i, (sc, what, variants) in enumerate(rounds):
+        campaign.run(sc, variants, f"calibration run {i + 1} of {len(rounds)} ({sc.name}, "
+                                   f"{'A/A' if what == AA else f'+{what} ms'})")
     return campaign.finish().archives
 
 
@@ -128,26 +142,26 @@ def order_effect(records: Sequence[dict]) -> dict | None:
             "second_slower_in": int((arr > 0).sum())}
 
 
-def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
-    runs = judged["per_run"]
+def _controls(runs: Sequence[dict], p: Plan) -> dict:
+    """The rates of one set of judged runs: A/A false verdicts, each delay's detections, the planted 2x's."""
     aa = [r for r in runs if r["control"] == AA]
     aa_verdicts = [r["verdict"] for r in aa]
     out = {
-        "generated_at": dt.datetime.now(dt.UTC).isoformat(),
-        "variant": p.base.name,
-        "scenario": scenario.model_dump(mode="json"),
-        "unit": "one run of two variants side by side, in random order, judged on its own at the scenario's length",
-        "rule": judged["rule"],
         "aa": {**rate(sum(v in CHANGED for v in aa_verdicts), len(aa_verdicts)),
                "verdicts": {v: aa_verdicts.count(v) for v in sorted(set(aa_verdicts))},
                "cycles": [[r["primary"]["n_baseline"], r["primary"]["n_candidate"]] for r in aa],
                "ratios": [r["primary"]["ratio_of_medians"] for r in aa],
                "order_effect": order_effect(aa)},
         "shifts": [],
-        "runs": runs,
     }
+    # Every A/A run judged again with a 2x change planted into its candidate's cycles (spark.calibration).
+    doubled = [r["doubled"]["verdict"] for r in aa if r.get("doubled")]
+    out["power_2x"] = {**rate(sum(v == REGRESSION for v in doubled), len(doubled)),
+                       "verdicts": {v: doubled.count(v) for v in sorted(set(doubled))}}
     for ms in p.shifted:
         mine = [r for r in runs if r["control"] == ms]
+        if not mine:
+            continue
         verdicts = [r["verdict"] for r in mine]
         out["shifts"].append({"delay_ms": ms, **rate(verdicts.count(REGRESSION), len(verdicts)),
                               "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
@@ -155,6 +169,28 @@ def summarise(judged: dict, p: Plan, scenario: Scenario) -> dict:
                               "levels_ms": [[r["primary"]["median_baseline"], r["primary"]["median_candidate"]]
                                             for r in mine]})
     return out
+
+
+def summarise(judged: dict, p: Plan, scenarios: Sequence[Scenario]) -> dict:
+    """The rates pooled over every scenario (``aa``, ``shifts``, ``power_2x``: what a claim about the gate set
+    quotes) and per scenario (``per_scenario``), with every run's judgement (``runs``)."""
+    runs = judged["per_run"]
+    named = {sc.name for sc in scenarios}
+    other = sorted({r["scenario"] for r in runs} - named)
+    if other:
+        raise ConfigError(f"archives of scenario {', '.join(other)}, which the calibration does not name: add "
+                          f"--scenario {other[0]} (or leave its archives out)")
+    return {
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(),
+        "variant": p.base.name,
+        "scenarios": [sc.model_dump(mode="json") for sc in scenarios],
+        "unit": "one run of two variants side by side, in random order, judged on its own at the scenario's length",
+        "rule": judged["rule"],
+        "power_factor": judged["power_factor"],
+        **_controls(runs, p),
+        "per_scenario": {sc.name: _controls([r for r in runs if r["scenario"] == sc.name], p) for sc in scenarios},
+        "runs": runs,
+    }
 
 
 def write(result: dict, out: Path) -> Path:

@@ -53,7 +53,7 @@ def _backend(args: argparse.Namespace) -> object:
 def fetch_command(args: argparse.Namespace) -> int:
     from harness.deploy.local.jars import distribution_for
 
-    for v in _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"])):
+    for v in _built(select(load_variants(args.variants, say=log), args.variants_wanted or ["unpatched"])):
         dist = distribution_for(v.version, v.jars, log=console.print)
         console.print(f"{v.name}: RocketMQ {v.version} jars in {dist.lib}"
                       + (f" ({dist.hybrid})" if dist.hybrid else ""))
@@ -70,7 +70,7 @@ def _built(variants: list[Variant]) -> list[Variant]:
 
 
 def up_command(args: argparse.Namespace) -> int:
-    variants = _built(select(load_variants(args.variants), args.variants_wanted or ["unpatched"]))
+    variants = _built(select(load_variants(args.variants, say=log), args.variants_wanted or ["unpatched"]))
     backend = _backend(args)
     with console.status("starting brokers ..."):
         eps = backend.up(variants)
@@ -89,7 +89,7 @@ def status_command(args: argparse.Namespace) -> int:
 
 def down_command(args: argparse.Namespace) -> int:
     if args.variants_wanted:  # a typo must not read as "nothing was running": the variant may well be
-        select(load_variants(args.variants), args.variants_wanted)
+        select(load_variants(args.variants, say=log), args.variants_wanted)
     stopped = _backend(args).down(args.variants_wanted)
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from harness.cli.options import add_out_file, add_variants_file, scenario_of
+from harness.cli.options import add_out_file, add_variants_file
 from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError, HarnessError
@@ -20,14 +20,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     cal = sub.add_parser("calibrate", help="measure the verdict rule on real brokers: the false-verdict rate of "
                          "two identical builds (A/A) and the detection rate of planted slowdowns")
     cal.add_argument("--variant", default="patched", help="the build to calibrate on (default: patched)")
-    cal.add_argument("--scenario", default="burst", help="scenario file, or a name in workloads/scenarios/")
+    cal.add_argument("--scenario", action="append", dest="scenarios", metavar="SCENARIO",
+                     help="scenario file, or a name in workloads/scenarios/ (repeat; 'gate': the gate set, every "
+                          "scenario marked gate: true; default: burst); each round runs each scenario once")
     cal.add_argument("--runs", type=int, default=60,
-                     help="A/A runs (the build beside a copy), each judged on its own (default 60: with no false "
-                          "verdict, the one-sided 95%% bound of the rate is under 5%%)")
+                     help="A/A runs per scenario (the build beside a copy), each judged on its own (default 60: "
+                          "with no false verdict, the one-sided 95%% bound of the rate is under 5%%)")
     cal.add_argument("--shift-ms", type=int, action="append", dest="shifts",
                      help="a planted wakeup delay, ms (repeatable; default 50)")
     cal.add_argument("--shift-runs", type=int, default=10,
-                     help="runs per planted delay (the build beside the build plus the delay; default 10)")
+                     help="runs per planted delay and scenario judged on the wakeup (the build beside the build "
+                          "plus the delay; default 10)")
     cal.add_argument("--runs-dir", type=dir_or_uri, default=None,
                      help="where the runs' archives go (default: runs/calibration-<time>)")
     cal.add_argument("--archives", type=Path, nargs="+", default=None,
@@ -41,16 +44,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
-    from harness.campaigns import calibrate
+    from harness.campaigns import calibrate, matrix
     from harness.campaigns.loop import Campaign
 
     if args.runs < 1 or args.shift_runs < 0:
         raise ConfigError(f"--runs {args.runs} --shift-runs {args.shift_runs}: at least one A/A run, and no "
                           "negative count of runs per delay")
     rule = VerdictRule.from_args(args)
-    base = select(load_variants(args.variants), [args.variant])[0]
+    base = select(load_variants(args.variants, say=log), [args.variant])[0]
     p = calibrate.plan(base, args.shifts or [50])
-    scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
+    scenarios = matrix.scenarios(args.scenarios or ["burst"]).scenarios
     stamp = f"{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
     out = args.out or Path("bench-results") / f"calibration-{stamp}.json"
     if out.exists():
@@ -60,12 +63,12 @@ def calibrate_command(args: argparse.Namespace) -> int:
     else:
         campaign = Campaign(args.runs_dir or Path("runs") / f"calibration-{stamp}", RunOptions.from_args(args), log,
                             min_variants=2)
-        archives = calibrate.run_all(p, scenario, args.runs, args.shift_runs, campaign)
+        archives = calibrate.run_all(p, scenarios, args.runs, args.shift_runs, campaign)
         if not archives:
             raise HarnessError("every calibration run failed; see the lines above")
     with console.status("judging every run on Spark ..."):
         judged = calibrate.judge(archives, p, rule, log)
-    result = calibrate.summarise(judged, p, scenario)
+    result = calibrate.summarise(judged, p, scenarios)
     calibrate.write(result, out)
     print_calibration(result)
     console.print(f"calibration: {out}")

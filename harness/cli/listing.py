@@ -6,7 +6,7 @@ import argparse
 
 from harness.cli.options import add_variants_file
 from harness.inputs.variants import Variant, load_variants
-from harness.report.console import console
+from harness.report.console import console, log
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +55,6 @@ def build_in_a_word(v: Variant) -> str:
 
 
 def variants_command(args: argparse.Namespace) -> int:
-    variants = load_variants(args.variants)
+    variants = load_variants(args.variants, say=log)
     _rows([(name, build_in_a_word(v), " ".join(v.description.split())) for name, v in variants.items()])
     return 0

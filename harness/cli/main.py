@@ -151,8 +151,8 @@ def parser() -> argparse.ArgumentParser:
                epilog=EXAMPLES[""])
     p.add_argument("--version", action=_Version)
     set_env(p.add_argument("--variants", type=Path, default=None, metavar="FILE",
-                           help="variants file: your own builds can live outside the repository; also accepted "
-                                "after the command (default: workloads/variants.yaml)"), VARIANTS_FILE_ENV)
+                           help="a variants file of your own builds, added to the built-in ones (workloads/"
+                                "variants.yaml); also accepted after the command"), VARIANTS_FILE_ENV)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parsers(sub)

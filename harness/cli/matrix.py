@@ -45,7 +45,7 @@ def matrix_command(args: argparse.Namespace) -> int:
     from spark.jobs.matrix import parser as matrix_parser
     from spark.jobs.matrix import run as run_matrix
 
-    variants = select(load_variants(args.variants), args.variants_wanted)
+    variants = select(load_variants(args.variants, say=log), args.variants_wanted)
     refuse_existing(args.out)
     not_applicable: dict[str, str] = {}
     if args.archives:

@@ -153,8 +153,9 @@ def add_variants_file(parser: argparse.ArgumentParser) -> None:
     """--variants FILE, for every command that reads the variants file: also after the command's name (the top
     parser's --variants, before it, is the same option; this one wins when both are given)."""
     set_env(parser.add_argument("--variants", type=Path, default=argparse.SUPPRESS, metavar="FILE",
-                                help="variants file: your own builds, outside the repository (default: "
-                                     "workloads/variants.yaml)"), VARIANTS_FILE_ENV)
+                                help="a variants file of your own builds, added to the built-in ones "
+                                     "(workloads/variants.yaml; a name in both is yours); its relative paths "
+                                     "resolve against its folder"), VARIANTS_FILE_ENV)
 
 
 def add_out_file(parser: argparse.ArgumentParser, default: str) -> None:

@@ -56,7 +56,7 @@ def ramp_command(args: argparse.Namespace) -> int:
 
     if args.duration <= 0:
         raise ConfigError(f"--duration {args.duration:g}: seconds of load per step, above 0 (default 40)")
-    variants = select(load_variants(args.variants), args.variants_wanted)
+    variants = select(load_variants(args.variants, say=log), args.variants_wanted)
     scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
     if args.grpc_client is None and scenario.protocol == "grpc":
         args.grpc_client = "native"

@@ -111,9 +111,9 @@ def run_command(args: argparse.Namespace) -> int:
     from harness.run.site import SITES
 
     scenario = scenario_of(args)
-    variants = select(load_variants(args.variants), args.variants_wanted or ["unpatched"])
-    _check_compare(args, [v.name for v in variants])
     out = progress_console(args.format)
+    variants = select(load_variants(args.variants, say=log_to(out)), args.variants_wanted or ["unpatched"])
+    _check_compare(args, [v.name for v in variants])
     # The bars live in a terminal; piped (a CI log) they would print once, at the end, what the summary says.
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), TimeElapsedColumn(),
                         TextColumn("{task.fields[counts]}"), console=out, disable=not out.is_terminal)

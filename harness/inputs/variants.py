@@ -8,7 +8,7 @@ external cluster (``endpoints:``), which the harness measures as deployed and ne
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -61,7 +61,8 @@ class JavaAgent(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    jar: str = Field(description="path to the agent jar, absolute or relative to the repository root")
+    jar: str = Field(description="path to the agent jar, absolute or relative to the variants file's folder (the "
+                     "built-in file's: to the repository root)")
     options: str = Field("", description="the agent's argument string")
 
     def path(self) -> Path:
@@ -172,8 +173,23 @@ def _describe(err: ValidationError, source: str, prefix: str = "") -> str:
     return f"{source}: {where + ': ' if where else ''}{msg}{tail}"
 
 
-def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Variant]:
-    """Validate parsed YAML; raise ConfigError naming the first bad field."""
+def _anchored(body: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """A variant's settings with its relative paths (``jars:``, ``agents[].jar``) made absolute against ``folder``,
+    the folder of the file that names them."""
+    out = dict(body)
+    if isinstance(out.get("jars"), str) and not Path(out["jars"]).expanduser().is_absolute():
+        out["jars"] = str(folder / out["jars"])
+    def relative(agent: object) -> bool:
+        return isinstance(agent, Mapping) and isinstance(agent.get("jar"), str) and not Path(agent["jar"]).is_absolute()
+
+    if isinstance(out.get("agents"), list):
+        out["agents"] = [{**a, "jar": str(folder / a["jar"])} if relative(a) else a for a in out["agents"]]
+    return out
+
+
+def parse_variants(data: Any, source: str = "variants.yaml", folder: Path | None = None) -> dict[str, Variant]:
+    """Validate parsed YAML; raise ConfigError naming the first bad field. ``folder``: relative paths resolve
+    against it (a user's file: its own folder; the built-in file's name the repository's files, from its root)."""
     try:
         doc = VariantsFile.model_validate(data)
     except ValidationError as e:
@@ -183,17 +199,34 @@ def parse_variants(data: Any, source: str = "variants.yaml") -> dict[str, Varian
         if not isinstance(body, Mapping):
             raise ConfigError(f"{source}: variants.{one_line(name)}: expected a mapping of settings")
         try:
-            out[name] = Variant.model_validate({**body, "name": name})
+            out[name] = Variant.model_validate({**(_anchored(body, folder) if folder else body), "name": name})
         except ValidationError as e:
             raise ConfigError(_describe(e, source, f"variants.{name}")) from None
         out[name]._source = source
     return out
 
 
-def load_variants(path: Path | None = None) -> dict[str, Variant]:
-    path = path or DEFAULT_VARIANTS_FILE
+def _read(path: Path, own_folder: bool) -> dict[str, Variant]:
+    """A variants file's variants; ``own_folder``: its relative paths resolve against its folder."""
     data = read_yaml(path, "variants file; pass --variants FILE", "no such variants file; pass --variants FILE")
-    return parse_variants(data, one_line(path))
+    return parse_variants(data, one_line(path), path.expanduser().resolve().parent if own_folder else None)
+
+
+def load_variants(path: Path | None = None, say: Callable[[str], None] | None = None) -> dict[str, Variant]:
+    """The built-in variants (workloads/variants.yaml), and those of ``path``, a user's file, added to them: a name
+    in both is the file's, said once through ``say``. A user's file resolves its relative paths against its own
+    folder."""
+    builtin = _read(DEFAULT_VARIANTS_FILE, own_folder=False)
+    if path is None:
+        return builtin
+    theirs = _read(path, own_folder=True)
+    if path.expanduser().resolve() == DEFAULT_VARIANTS_FILE.resolve():
+        return builtin
+    replaced = sorted(set(builtin) & set(theirs))
+    if replaced and say:
+        say(f"variants file {path}: {', '.join(replaced)} replace{'s' if len(replaced) == 1 else ''} the built-in "
+            f"variant{'s' if len(replaced) > 1 else ''} of the same name")
+    return {**builtin, **theirs}
 
 
 def select(variants: Mapping[str, Variant], names: list[str]) -> list[Variant]:

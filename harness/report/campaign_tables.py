@@ -68,23 +68,27 @@ def print_ramp(result: dict) -> None:
 
 
 def print_calibration(result: dict) -> None:
-    def pct(r: dict) -> str:
-        if r["rate"] is None:
+    """A row per scenario and one pooled over them (files before the gate set's calibration: the pooled one only):
+    A/A false verdicts, the detections of a 2x change planted into the A/A runs, each planted delay's."""
+    def pct(r: dict | None, claim: str = "upper") -> str:
+        """A rate with the bound its claim quotes: at most (false verdicts), at least (detections)."""
+        if not r or r["rate"] is None:
             return "-"
-        bound = f"; at most {r['upper']:.1%} (one-sided 95%)" if r.get("upper") is not None else ""
-        return f"{r['rate']:.0%} ({r['k']}/{r['n']}; 95% CI {r['ci'][0]:.0%}-{r['ci'][1]:.0%}{bound})"
+        bound = f"; at {'most' if claim == 'upper' else 'least'} {r[claim]:.1%}" if r.get(claim) is not None else ""
+        return f"{r['rate']:.0%} ({r['k']}/{r['n']}{bound})"
 
-    t = Table(title=f"the verdict rule on {result['variant']}, each run judged on its own")
-    for col in ("control", "what counts", "rate", "verdicts"):
+    delays = [s["delay_ms"] for s in result["shifts"]]
+    t = Table(title=f"the verdict rule on {result['variant']}, each run judged on its own (bounds: one-sided 95%)")
+    for col in ("scenario", "A/A: false verdicts", f"{result.get('power_factor', 2.0):g}x planted: detected",
+                *(f"+{ms} ms on every wakeup: detected" for ms in delays)):
         t.add_column(col)
-    aa = result["aa"]
-    t.add_row("A/A: two identical builds", "improvement or regression (false)", pct(aa),
-              ", ".join(f"{k} {v}" for k, v in aa["verdicts"].items()))
-    for s in result["shifts"]:
-        t.add_row(f"+{s['delay_ms']} ms on every wakeup", "regression (detected)", pct(s),
-                  ", ".join(f"{k} {v}" for k, v in s["verdicts"].items()))
+    sections = [*result.get("per_scenario", {}).items(), ("all" if result.get("per_scenario") else "", result)]
+    for name, r in sections:
+        shifts = {s["delay_ms"]: s for s in r["shifts"]}
+        t.add_row(name, pct(r["aa"]), pct(r.get("power_2x"), "lower"),
+                  *(pct(shifts.get(ms), "lower") for ms in delays))
     print_whole(t)
-    effect = aa.get("order_effect")
+    effect = result["aa"].get("order_effect")
     if effect:
         console.console.print(f"order: the variant brought up second was {effect['second_over_first']:.3g}x the "
                               f"first (95% CI {effect['ci'][0]:.3g}-{effect['ci'][1]:.3g}; slower in "

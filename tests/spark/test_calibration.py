@@ -19,6 +19,11 @@ def test_each_run_is_judged_on_its_own_against_the_control_it_ran_beside(spark, 
     assert set(by) == {"aa-1", "plus-1"} and judged["rule"] == VerdictRule().as_dict()
     assert (by["aa-1"]["control"], by["aa-1"]["candidate"]) == ("aa", "patched-copy")
     assert (by["plus-1"]["control"], by["plus-1"]["verdict"]) == (50, "regression")
+    # Each run judged again with a 2x change planted into its candidate's cycles: the power on its own spread.
+    doubled, primary = by["aa-1"]["doubled"], by["aa-1"]["primary"]
+    assert judged["power_factor"] == 2.0 and doubled["verdict"] in ("regression", "inconclusive")
+    assert doubled["ratio_of_medians"] == pytest.approx(2.0 * primary["ratio_of_medians"])
+    assert by["aa-1"]["scenario"] == by["plus-1"]["scenario"] is not None
     # What it was judged on: the primary metric's level of every cycle of that run alone, per side.
     levels = by["plus-1"]["cycle_levels"]
     assert len(levels["baseline"]) == by["plus-1"]["primary"]["n_baseline"] == 8

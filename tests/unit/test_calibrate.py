@@ -70,3 +70,69 @@ def test_the_order_effect_is_the_second_up_over_the_first_whoever_was_the_baseli
     assert calibrate.order_effect(records[:2]) is None  # too few to say
     given = [{**r, "variant_order": {**r["variant_order"], "how": "given"}} for r in records]
     assert calibrate.order_effect(given) is None  # only a random order says anything about order
+
+
+def test_a_calibration_of_several_scenarios_runs_them_round_by_round_and_delays_only_those_judged_on_the_wakeup():
+    from harness.inputs.catalogue import load_scenario
+
+    burst, whole_poll = load_scenario("burst"), load_scenario("v2-whole-poll")  # wakeup_ms; stalled
+    p = calibrate.plan(load_variants()["patched"], [50])
+
+    class Recorder:  # the campaign's two calls, recorded (the runs themselves are the integration layer's)
+        def __init__(self):
+            self.runs = []
+
+        def check(self, scenarios, variants):
+            self.checked = [s.name for s in scenarios]
+
+        def run(self, scenario, variants, label):
+            self.runs.append((scenario.name, [v.name for v in variants][1]))
+
+        def finish(self):
+            return type("Done", (), {"archives": [f"a{i}" for i in range(len(self.runs))]})()
+
+    campaign = Recorder()
+    assert len(calibrate.run_all(p, [burst, whole_poll], 2, 1, campaign)) == 5
+    assert campaign.checked == ["burst", "v2-whole-poll"]
+    assert campaign.runs == [("burst", "patched-copy"), ("burst", "patched-plus50ms"),
+                             ("v2-whole-poll", "patched-copy"),
+                             ("burst", "patched-copy"), ("v2-whole-poll", "patched-copy")]
+
+
+def _judged(scenario: str, control, verdict: str, doubled: str) -> dict:
+    return {"control": control, "scenario": scenario, "verdict": verdict, "variant_order": None,
+            "doubled": doubled and {"verdict": doubled},
+            "primary": {"n_baseline": 10, "n_candidate": 10, "ratio_of_medians": 1.0, "median_baseline": 10.0,
+                        "median_candidate": 10.0}}
+
+
+def test_the_rates_are_given_per_scenario_and_pooled_over_the_set():
+    from harness.inputs.catalogue import load_scenario
+
+    scenarios = [load_scenario("burst"), load_scenario("lapse")]
+    p = calibrate.plan(load_variants()["patched"], [50])
+    runs = ([_judged("burst", "aa", "inconclusive", "regression")] * 9
+            + [_judged("burst", "aa", "regression", "regression")]
+            + [_judged("lapse", "aa", "equivalent", "inconclusive")] * 10
+            + [_judged("burst", 50, "regression", None)] * 3)
+    result = calibrate.summarise({"rule": {}, "power_factor": 2.0, "per_run": runs}, p, scenarios)
+    assert (result["aa"]["k"], result["aa"]["n"]) == (1, 20)  # pooled: what a claim about the set quotes
+    burst, lapse = result["per_scenario"]["burst"], result["per_scenario"]["lapse"]
+    assert (burst["aa"]["k"], burst["aa"]["n"], lapse["aa"]["k"], lapse["aa"]["n"]) == (1, 10, 0, 10)
+    assert (burst["power_2x"]["k"], lapse["power_2x"]["k"], result["power_2x"]["n"]) == (10, 0, 20)
+    assert [(s["delay_ms"], s["k"], s["n"]) for s in burst["shifts"]] == [(50, 3, 3)] and lapse["shifts"] == []
+    assert [s["name"] for s in result["scenarios"]] == ["burst", "lapse"]
+    with pytest.raises(ConfigError, match="--scenario lapse"):  # archives of a scenario not named
+        calibrate.summarise({"rule": {}, "power_factor": 2.0, "per_run": runs}, p, scenarios[:1])
+
+
+def test_a_planted_2x_doubles_a_latency_and_a_share():
+    import numpy as np
+
+    from spark.calibration import planted
+
+    assert planted(np.array([10.0, 20.0]), "median").tolist() == [20.0, 40.0]
+    share = planted(np.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0]), "share")
+    assert share.mean() == 2 * 2 / 6
+    assert planted(np.array([1.0, 1.0, 0.0]), "share").tolist() == [1.0, 1.0, 1.0]  # capped: every value 1
+    assert planted(np.array([0.0, 0.0]), "share").tolist() == [0.0, 0.0]  # nothing to double

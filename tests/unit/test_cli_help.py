@@ -132,8 +132,11 @@ def test_list_scenarios_and_variants_one_line_each(tmp_path: Path, capsys):
                         "    agents: [{jar: broker-patches/target/pop-retry-wakeup.jar}]\n"
                         "  theirs: {endpoints: {namesrv: 'h:9876'}, description: their cluster}\n")
     assert main(["list", "variants", "--variants", str(variants)]) == 0
-    assert [r.split() for r in capsys.readouterr().out.splitlines()] == [
-        ["mine", "5.3.3+pop-retry-wakeup", "my", "build"], ["theirs", "endpoints", "h:9876", "their", "cluster"]]
+    rows = [r.split() for r in capsys.readouterr().out.splitlines()]
+    # the file's beside the built-in ones
+    assert ["mine", "5.3.3+pop-retry-wakeup", "my", "build"] in rows
+    assert ["theirs", "endpoints", "h:9876", "their", "cluster"] in rows
+    assert {"unpatched", "patched"} <= {r[0] for r in rows}
 
 
 def test_version_names_the_commit(capsys):

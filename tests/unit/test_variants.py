@@ -72,3 +72,34 @@ def test_select_keeps_order_and_lists_known_on_error():
     assert [v.name for v in select(variants, ["b", "a", "b"])] == ["b", "a"]
     with pytest.raises(ConfigError, match="unknown variant 'c'; known variants: a, b"):
         select(variants, ["c"])
+
+
+def test_a_variants_file_adds_to_the_built_in_ones_and_a_name_in_both_is_the_files(tmp_path: Path):
+    own = tmp_path / "mine" / "variants.yaml"
+    own.parent.mkdir()
+    own.write_text("variants:\n  theirs: {endpoints: {namesrv: 'h:9876'}}\n"
+                   "  patched: {version: '5.4.0', description: my patched}\n")
+    said = []
+    variants = load_variants(own, say=said.append)
+    # theirs beside the built-in unpatched, as a file defining only theirs is used: compared against the built-ins
+    assert [v.name for v in select(variants, ["theirs", "unpatched"])] == ["theirs", "unpatched"]
+    assert variants["patched"].version == "5.4.0" and variants["patched"].source == str(own)
+    assert variants["upstream-5.4.0"].version == "5.4.0"  # the rest as built in
+    assert said == [f"variants file {own}: patched replaces the built-in variant of the same name"]
+    assert load_variants(own, say=said.append) and len(said) == 2  # said once per load, not per variant use
+    said.clear()
+    load_variants(DEFAULT_VARIANTS_FILE, say=said.append)
+    assert said == []  # the built-in file named: nothing replaced
+
+
+def test_relative_paths_in_a_variants_file_resolve_against_its_folder(tmp_path: Path, monkeypatch):
+    own = tmp_path / "conf" / "variants.yaml"
+    own.parent.mkdir()
+    own.write_text("variants:\n  mine:\n    version: '5.3.3'\n    jars: ../build/lib\n"
+                   "    agents: [{jar: agents/fix.jar}, {jar: /abs/probe.jar}]\n")
+    monkeypatch.chdir(tmp_path)  # not the repository, and not the file's folder
+    v = load_variants(Path("conf/variants.yaml"))["mine"]
+    assert v.jars == tmp_path / "conf" / ".." / "build" / "lib"
+    assert [a.path() for a in v.agents] == [tmp_path / "conf" / "agents" / "fix.jar", Path("/abs/probe.jar")]
+    # the built-in file's name the repository's own files, from its root
+    assert load_variants()["patched"].agents[0].jar == "broker-patches/target/pop-retry-wakeup.jar"
