@@ -154,8 +154,8 @@ def add_variants_file(parser: argparse.ArgumentParser) -> None:
     parser's --variants, before it, is the same option; this one wins when both are given)."""
     set_env(parser.add_argument("--variants", type=Path, default=argparse.SUPPRESS, metavar="FILE",
                                 help="a variants file of your own builds, added to the built-in ones "
-                                     "(workloads/variants.yaml; a name in both is yours); its relative paths "
-                                     "resolve against its folder"), VARIANTS_FILE_ENV)
+                                     "(workloads/variants.yaml; a name in both is yours); a relative path is "
+                                     "taken from its folder when there"), VARIANTS_FILE_ENV)
 
 
 def add_out_file(parser: argparse.ArgumentParser, default: str) -> None:

@@ -7,6 +7,7 @@ external cluster (``endpoints:``), which the harness measures as deployed and ne
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -61,8 +62,8 @@ class JavaAgent(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    jar: str = Field(description="path to the agent jar, absolute or relative to the variants file's folder (the "
-                     "built-in file's: to the repository root)")
+    jar: str = Field(description="path to the agent jar: absolute, or relative to the variants file's folder when "
+                     "it is there, else to the repository root")
     options: str = Field("", description="the agent's argument string")
 
     def path(self) -> Path:
@@ -174,16 +175,22 @@ def _describe(err: ValidationError, source: str, prefix: str = "") -> str:
 
 
 def _anchored(body: Mapping[str, Any], folder: Path) -> dict[str, Any]:
-    """A variant's settings with its relative paths (``jars:``, ``agents[].jar``) made absolute against ``folder``,
-    the folder of the file that names them."""
-    out = dict(body)
-    if isinstance(out.get("jars"), str) and not Path(out["jars"]).expanduser().is_absolute():
-        out["jars"] = str(folder / out["jars"])
-    def relative(agent: object) -> bool:
-        return isinstance(agent, Mapping) and isinstance(agent.get("jar"), str) and not Path(agent["jar"]).is_absolute()
+    """A variant's settings with its relative paths (``jars:``, ``agents[].jar``) taken from ``folder``, the folder of
+    the file that names them, when they are there; a path not found there keeps its meaning from before files could
+    be layered (an agent's from the repository root, as a chart's variants file names the image's agents; jars from
+    the current directory)."""
+    def here(value: object) -> str | None:
+        if not isinstance(value, str) or "\0" in value or Path(value).expanduser().is_absolute():
+            return None
+        candidate = folder / value
+        return str(candidate) if candidate.exists() else None
 
+    out = dict(body)
+    if here(out.get("jars")):
+        out["jars"] = here(out["jars"])
     if isinstance(out.get("agents"), list):
-        out["agents"] = [{**a, "jar": str(folder / a["jar"])} if relative(a) else a for a in out["agents"]]
+        out["agents"] = [{**a, "jar": here(a.get("jar"))} if isinstance(a, Mapping) and here(a.get("jar")) else a
+                         for a in out["agents"]]
     return out
 
 
@@ -207,16 +214,29 @@ def parse_variants(data: Any, source: str = "variants.yaml", folder: Path | None
 
 
 def _read(path: Path, own_folder: bool) -> dict[str, Variant]:
-    """A variants file's variants; ``own_folder``: its relative paths resolve against its folder."""
+    """A variants file's variants; ``own_folder``: its relative paths are taken from its folder when there."""
     data = read_yaml(path, "variants file; pass --variants FILE", "no such variants file; pass --variants FILE")
     return parse_variants(data, one_line(path), path.expanduser().resolve().parent if own_folder else None)
 
 
+@functools.lru_cache(maxsize=4)
+def _builtin_as_of(path: Path, stamp: tuple[int, int]) -> dict[str, Variant]:
+    return _read(path, own_folder=False)
+
+
+def _builtin() -> dict[str, Variant]:
+    """The built-in variants, parsed once per version of the file (every user file's load reads them, about 20 ms
+    a parse), each call its own copies (a caller may change a variant it was given)."""
+    st = DEFAULT_VARIANTS_FILE.stat()
+    return {k: v.model_copy(deep=True) for k, v in _builtin_as_of(DEFAULT_VARIANTS_FILE,
+                                                                 (st.st_mtime_ns, st.st_size)).items()}
+
+
 def load_variants(path: Path | None = None, say: Callable[[str], None] | None = None) -> dict[str, Variant]:
     """The built-in variants (workloads/variants.yaml), and those of ``path``, a user's file, added to them: a name
-    in both is the file's, said once through ``say``. A user's file resolves its relative paths against its own
-    folder."""
-    builtin = _read(DEFAULT_VARIANTS_FILE, own_folder=False)
+    in both is the file's, said once through ``say``. A user's file's relative paths are taken from its own folder
+    when they are there (``_anchored``)."""
+    builtin = _builtin()
     if path is None:
         return builtin
     theirs = _read(path, own_folder=True)

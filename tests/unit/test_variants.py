@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import ConfigError
-from harness.core.paths import DEFAULT_VARIANTS_FILE
+from harness.core.paths import DEFAULT_VARIANTS_FILE, REPO_ROOT
 from harness.inputs.variants import load_variants, parse_variants, select
 
 
@@ -94,12 +94,17 @@ def test_a_variants_file_adds_to_the_built_in_ones_and_a_name_in_both_is_the_fil
 
 def test_relative_paths_in_a_variants_file_resolve_against_its_folder(tmp_path: Path, monkeypatch):
     own = tmp_path / "conf" / "variants.yaml"
-    own.parent.mkdir()
+    (tmp_path / "conf" / "agents").mkdir(parents=True)
+    (tmp_path / "conf" / "agents" / "fix.jar").write_bytes(b"")
+    (tmp_path / "build" / "lib").mkdir(parents=True)
     own.write_text("variants:\n  mine:\n    version: '5.3.3'\n    jars: ../build/lib\n"
-                   "    agents: [{jar: agents/fix.jar}, {jar: /abs/probe.jar}]\n")
+                   "    agents: [{jar: agents/fix.jar}, {jar: /abs/probe.jar},\n"
+                   "             {jar: broker-patches/target/pop-retry-wakeup.jar}]\n")
     monkeypatch.chdir(tmp_path)  # not the repository, and not the file's folder
     v = load_variants(Path("conf/variants.yaml"))["mine"]
     assert v.jars == tmp_path / "conf" / ".." / "build" / "lib"
-    assert [a.path() for a in v.agents] == [tmp_path / "conf" / "agents" / "fix.jar", Path("/abs/probe.jar")]
-    # the built-in file's name the repository's own files, from its root
+    # beside the file; absolute; not beside the file: from the repository root, as before files were layered (a
+    # chart's variants file names the image's agents so)
+    assert [a.path() for a in v.agents] == [tmp_path / "conf" / "agents" / "fix.jar", Path("/abs/probe.jar"),
+                                            REPO_ROOT / "broker-patches" / "target" / "pop-retry-wakeup.jar"]
     assert load_variants()["patched"].agents[0].jar == "broker-patches/target/pop-retry-wakeup.jar"
