@@ -14,6 +14,9 @@ VARIANT_FLAGS := $(foreach v,$(VARIANTS),--variant $(v))
 # Set-up steps whose tools talk a lot say one line; their whole output goes to a log here, named when they fail.
 SETUP_LOGS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rmq-harness/setup-logs
 QUIETLY := tools/quietly.sh
+# $(call apt_install,LOG,PACKAGES): apt-get install PACKAGES (a shell word list), quietly, its output in apt-LOG.log.
+apt_install = $(QUIETLY) $(SETUP_LOGS)/apt-$(1).log "installing $(2) with apt" sh -c "apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2)"
 
 AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/pop-retry-read.jar broker-patches/target/pop-wakeup-probe.jar \
 	broker-patches/target/loopback-bind.jar broker-patches/target/pop-wakeup-delay.jar broker-patches/target/pop-fault.jar \
@@ -35,8 +38,7 @@ system-packages:
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install$$missing" >&2; exit 1; fi; \
-	  $(QUIETLY) $(SETUP_LOGS)/apt-system.log "installing$$missing with apt" sh -c "apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing"; \
+	  $(call apt_install,system,$${missing# }); \
 	fi
 
 python: $(STAMP)
@@ -70,8 +72,7 @@ test-agents:
 browser-tools:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root (or sudo) to apt-get install chromium chromium-driver" >&2; exit 1; fi; \
-	  $(QUIETLY) $(SETUP_LOGS)/apt-browser.log "installing chromium chromium-driver with apt" sh -c "apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver"; }
+	  $(call apt_install,browser,chromium chromium-driver); }
 
 lint: python
 	$(BIN)/ruff check .
@@ -234,8 +235,7 @@ cluster-packages:
 	@missing=""; for p in $(CLUSTER_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "error: need root to apt-get install$$missing" >&2; exit 1; fi; \
-	  $(QUIETLY) $(SETUP_LOGS)/apt-cluster.log "installing$$missing with apt" sh -c "apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing"; \
+	  $(call apt_install,cluster,$${missing# }); \
 	fi
 
 # Kubernetes, etcd, CoreDNS and the pause program, built once per pinned version (cold ~15 min on 2 cores).

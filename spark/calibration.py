@@ -12,7 +12,7 @@ import numpy as np
 
 from harness.contracts.verdict import SHARE, STATISTIC, VerdictRule, level
 from harness.core.errors import ConfigError
-from spark.comparison import Collected, analyse, collect, nested_runs, runs_by_id
+from spark.comparison import Collected, analyse, collect, nested_runs, sides_of
 from spark.io import Archive, load_archives
 from spark.stats import compare, decide
 
@@ -39,10 +39,9 @@ def _with_change(data: Collected, base: str, other: str, rule: VerdictRule, run_
     """The run's primary comparison with POWER_FACTOR planted into the candidate's cycles (the primary is tested
     alone: its family's first test): its verdict, and the effect it was judged on."""
     statistic = STATISTIC[metric]
-    samples = data.samples[data.samples["run_id"] == run_id]
-    b, c = (runs_by_id(samples, scenario, v, metric) for v in (base, other))
-    cand = [[planted(cycle, statistic) for cycle in run] for run in c.values()]
-    result = compare(list(b.values()), cand, rule, statistic, (list(b), list(c)))
+    both = sides_of(data.samples[data.samples["run_id"] == run_id], scenario, base, other, metric)
+    both["cand"] = [[planted(cycle, statistic) for cycle in run] for run in both["cand"]]
+    result = compare(rule=rule, statistic=statistic, **both)
     return {"verdict": decide(result, result["p_value"], 1, rule)[0],
             **{k: result[k] for k in ("ratio_of_medians", "difference", "ci")}}
 

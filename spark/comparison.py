@@ -182,7 +182,7 @@ def runs_by_id(samples: pd.DataFrame, scenario: str, variant: str, metric: str) 
             for run_id, run in sub.groupby("run_id", sort=True)}
 
 
-def _sides(samples: pd.DataFrame, scenario: str, baseline: str, candidate: str, metric: str) -> dict:
+def sides_of(samples: pd.DataFrame, scenario: str, baseline: str, candidate: str, metric: str) -> dict:
     """compare()'s arguments for one comparison: both sides' runs, and which runs they are."""
     b, c = (runs_by_id(samples, scenario, v, metric) for v in (baseline, candidate))
     return {"base": list(b.values()), "cand": list(c.values()), "runs": (list(b), list(c))}
@@ -216,7 +216,7 @@ def analyse(c: Collected, baseline: str, candidate: str, rule: VerdictRule, run_
     scenarios = sorted({s for s, v in sides if v == baseline} & {s for s, v in sides if v == candidate})
     comparisons = [
         {"scenario": s, "metric": m, "primary": m == primary,
-         **compare(rule=rule, statistic=STATISTIC[m], **_sides(samples, s, baseline, candidate, m))}
+         **compare(rule=rule, statistic=STATISTIC[m], **sides_of(samples, s, baseline, candidate, m))}
         for s in scenarios for primary in [c.scenarios[s].verdict_metric]
         for m in dict.fromkeys([primary, *COMPARED])
     ]

@@ -16,6 +16,11 @@ from harness.report.campaign_tables import print_ramp
 from harness.report.console import console, log
 from harness.report.run_tables import print_summary
 
+# A ramp's gRPC client unless told otherwise: its rates are what the official one cannot drive (it spends about six
+# times the CPU per delivery: bench-results/workload.json), and both measure seconds-scale waits alike
+# (grpc_client_parity).
+GRPC_CLIENT = "native"
+
 
 def rates(value: str) -> list[float]:
     try:
@@ -43,10 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/)")
     rp.add_argument("--out", type=Path, default=None, help="where ramp.json goes (default: reports/<time>-ramp)")
     add_variants_file(rp)
-    # The native client by default: a ramp's rates are what the official one cannot drive (it spends about six times
-    # the CPU per delivery: bench-results/workload.json), and both measure seconds-scale waits alike
-    # (grpc_client_parity).
-    add_run_options(rp, grpc_client_default="native")
+    add_run_options(rp, grpc_client_default=GRPC_CLIENT)
     rp.set_defaults(func=ramp_command, grpc_client=None)  # None: native for a gRPC scenario (a remoting one has none)
 
 
@@ -59,7 +61,7 @@ def ramp_command(args: argparse.Namespace) -> int:
     variants = select(load_variants(args.variants, say=log), args.variants_wanted)
     scenario = scenario_of(argparse.Namespace(scenario=args.scenario))
     if args.grpc_client is None and scenario.protocol == "grpc":
-        args.grpc_client = "native"
+        args.grpc_client = GRPC_CLIENT
     ramp.check(scenario, args.rates, args.rules, args.duration)
     out = args.out or Path("reports") / f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-ramp"
     refuse_existing(out)

@@ -186,17 +186,17 @@ def _anchored(body: Mapping[str, Any], folder: Path) -> dict[str, Any]:
         return str(candidate) if candidate.exists() else None
 
     out = dict(body)
-    if here(out.get("jars")):
-        out["jars"] = here(out["jars"])
+    if jars := here(out.get("jars")):
+        out["jars"] = jars
     if isinstance(out.get("agents"), list):
-        out["agents"] = [{**a, "jar": here(a.get("jar"))} if isinstance(a, Mapping) and here(a.get("jar")) else a
+        out["agents"] = [{**a, "jar": jar} if isinstance(a, Mapping) and (jar := here(a.get("jar"))) else a
                          for a in out["agents"]]
     return out
 
 
 def parse_variants(data: Any, source: str = "variants.yaml", folder: Path | None = None) -> dict[str, Variant]:
-    """Validate parsed YAML; raise ConfigError naming the first bad field. ``folder``: relative paths resolve
-    against it (a user's file: its own folder; the built-in file's name the repository's files, from its root)."""
+    """Validate parsed YAML; raise ConfigError naming the first bad field. ``folder``: relative paths are taken from
+    it when there (``_anchored``; a user's file: its own folder; the built-in file's name the repository's files)."""
     try:
         doc = VariantsFile.model_validate(data)
     except ValidationError as e:
@@ -232,16 +232,21 @@ def _builtin() -> dict[str, Variant]:
                                                                  (st.st_mtime_ns, st.st_size)).items()}
 
 
+def _is_builtin(path: Path) -> bool:
+    try:
+        return path.expanduser().resolve() == DEFAULT_VARIANTS_FILE.resolve()
+    except (OSError, ValueError):  # a path no file can have: reading it says what is wrong
+        return False
+
+
 def load_variants(path: Path | None = None, say: Callable[[str], None] | None = None) -> dict[str, Variant]:
     """The built-in variants (workloads/variants.yaml), and those of ``path``, a user's file, added to them: a name
     in both is the file's, said once through ``say``. A user's file's relative paths are taken from its own folder
     when they are there (``_anchored``)."""
     builtin = _builtin()
-    if path is None:
+    if path is None or _is_builtin(path):
         return builtin
     theirs = _read(path, own_folder=True)
-    if path.expanduser().resolve() == DEFAULT_VARIANTS_FILE.resolve():
-        return builtin
     replaced = sorted(set(builtin) & set(theirs))
     if replaced and say:
         say(f"variants file {path}: {', '.join(replaced)} replace{'s' if len(replaced) == 1 else ''} the built-in "
