@@ -234,10 +234,13 @@ class ExternalBackend:
             except (remoting.RemotingError, OSError) as e:
                 self.log(f"warning: {ep.variant}: could not list the run's topics on {broker}: {e}")
                 continue
-            for group in groups:
-                self._try(lambda b=broker, g=group: remoting.delete_group(b, g), ep, removed, f"group {group}")
+            # Topics before groups: the broker's revive service and a pop woken from its long poll look the
+            # topic up first and then the group, which they create again when it is gone (autoCreateSubscription
+            # Group); with the topic gone first they stop there.
             for topic in topics:
                 self._try(lambda b=broker, t=topic: remoting.delete_topic(b, t), ep, removed, f"topic {topic}")
+            for group in groups:
+                self._try(lambda b=broker, g=group: remoting.delete_group(b, g), ep, removed, f"group {group}")
             routes.update(topics)
         # The routes last, once every master has dropped the topic: a master still holding it would register
         # the route again with its next heartbeat.

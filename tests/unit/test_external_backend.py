@@ -106,6 +106,10 @@ def test_down_removes_only_the_runs_own_names_and_nothing_when_kept(cluster):
         [f"PopBurstTopic{tag}", f"%RETRY%PopBurstGroup{tag}_PopBurstTopic{tag}"])
     assert [x[2] for x in cluster["deleted"] if x[0] == "group"] == [f"PopBurstGroup{tag}"]
     assert len(backend.report("staging")["removed"]) == 3
+    # A master's topics go before its groups: its revive service would create a deleted group again while the
+    # topic is there; the routes go last.
+    kinds = [x[0] for x in cluster["deleted"]]
+    assert kinds == ["topic", "topic", "group", "route", "route"]
     cluster["deleted"].clear()
     kept = external.ExternalBackend([_staging()], "grpc", "r", log=lambda _m: None, keep=True)
     kept.preflight(load_scenario("burst"))
