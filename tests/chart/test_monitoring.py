@@ -10,13 +10,16 @@ from pathlib import Path
 
 import yaml
 
+from harness.cli.main import parser
 from harness.core.paths import REPO_ROOT
 from harness.deploy.k8s import naming
-from tests.chart.helm import CHART, find, one, render
+from harness.inputs.variants import load_variants
+from tests.chart.helm import CHART, NAMESPACE, find, one, render
 
 PROFILE = "06-kube-prometheus-stack-values.yaml"
 ALERTS = ("RmqHarnessRetryWakeupSlow", "RmqHarnessRetriesWaitForAPoll", "RmqHarnessRetriesNotRedelivered",
-          "RmqHarnessDeliveriesStopped", "RmqHarnessCrossTopicDeliveries", "RmqHarnessClientErrors")
+          "RmqHarnessDeliveriesStopped", "RmqHarnessMessagesOverdue", "RmqHarnessMessagesLost",
+          "RmqHarnessCrossTopicDeliveries", "RmqHarnessClientErrors")
 
 
 def _meta_label(pod_label: str) -> str:
@@ -82,7 +85,7 @@ def _rules_file(tmp_path: Path, groups: list[dict], annotations: bool = True) ->
 def test_promtool_accepts_the_rules_and_their_templates(rendered, tmp_path: Path):
     path = _rules_file(tmp_path, _own_groups(rendered[PROFILE]))
     out = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True)
-    assert out.returncode == 0 and "6 rules found" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and f"{len(ALERTS)} rules found" in out.stdout, out.stdout + out.stderr
 
 
 def _series(name: str, values: str, **labels: str) -> dict:
@@ -121,6 +124,12 @@ def test_each_alert_fires_for_its_defect_and_not_for_a_healthy_group(rendered, t
         _series("rmq_harness_deliveries_total", "0+160x30", group="ok", **lab),
         _series("rmq_harness_messages_sent_total", "0+100x30", **{**lab, "variant": "dead", "group": "d"}),
         _series("rmq_harness_deliveries_total", "0+5x4 20x25", **{**lab, "variant": "dead", "group": "d"}),
+        # The canary's ledger: "owed" has retries overdue throughout, "ok" had one overdue for two minutes only;
+        # "gone" lost one at minute 13, "ok" one at minute 3.
+        _series("rmq_harness_overdue_messages", "2x30", group="owed", stage="retry", **lab),
+        _series("rmq_harness_overdue_messages", "0x5 1 1 0x23", group="ok", stage="retry", **lab),
+        _series("rmq_harness_lost_messages_total", "0x12 1x18", group="gone", stage="first", **lab),
+        _series("rmq_harness_lost_messages_total", "0x2 1x28", group="ok", stage="first", **lab),
         # One group received another's message at minute 12; another's a long time ago.
         _series("rmq_harness_cross_topic_deliveries_total", "0x11 1x19", group="cross", **lab),
         _series("rmq_harness_cross_topic_deliveries_total", "0x1 1x29", group="ok", **lab),
@@ -138,6 +147,10 @@ def test_each_alert_fires_for_its_defect_and_not_for_a_healthy_group(rendered, t
                  _expected("RmqHarnessRetriesNotRedelivered", {"severity": "critical", "variant": "v",
                                                                "group": "lost"}),
                  _expected("RmqHarnessDeliveriesStopped", {"severity": "critical", "variant": "dead"}),
+                 _expected("RmqHarnessMessagesOverdue", {"severity": "warning", "variant": "v", "group": "owed",
+                                                         "stage": "retry"}),
+                 _expected("RmqHarnessMessagesLost", {"severity": "critical", "variant": "v", "group": "gone",
+                                                      "stage": "first"}),
                  _expected("RmqHarnessCrossTopicDeliveries", {"severity": "critical", "variant": "v",
                                                               "group": "cross"}),
                  _expected("RmqHarnessClientErrors", {"severity": "warning", "variant": "v", "group": "err",
@@ -159,8 +172,12 @@ def test_the_thresholds_are_the_values(tmp_path: Path):
     assert 'le="1.0"' in rules["RmqHarnessRetriesWaitForAPoll"]["expr"]
     assert rules["RmqHarnessRetriesWaitForAPoll"]["expr"].endswith("> 0.2")
     assert rules["RmqHarnessRetryWakeupSlow"]["expr"].endswith("> 0.25")
-    assert all("[10m]" in r["expr"] and "[5m]" not in r["expr"] for r in rules.values())
-    assert {r.get("for") for r in rules.values()} == {"2m", None}  # a cross-topic delivery fires at once
+    # Every rate or increase over the window (the overdue gauge is read as it is).
+    assert all("[10m]" in r["expr"] and "[5m]" not in r["expr"] for a, r in rules.items()
+               if a != "RmqHarnessMessagesOverdue")
+    # A loss and a cross-topic delivery fire at once; the others once they have held.
+    assert {a for a, r in rules.items() if r.get("for") != "2m"} == {"RmqHarnessMessagesLost",
+                                                                    "RmqHarnessCrossTopicDeliveries"}
 
 
 def test_every_dashboard_is_a_configmap_the_sidecar_loads(rendered):
@@ -174,3 +191,45 @@ def test_every_dashboard_is_a_configmap_the_sidecar_loads(rendered):
     # The chart's own Grafana (AGPL, off) stays off: the sidecar is the user's.
     assert not find(rendered[PROFILE], "Deployment", "-grafana")
     assert (CHART / "ci" / PROFILE).is_file()
+
+
+def _canary(objs: list[dict]) -> tuple[list[str], dict]:
+    deploy = one(objs, "Deployment", "-canary")["spec"]["template"]
+    [c] = deploy["spec"]["containers"]
+    files = yaml.safe_load(one(objs, "ConfigMap", "-canary")["data"]["variants.yaml"])
+    return c["args"], files
+
+
+def test_the_canary_drives_the_chart_variant_through_its_service_and_is_scraped(rendered, tmp_path: Path):
+    objs = rendered[PROFILE]
+    args, files = _canary(objs)
+    # The command line parses as the harness's own, naming the variant of the mounted file and the scenario.
+    parsed = parser().parse_args(args)
+    assert parsed.command == "canary" and parsed.variant == "patched" and parsed.metrics_address == "0.0.0.0"
+    assert parsed.scenario == "/etc/rmq-harness/scenario/steady.yaml"
+    svc = next(s for s in find(objs, "Service") if s["metadata"]["name"].endswith("-patched"))
+    ports = {p["name"]: p["port"] for p in svc["spec"]["ports"]}
+    host = f"{svc['metadata']['name']}.{NAMESPACE}.svc"
+    assert files["variants"]["patched"]["endpoints"] == {"namesrv": f"{host}:{ports['namesrv']}",
+                                                         "proxy": f"{host}:{ports['grpc']}"}
+    # The file loads as a variants file of yours: the chart's build read as a cluster the canary does not own.
+    path = tmp_path / "variants.yaml"
+    path.write_text(yaml.safe_dump(files))
+    assert load_variants(path)["patched"].is_external
+    monitor = one(objs, "PodMonitor", "-canary")["spec"]
+    pod = one(objs, "Deployment", "-canary")["spec"]["template"]
+    assert monitor["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert monitor["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert {"containerPort": 9300, "name": "metrics"} in pod["spec"]["containers"][0]["ports"]
+    # Not one of the brokers' pods (the run finds those by label), not scraped as one.
+    assert "rmq-harness/variant" not in pod["metadata"]["labels"]
+    assert not one(objs, "PodMonitor", "-brokers")["spec"]["selector"]["matchLabels"].items() <= \
+        pod["metadata"]["labels"].items()
+
+
+def test_the_canary_drives_a_cluster_of_yours_by_its_endpoints(rendered):
+    _, files = _canary(rendered["05-your-cluster-values.yaml"])
+    assert files["variants"]["staging"]["endpoints"] == {"namesrv": "rocketmq-namesrv.rocketmq.svc:9876",
+                                                         "proxy": "rocketmq-proxy.rocketmq.svc:8081",
+                                                         "cluster": "DefaultCluster"}
+    assert not find(rendered["01-default-values.yaml"], "Deployment", "-canary")

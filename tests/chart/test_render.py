@@ -107,6 +107,8 @@ def test_values_schema_is_generated_from_the_model():
         # An alert counts what lies beyond a bound of the wakeup histogram, so its threshold is one.
         ("monitoring.prometheusRule.waitBucketSeconds=4", "/monitoring/prometheusRule/waitBucketSeconds"),
         ("monitoring.dashboards.label=Bad Label", "/monitoring/dashboards/label"),
+        ("canary.enabled=true,canary.variant=nope", "canary.variant: \"nope\" is not one of the chart's variants"),
+        ("canary.enabled=true,canary.scenario=nope", "canary.scenario: \"nope\" is neither"),
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):

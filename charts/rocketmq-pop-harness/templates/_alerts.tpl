@@ -54,6 +54,21 @@ as by variant, scenario and group: each run of the harness is its own population
       annotations:
         summary: Messages are sent and nothing is delivered
         description: {{`'Variant {{ $labels.variant }} (run {{ $labels.run }}) sends messages and its consumers receive none.'`}}
+    - alert: RmqHarnessMessagesOverdue
+      expr: >-
+        sum by ({{ $by }}, stage) (rmq_harness_overdue_messages) > 0
+      for: {{ index $r "for" }}
+      labels: {severity: warning}
+      annotations:
+        summary: The canary is owed messages past their time
+        description: {{`'{{ $value }} messages of group {{ $labels.group }} (variant {{ $labels.variant }}) are overdue at stage {{ $labels.stage }} (first: sent, never delivered; retry: nacked, not back after its invisible time), each by more than the canary grace.'`}}
+    - alert: RmqHarnessMessagesLost
+      expr: >-
+        sum by ({{ $by }}, stage) (increase(rmq_harness_lost_messages_total[{{ $w }}])) > 0
+      labels: {severity: critical}
+      annotations:
+        summary: The canary lost messages
+        description: {{`'{{ $value }} messages of group {{ $labels.group }} (variant {{ $labels.variant }}) were still owed at stage {{ $labels.stage }} long past their time (the canary lost-after-s) and are counted lost.'`}}
     - alert: RmqHarnessCrossTopicDeliveries
       expr: >-
         sum by ({{ $by }}) (increase(rmq_harness_cross_topic_deliveries_total[{{ $w }}])) > 0

@@ -221,6 +221,13 @@ class Monitoring(Strict):
     dashboards: DashboardConfigMaps
 
 
+class CanaryValues(Strict):
+    enabled: bool = Field(False, description="rmq-harness canary as a Deployment")
+    variant: VariantName = Field(description="the variant it drives: one of `variants`")
+    scenario: ScenarioName = Field(description="what it sends and how it nacks (produce.pattern steady)")
+    resources: Resources
+
+
 class ChartValues(Strict):
     """values.yaml of charts/rocketmq-pop-harness."""
 
@@ -240,6 +247,7 @@ class ChartValues(Strict):
     prometheus: PrometheusValues
     grafana: GrafanaValues
     monitoring: Monitoring
+    canary: CanaryValues
 
 
 def _without_titles(node: object) -> object:
