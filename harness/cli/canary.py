@@ -5,6 +5,7 @@ serves the metrics; harness.run.canary does the rest."""
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", default="steady",
                    help="what to send and how to nack: its first group, produce.rate, consume and nack "
                         "(produce.pattern steady; default: steady)")
-    p.add_argument("--metrics-port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--metrics-port", type=port_number, default=DEFAULT_PORT,
                    help=f"serve the metrics at http://127.0.0.1:PORT/metrics (default {DEFAULT_PORT})")
     p.add_argument("--metrics-address", default="127.0.0.1",
                    help="the address to serve them on (in a pod: 0.0.0.0)")
@@ -52,6 +53,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=canary_command)
 
 
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (1-65535)")
+    return port
+
+
 def canary_command(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
@@ -69,17 +77,17 @@ def canary_command(args: argparse.Namespace) -> int:
     if not variant.is_external:  # the scenario's broker settings, as a run starts the build
         variant = variant.model_copy(update={"broker": {**variant.broker, **needs.broker_overrides(scenario)},
                                              "proxy": {**variant.proxy, **scenario.proxy}})
-    for name, value in (("--lost-after-s", args.lost_after_s), ("--for-s", args.for_s + 1)):
-        if value <= 0:
-            raise ConfigError(f"{name} must be positive")
     grace_s = args.grace_s if args.grace_s is not None else scenario.consume.long_poll_s + GRACE_BEYOND_POLL_S
-    if grace_s < 0:
-        raise ConfigError("--grace-s must be 0 or more")
+    for name, value, least in (("--lost-after-s", args.lost_after_s, 1.0), ("--for-s", args.for_s, 0.0),
+                               ("--grace-s", grace_s, 0.0)):
+        if not math.isfinite(value) or value < least:
+            raise ConfigError(f"{name} {value:g}: give a number of seconds, at least {least:g}")
     metrics = create()
     try:  # first: a port in use is refused before any broker starts
         server, _ = start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
     except OSError as e:
-        raise ConfigError(f"--metrics-port {args.metrics_port}: {e.strerror or e}; pick a free port") from None
+        raise ConfigError(f"--metrics-address {args.metrics_address} --metrics-port {args.metrics_port}: "
+                          f"{e.strerror or e}; pick a free port on an address of this machine") from None
     try:
         if variant.is_external:
             from harness.deploy.external import ExternalBackend

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from harness.client.registry import driver
 from harness.contracts.metrics import HarnessMetrics
 from harness.contracts.workers import DEFAULT_GRPC_CLIENT
+from harness.core.errors import HarnessError
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run.brokers import create_resources
@@ -48,7 +49,16 @@ def serve(backend: object, variant: Variant, scenario: Scenario, metrics: Harnes
                           max(1000, int(4 * scenario.produce.rate * span_s)))
         d = driver(scenario.protocol, ep, client=options.grpc_client or scenario.grpc_client or DEFAULT_GRPC_CLIENT)
         canary = Canary(plan, d, metrics)
-        worker = threading.Thread(target=canary.run, args=(stop,), name="canary", daemon=True)
+        made: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                canary.run(stop)
+            except Exception as e:  # noqa: BLE001 - a client that cannot be made: said below
+                made.append(e)
+                stop.set()
+
+        worker = threading.Thread(target=run, name="canary", daemon=True)
         say(f"{variant.name}: canary on {plan.topic}/{plan.group} ({scenario.produce.rate:g} messages/s, scenario "
             f"{scenario.name}); metrics at {options.where}; Ctrl-C stops it")
         worker.start()
@@ -56,6 +66,10 @@ def serve(backend: object, variant: Variant, scenario: Scenario, metrics: Harnes
         stop.set()
         worker.join(scenario.consume.long_poll_s + 10)
         d.close()
+        if made:
+            raise HarnessError(f"{variant.name}: the canary's clients could not start: {made[0]}")
+        if canary.failure:
+            raise HarnessError(f"{variant.name}: {canary.failure}; {status(canary)}")
         return f"{variant.name}: canary stopped; {status(canary)}"
     finally:
         stop.set()

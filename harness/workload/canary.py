@@ -73,24 +73,35 @@ class Canary:
         self._labels = {"variant": plan.variant, "scenario": plan.scenario.name,
                         "protocol": plan.scenario.protocol, "group": plan.group}
         self._seq = 0
+        self.failure: str | None = None  # why a loop ended before it was stopped
 
     def _m(self, metric, **extra: str):  # noqa: ANN001, ANN202 - a prometheus_client metric's child
         return metric.labels(**self._labels, **extra)
 
     def run(self, stop: threading.Event) -> None:
-        """Send, receive and sweep until ``stop`` is set; then return once the three have stopped."""
+        """Send, receive and sweep until ``stop`` is set; then return once the three have stopped. A client that
+        cannot be made raises here; a loop that fails sets ``stop`` and ``failure`` says why."""
         s = self.plan.scenario
         producer = self.driver.producer(self.plan.topic)
         consumer = self.driver.pop_consumer(self.plan.group, self.plan.topic, s.consume.long_poll_s)
-        threads = [threading.Thread(target=f, args=(stop,), name=f"canary-{n}", daemon=True) for n, f in (
+        loops: list[tuple[str, Callable[[threading.Event], None]]] = [
             ("send", lambda st: self._send_loop(producer, st)),
             ("receive", lambda st: self._receive_loop(consumer, st)),
-            ("sweep", self._sweep_loop))]
+            ("sweep", self._sweep_loop)]
+        threads = [threading.Thread(target=self._guarded, args=(n, f, stop), name=f"canary-{n}", daemon=True)
+                   for n, f in loops]
         for t in threads:
             t.start()
         stop.wait()
         for t in threads:
             t.join(s.consume.long_poll_s + 5)
+
+    def _guarded(self, name: str, loop: Callable[[threading.Event], None], stop: threading.Event) -> None:
+        try:
+            loop(stop)
+        except Exception as e:  # noqa: BLE001 - any loop's end ends the canary: a half canary would look healthy
+            self.failure = f"the canary's {name} loop failed: {type(e).__name__}: {e}"
+            stop.set()
 
     def _send_loop(self, producer: Producer, stop: threading.Event) -> None:
         period = 1.0 / self.plan.scenario.produce.rate
@@ -98,13 +109,16 @@ class Canary:
         while not stop.is_set():
             self._seq += 1
             key = self._seq
+            # Owed before it is sent: a poll already waiting may hand it over before send() returns.
+            with self._lock:
+                self.ledger.sent(key, self.clock())
             try:
                 producer.send(BODY_PREFIX + str(key).encode())
             except Exception:  # noqa: BLE001 - a failed send is counted and the load goes on
+                with self._lock:
+                    self.ledger.forget(key)
                 self._m(self.metrics.errors, operation="send").inc()
             else:
-                with self._lock:
-                    self.ledger.sent(key, self.clock())
                 self._m(self.metrics.sent).inc()
             next_at += period
             stop.wait(max(0.0, next_at - time.monotonic()))
@@ -145,8 +159,7 @@ class Canary:
             self._m(hist).observe(max(0.0, wait_ms) / 1000)
             if due_s is not None:
                 self._m(self.metrics.redelivery_delay).observe(max(0.0, now - due_s))
-        nack = (kind in ("first", "retry") and d.delivery_attempt in s.nack.attempts
-                and key % 1000 < s.nack.fraction * 1000)
+        nack = kind in ("first", "retry") and s.nack.applies(d.delivery_attempt, str(key))
         self._settle(consumer, d, key, nack)
 
     def _settle(self, consumer: PopConsumer, d: Delivery, key: int | None, nack: bool) -> None:
@@ -160,7 +173,7 @@ class Canary:
                         self.ledger.acked(key, self.clock())
                 return
             if s.nack.how == "change_invisible":
-                consumer.change_invisible(d, s.nack.delay_s)
+                consumer.change_invisible(d, s.nack.delay_s, suspend=s.nack.suspend)
                 with self._lock:
                     self.ledger.nacked(key, self.clock(), s.nack.delay_s)
             # lapse: neither ack nor change; the ledger owes it back when its invisible time runs out

@@ -62,6 +62,10 @@ class RollingLedger:
     def sent(self, key: int, at_s: float) -> None:
         self._owe(key, FIRST, at_s)
 
+    def forget(self, key: int) -> None:
+        """``key`` was never sent after all (its send failed)."""
+        self._owed.pop(key, None)
+
     def delivered(self, key: int, attempt: int, at_s: float, invisible_s: float) -> str:
         """A delivery of ``key``: "first", "retry", "duplicate" (after its ack) or "unknown" (never sent by this
         canary, or forgotten). Until acked or nacked it is owed again when its invisible time runs out."""

@@ -109,6 +109,7 @@ def test_values_schema_is_generated_from_the_model():
         ("monitoring.dashboards.label=Bad Label", "/monitoring/dashboards/label"),
         ("canary.enabled=true,canary.variant=nope", "canary.variant: \"nope\" is not one of the chart's variants"),
         ("canary.enabled=true,canary.scenario=nope", "canary.scenario: \"nope\" is neither"),
+        ("canary.enabled=true,canary.scenario=burst", "canary.scenario: \"burst\" sends in bursts"),
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):

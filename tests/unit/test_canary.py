@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from harness.cli.main import main
 from harness.client.driver import Delivery
 from harness.contracts.metrics import create
@@ -106,3 +108,69 @@ def test_a_metrics_port_in_use_is_refused_before_any_broker_starts(tmp_path: Pat
                      "--workdir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err.strip()
     assert f"--metrics-port {port}" in err and "\n" not in err and not (tmp_path / "w").exists()
+
+
+class _Producer:
+    """Its send hands the message to a waiting poll before it returns (or fails, when told)."""
+
+    def __init__(self, canary: Canary, consumer: _Consumer, fail: bool = False) -> None:
+        self.canary, self.consumer, self.fail = canary, consumer, fail
+
+    def send(self, body: bytes, tag: str | None = None, message_group: str | None = None) -> str:
+        self.canary.stop.set()  # one send, then the loop ends
+        if self.fail:
+            raise OSError("broker busy")
+        key = int(body[len(BODY_PREFIX):])
+        self.canary._handle(self.consumer, _delivery(key, 1, 0), poll_started_ns=0, received_ns=int(1e9))
+        return "id"
+
+
+def _sending(fail: bool) -> tuple[Canary, _Consumer]:
+    import threading
+
+    scenario = load_scenario("steady")
+    canary = Canary(CanaryPlan("v", scenario, grace_s=30, lost_after_s=300, cap=100), driver=None, metrics=create())
+    consumer = _Consumer()
+    canary.stop = threading.Event()
+    canary._send_loop(_Producer(canary, consumer, fail), canary.stop)
+    return canary, consumer
+
+
+def test_a_message_delivered_before_its_send_returns_is_the_canarys_and_nacked():
+    canary, consumer = _sending(fail=False)
+    assert consumer.nacked == [("m1-1", 1)] and canary.ledger.due(1) is not None
+
+
+def test_a_message_whose_send_failed_is_not_owed():
+    canary, _ = _sending(fail=True)
+    assert len(canary.ledger) == 0 and _value(canary.metrics.errors, operation="send") == 1
+
+
+def test_a_loop_that_fails_stops_the_canary_and_says_which():
+    import threading
+
+    canary = Canary(CanaryPlan("v", load_scenario("steady"), grace_s=30, lost_after_s=300, cap=100), driver=None,
+                    metrics=create())
+    stop = threading.Event()
+
+    def broken(_: threading.Event) -> None:
+        raise KeyError("oops")
+
+    canary._guarded("sweep", broken, stop)
+    assert stop.is_set() and canary.failure == "the canary's sweep loop failed: KeyError: 'oops'"
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--for-s", "-0.5"], "--for-s -0.5: give a number of seconds, at least 0"),
+    (["--lost-after-s", "nan"], "--lost-after-s nan: give a number of seconds"),
+    (["--grace-s", "inf"], "--grace-s inf: give a number of seconds"),
+    (["--metrics-port", "70000"], "70000 is not a port"),
+])
+def test_bad_numbers_are_refused_in_one_line_before_anything_starts(tmp_path: Path, capsys, flags, says):
+    try:
+        code = main(["canary", "--variant", "patched", *flags, "--workdir", str(tmp_path / "w")])
+    except SystemExit as e:  # argparse's own refusal
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and not (tmp_path / "w").exists()

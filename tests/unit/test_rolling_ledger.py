@@ -78,3 +78,10 @@ def test_nonsense_settings_are_refused():
         RollingLedger(grace_s=-1, lost_after_s=60, cap=3)
     with pytest.raises(ValueError):
         RollingLedger(grace_s=1, lost_after_s=60, cap=0)
+
+
+def test_a_message_whose_send_failed_is_forgotten():
+    led = RollingLedger(grace_s=0, lost_after_s=60, cap=10)
+    led.sent(1, 0.0)
+    led.forget(1)
+    assert len(led) == 0 and led.sweep(100.0).lost == {FIRST: 0, RETRY: 0}
