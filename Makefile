@@ -82,8 +82,8 @@ lint: python
 # one worker (--dist loadfile): a module's run of real brokers (its fixture) is made once, not once a worker.
 TEST_WORKERS ?= 2
 test: setup k8s-tools cluster-tools s3-tools browser-tools lint test-agents
-	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS) --dist loadfile
-	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) $(BIN)/pytest -m cluster
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) RMQ_HARNESS_PROM_CRDS=$(PROM_CRDS) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS) --dist loadfile
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) RMQ_HARNESS_PROM_CRDS=$(PROM_CRDS) $(BIN)/pytest -m cluster
 
 # The loop to run while working: lint and the unit layer (pure logic), under 3 minutes warm. One layer alone:
 # `.venv/bin/pytest -m spark` (unit, chart, spark, integration, cluster; their budgets: tests/conftest.py).
@@ -145,6 +145,10 @@ HELM ?= $(TOOLS)/helm-$(HELM_VERSION)/helm
 CHECKOV_VERSION := 3.3.30
 CHECKOV ?= $(TOOLS)/checkov-$(CHECKOV_VERSION)/bin/checkov
 KIND_VERSION := v0.26.0
+# The Prometheus Operator's CRDs (kube-prometheus-stack's) the chart's PodMonitors and PrometheusRule are
+# checked against, from the operator's module on the Go module proxy.
+PROM_OPERATOR_VERSION := v0.85.0
+PROM_CRDS ?= $(TOOLS)/prometheus-operator-crds-$(PROM_OPERATOR_VERSION)
 KIND ?= $(TOOLS)/kind-$(KIND_VERSION)/kind
 KIND_CLUSTER ?= rmq-harness
 # The RocketMQ versions whose broker images kind-up builds from the jars `make jars` fetched for VARIANTS.
@@ -185,7 +189,15 @@ $(KIND):
 	GOBIN=$(abspath $(dir $@)) GOPATH=$(TOOLS)/gopath GOCACHE=$(TOOLS)/gocache GOFLAGS=-modcacherw CGO_ENABLED=0 \
 	  $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 
-k8s-tools: $(HELM) $(CHECKOV)
+$(PROM_CRDS):
+	@test -x $(GO) || { echo "error: fetching the Prometheus Operator's CRDs needs Go 1.24+ (on PATH or GO=/path/to/go), or pass PROM_CRDS=/path/to/a/folder/of/them" >&2; exit 1; }
+	dir=$$(GOPATH=$(TOOLS)/gopath GOCACHE=$(TOOLS)/gocache GOFLAGS=-modcacherw $(GO) mod download -json \
+	  github.com/prometheus-operator/prometheus-operator@$(PROM_OPERATOR_VERSION) | $(PYTHON) -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
+	  rm -rf $@.tmp && mkdir -p $@.tmp && \
+	  cp $$dir/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml \
+	     $$dir/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml $@.tmp/ && mv $@.tmp $@
+
+k8s-tools: $(HELM) $(CHECKOV) $(PROM_CRDS)
 
 kind-up: $(KIND) jars
 	@command -v docker >/dev/null && command -v kubectl >/dev/null || \

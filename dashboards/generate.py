@@ -3,7 +3,8 @@ committed JSON beside this file; a test fails when the JSON is stale or a panel 
 harness does not export.
 
 Variables: datasource, run, variant, scenario. Every series carries run and variant (the run's
-Prometheus adds them as target labels); the harness's own series also carry scenario and group.
+Prometheus adds them as target labels; under kube-prometheus-stack's PodMonitors the brokers' series carry
+variant only); the harness's own series also carry scenario and group.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ def _quantiles(metric: str) -> list[tuple[str, str]]:
 
 
 def _variable(name: str, query: str) -> db.QueryVariable:
+    # "All" as .*, not the list of values: it also matches series without the label (a broker's exporter scraped
+    # by a PodMonitor has no run label; under the run's own Prometheus it has one).
     return (db.QueryVariable(name).label(name).query(query).datasource(DS).multi(True).include_all(True)
-            .refresh(1))  # noqa: B010 - refresh on dashboard load
+            .all_value(".*").refresh(1))  # noqa: B010 - refresh on dashboard load
 
 
 def pop_retry() -> db.Dashboard:

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness import __version__
-from harness.cli import brokers, calibrate, compare, listing, matrix, ramp, releases, runs
+from harness.cli import brokers, calibrate, canary, compare, listing, matrix, ramp, releases, runs
 from harness.cli.options import VARIANTS_FILE_ENV, Parser, chosen, describe_env, env_defaults, set_env
 from harness.core.exits import exit_code_of
 from harness.report.console import err_console, line, say_end
 
 # In the order `rmq-harness --help` lists them.
-COMMANDS = (listing, brokers, runs, calibrate, matrix, ramp, releases, compare)
+COMMANDS = (listing, brokers, runs, calibrate, matrix, ramp, releases, compare, canary)
 
 # The end of each command's --help: what a newcomer types first. A command of a group is named by its path
 # ("brokers up"). Every line starting with `rmq-harness` is parsed by a unit test, and every command must have
@@ -101,6 +101,10 @@ examples:
 examples:
   rmq-harness matrix --variant unpatched --variant patched --scenario all
   rmq-harness matrix --variant patched --variant mine --scenario gate --fail-on-regression""",
+    "canary": """\
+examples:
+  rmq-harness canary --variant patched                         # until Ctrl-C; metrics on 127.0.0.1:9300
+  rmq-harness canary --variants ours.yaml --variant staging --scenario steady --metrics-port 9301""",
     "ramp": """\
 examples:
   rmq-harness ramp --variant patched --rates 50,100,200,400 --rule 'redelivery_ms.p99 < 3000'""",

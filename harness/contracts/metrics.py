@@ -36,6 +36,10 @@ class HarnessMetrics:
     errors: Counter
     cycle: Gauge  # per worker (WORKER_LABELS), as is producers_sending
     producers_sending: Gauge
+    # The canary's rolling ledger (harness.workload.rolling), per group and stage (first delivery, retry).
+    overdue: Gauge
+    lost: Counter
+    late: Counter
 
 
 def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
@@ -74,4 +78,11 @@ def create(registry: CollectorRegistry | None = None) -> HarnessMetrics:
                     "worker without producers).", WORKER_LABELS, registry=reg),
         producers_sending=Gauge(f"{PREFIX}_producers_sending", "Producers of this worker that have not entered "
                                 "their drain phase.", WORKER_LABELS, registry=reg),
+        overdue=Gauge(f"{PREFIX}_overdue_messages", "Canary: messages owed now by more than the grace (stage first: "
+                      "sent, never delivered; retry: nacked, not back after its invisible duration).",
+                      (*LABELS, "stage"), registry=reg),
+        lost=counter("lost_messages", "Canary: messages still owed lost_after_s past their grace, then forgotten.",
+                     (*LABELS, "stage")),
+        late=counter("late_messages", "Canary: messages delivered after they had been counted overdue.",
+                     (*LABELS, "stage")),
     )

@@ -42,11 +42,17 @@ from tests.chart.helm import (
 FULL = naming.fullname(RELEASE)
 
 
+def _merged(base: object, override: object) -> object:
+    """Helm's merge of a values file over the chart's: maps key by key, at every depth; anything else replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in override.items()}}
+    return override
+
+
 def values_of(profile: str) -> ChartValues:
     base = yaml.safe_load((CHART / "values.yaml").read_text())
     override = yaml.safe_load((CHART / "ci" / profile).read_text()) or {}
-    return ChartValues.model_validate({**base, **{k: v if not isinstance(v, dict) or k not in base
-                                                  else {**base[k], **v} for k, v in override.items()}})
+    return ChartValues.model_validate(_merged(base, override))
 
 
 def test_there_are_profiles_for_defaults_and_many_variants():
@@ -98,6 +104,12 @@ def test_values_schema_is_generated_from_the_model():
         ("variants[0].name=x", "/variants/0"),
         ("variants[0].name=x,variants[0].version=5.3.3,variants[0].endpoints.namesrv=ns:9876", "/variants/0"),
         ("variants[0].name=x,variants[0].endpoints.namesrv=ns:9876,variants[0].agents[0].jar=a.jar", "/variants/0"),
+        # An alert counts what lies beyond a bound of the wakeup histogram, so its threshold is one.
+        ("monitoring.prometheusRule.waitBucketSeconds=4", "/monitoring/prometheusRule/waitBucketSeconds"),
+        ("monitoring.dashboards.label=Bad Label", "/monitoring/dashboards/label"),
+        ("canary.enabled=true,canary.variant=nope", "canary.variant: \"nope\" is not one of the chart's variants"),
+        ("canary.enabled=true,canary.scenario=nope", "canary.scenario: \"nope\" is neither"),
+        ("canary.enabled=true,canary.scenario=burst", "canary.scenario: \"burst\" sends in bursts"),
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):

@@ -3,13 +3,23 @@ under a state directory of its own) are measured as a cluster the harness does n
 under the run's own backend, and left as they were found."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from harness.cli.main import main
 from harness.client import remoting
+from harness.core.paths import REPO_ROOT
+from harness.core.process import free_port
+from harness.run.observability.prometheus import Prometheus, ScrapeTarget
+from tests.chart.helm import one, render
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "scenarios"
 
@@ -63,3 +73,58 @@ def test_the_cluster_is_measured_beside_a_local_build_and_left_as_found(outside,
     assert not any(t.endswith(ext["suffix"]) for t in remoting.topics(ep.broker))
     assert not any(g.endswith(ext["suffix"]) for g in remoting.groups(ep.broker))
 
+
+
+def _wait_for(what: str, check, timeout_s: float) -> None:  # noqa: ANN001
+    end = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < end, f"{what}: not within {timeout_s:g} s"
+        time.sleep(1)
+
+
+def test_the_canary_on_the_cluster_fires_its_alert_while_the_broker_is_stopped_and_clears_after(outside, tmp_path):
+    """`rmq-harness canary` against the cluster as a variant of yours, scraped by a real Prometheus that evaluates
+    the chart's alerts (held 5 s instead of 5 min): SIGSTOP of the broker leaves messages owed past their grace and
+    RmqHarnessMessagesOverdue fires; after SIGCONT they arrive and it clears. The canary stops on SIGTERM and
+    takes its topics and groups with it."""
+    variants, ep, backend, pids = outside
+    groups = yaml.safe_load(one(render(sets=("monitoring.prometheusRule.for=5s",)), "ConfigMap", "-prometheus")
+                            ["data"]["alerts.yml"])
+    rules = tmp_path / "alerts.yml"
+    rules.write_text(yaml.safe_dump(groups))
+    port = free_port()
+    log = tmp_path / "canary.log"
+    with log.open("w") as out:
+        canary = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "--variants", str(variants), "canary", "--variant", "outside",
+             "--scenario", str(RESOURCES / "short-steady.yaml"), "--metrics-port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    prom = Prometheus(tmp_path / "prometheus", free_port())
+    [broker_jvm] = [int(p.split("=")[1]) for p in pids["unpatched"].split() if p.startswith("proxy=")]
+    try:
+        prom.start([ScrapeTarget("canary", f"127.0.0.1:{port}", "outside")], interval_s=1.0, rules=[rules])
+
+        def value(expr: str) -> float:
+            found = prom.query(expr)["data"]["result"]
+            return float(found[0]["value"][1]) if found else 0.0
+
+        _wait_for("the canary's retries", lambda: value("sum(rmq_harness_retry_wakeup_seconds_count)") > 3, 120)
+        assert "RmqHarnessMessagesOverdue" not in prom.alerts()
+        os.kill(broker_jvm, signal.SIGSTOP)
+        try:
+            # Owed past the grace (the long poll + 10 s: an unpatched broker's retries wait for the poll to run
+            # out, on time), then held 5 s.
+            _wait_for("the alert to fire", lambda: "firing" in prom.alerts().get("RmqHarnessMessagesOverdue", ()), 90)
+        finally:
+            os.kill(broker_jvm, signal.SIGCONT)
+        _wait_for("the alert to clear", lambda: "RmqHarnessMessagesOverdue" not in prom.alerts(), 120)
+        assert value("sum(rmq_harness_lost_messages_total)") == 0
+        canary.send_signal(signal.SIGTERM)
+        assert canary.wait(90) == 0, log.read_text()[-3000:]
+    finally:
+        canary.kill()
+        prom.stop()
+    text = log.read_text()
+    assert "canary stopped; sent" in text and "late" in text
+    assert not any("-rh" in t and "ShortSteady" in t for t in remoting.topics(ep.broker))
+    assert {h.endpoints.variant: h.detail for h in backend.status()} == pids

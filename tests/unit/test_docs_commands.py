@@ -16,7 +16,8 @@ DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
 # Code as a reader copies it: fenced blocks (a line continued with a backslash joined) and inline spans.
 FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 INLINE = re.compile(r"`([^`\n]+)`")
-COMMAND = re.compile(r"(?:^|[\s(;&|])(?:\.venv/bin/)?rmq-harness((?:\s+[^\s|;&#]+)*)")
+# (not the namespace of a kubectl or helm line: `-n rmq-harness`)
+COMMAND = re.compile(r"(?:^|[\s(;&|])(?<!-n )(?<!--namespace )(?:\.venv/bin/)?rmq-harness((?:\s+[^\s|;&#]+)*)")
 MAKE = re.compile(r"(?:^|[\s(;&|])make((?:\s+[A-Za-z_][A-Za-z0-9_-]*(?:=\S*)?)+)")
 
 

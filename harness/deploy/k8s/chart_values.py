@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
+from harness.contracts.metrics import LATENCY_BUCKETS_S
 from harness.inputs.brokers import Topology
 from harness.inputs.variants import (
     HARNESS_BROKER_KEYS,
@@ -167,6 +168,66 @@ class GrafanaValues(Strict):
     resources: Resources
 
 
+LabelName = Annotated[str, StringConstraints(
+    pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
+LabelValue = Annotated[str, StringConstraints(pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")]
+
+
+def _a_bucket_bound(v: float) -> float:
+    if v not in LATENCY_BUCKETS_S:
+        raise ValueError(f"{v} is not a bound of the wakeup histogram; one of {', '.join(map(str, LATENCY_BUCKETS_S))}")
+    return v
+
+
+# An alert can only count what falls beyond a bound of the histogram (harness/contracts/metrics.py).
+BucketBound = Annotated[float, AfterValidator(_a_bucket_bound), WithJsonSchema(
+    {"type": "number", "enum": list(LATENCY_BUCKETS_S)})]
+
+
+class PodMonitors(Strict):
+    enabled: bool = Field(False, description="PodMonitors (monitoring.coreos.com/v1) for the workers' pods and the "
+                                             "brokers' exporters (and probes with probe.enabled)")
+    interval: Duration = Field(description="their scrape interval")
+
+
+class PrometheusRuleValues(Strict):
+    enabled: bool = Field(False, description="a PrometheusRule (monitoring.coreos.com/v1) with the alerts; the "
+                                             "chart's own Prometheus evaluates them whatever this says")
+    for_: Duration = Field(alias="for", description="how long a condition holds before its alert fires")
+    window: Duration = Field(description="the rate window of every alert")
+    wakeupP99Seconds: float = Field(gt=0, description="RmqHarnessRetryWakeupSlow: a group's p99 retry wakeup "  # noqa: N815
+                                                      "above this")
+    waitBucketSeconds: BucketBound = Field(description="RmqHarnessRetriesWaitForAPoll: a retry woken later than "  # noqa: N815
+                                                       "this waited for a poll (a bucket bound of the wakeup "
+                                                       "histogram)")
+    waitingShare: float = Field(gt=0, le=1, description="RmqHarnessRetriesWaitForAPoll: the share of a group's "  # noqa: N815
+                                                        "retry wakeups later than waitBucketSeconds that fires it")
+
+
+class DashboardConfigMaps(Strict):
+    enabled: bool = Field(False, description="every dashboard as a ConfigMap the Grafana sidecar loads (no CRD)")
+    label: LabelName = Field(description="the sidecar's label (kube-prometheus-stack: grafana_dashboard)")
+    labelValue: LabelValue = Field(description="its value")  # noqa: N815
+    folder: str = Field(description="the folder, as the annotation grafana_folder (the sidecar's "
+                                    "folderAnnotation); empty: none")
+
+
+class Monitoring(Strict):
+    labels: dict[LabelName, LabelValue] = Field(
+        default_factory=dict, description="on every object below: what your Prometheus selects them by "
+        "(kube-prometheus-stack: release: <its release>)")
+    podMonitors: PodMonitors  # noqa: N815
+    prometheusRule: PrometheusRuleValues  # noqa: N815
+    dashboards: DashboardConfigMaps
+
+
+class CanaryValues(Strict):
+    enabled: bool = Field(False, description="rmq-harness canary as a Deployment")
+    variant: VariantName = Field(description="the variant it drives: one of `variants`")
+    scenario: ScenarioName = Field(description="what it sends and how it nacks (produce.pattern steady)")
+    resources: Resources
+
+
 class ChartValues(Strict):
     """values.yaml of charts/rocketmq-pop-harness."""
 
@@ -185,6 +246,8 @@ class ChartValues(Strict):
     analysis: Analysis
     prometheus: PrometheusValues
     grafana: GrafanaValues
+    monitoring: Monitoring
+    canary: CanaryValues
 
 
 def _without_titles(node: object) -> object:

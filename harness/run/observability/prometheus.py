@@ -68,7 +68,9 @@ def _tenant_rules(suffix: str) -> list[dict]:
     return rules
 
 
-def render_config(targets: Sequence[ScrapeTarget], interval_s: float = 1.0) -> str:
+def render_config(targets: Sequence[ScrapeTarget], interval_s: float = 1.0, rules: Sequence[Path] = ()) -> str:
+    """Prometheus's configuration: every target scraped every ``interval_s``, and ``rules`` (rule files, e.g.
+    the chart's alerts) evaluated as often."""
     jobs: dict[str, list[dict]] = {}
     suffixes: dict[str, str] = {}
     for t in targets:
@@ -79,6 +81,7 @@ def render_config(targets: Sequence[ScrapeTarget], interval_s: float = 1.0) -> s
     interval = f"{int(interval_s * 1000)}ms"
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        **({"rule_files": [str(r) for r in rules]} if rules else {}),
         "scrape_configs": [
             {"job_name": job, "metrics_path": "/metrics", "static_configs": groups, "honor_labels": True,
              **({"metric_relabel_configs": _tenant_rules(suffixes[job])} if suffixes[job] else {})}
@@ -103,10 +106,11 @@ class Prometheus:
         self.pid: int | None = None
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
-    def start(self, targets: Sequence[ScrapeTarget], interval_s: float = 1.0, timeout_s: float = 60.0) -> None:
+    def start(self, targets: Sequence[ScrapeTarget], interval_s: float = 1.0, timeout_s: float = 60.0,
+              rules: Sequence[Path] = ()) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "prometheus.yml"
-        config.write_text(render_config(targets, interval_s))
+        config.write_text(render_config(targets, interval_s, rules))
         self.pid = process.spawn(
             [binary(), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d",
@@ -133,6 +137,15 @@ class Prometheus:
                                          "step": f"{step_s:g}s"})
         with self._opener.open(f"{self.url}/api/v1/query_range?{params}", timeout=60) as resp:
             return json.loads(resp.read())
+
+    def alerts(self) -> dict[str, set[str]]:
+        """The alerts its rules hold now: alert name -> the states (pending, firing) of its instances."""
+        with self._opener.open(f"{self.url}/api/v1/alerts", timeout=30) as resp:
+            found = json.loads(resp.read())["data"]["alerts"]
+        out: dict[str, set[str]] = {}
+        for a in found:
+            out.setdefault(a["labels"]["alertname"], set()).add(a["state"])
+        return out
 
     def query(self, expr: str) -> dict:
         params = urllib.parse.urlencode({"query": expr})
