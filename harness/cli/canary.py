@@ -14,7 +14,6 @@ from harness.contracts.metrics import create
 from harness.contracts.workers import GRPC_CLIENTS
 from harness.core.errors import ConfigError
 from harness.core.paths import state_dir
-from harness.inputs import needs
 from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import load_variants, select
 from harness.report.console import console, log
@@ -64,19 +63,15 @@ def canary_command(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
     from harness.run.canary import CanaryOptions, refusal, serve
+    from harness.run.plan import refuse_clash, with_scenario_settings
 
     [variant] = select(load_variants(args.variants, say=log), [args.variant])
     scenario = load_scenario(args.scenario)
     why = refusal(scenario)
     if why:
         raise ConfigError(why)
-    clash = needs.conflicts(scenario, variant.broker, variant.proxy)
-    if clash:
-        raise ConfigError(f"variant {variant.name} ({variant.source}) sets {'; '.join(clash)} against scenario "
-                          f"{scenario.name}; remove it from the variant or pick another scenario")
-    if not variant.is_external:  # the scenario's broker settings, as a run starts the build
-        variant = variant.model_copy(update={"broker": {**variant.broker, **needs.broker_overrides(scenario)},
-                                             "proxy": {**variant.proxy, **scenario.proxy}})
+    refuse_clash(variant, scenario)
+    variant = with_scenario_settings(variant, scenario)
     grace_s = args.grace_s if args.grace_s is not None else scenario.consume.long_poll_s + GRACE_BEYOND_POLL_S
     for name, value, least in (("--lost-after-s", args.lost_after_s, 1.0), ("--for-s", args.for_s, 0.0),
                                ("--grace-s", grace_s, 0.0)):

@@ -69,11 +69,7 @@ def check(variants: Sequence[Variant], scenario: Scenario, options: RunOptions, 
     # The scenario decides retry-topic naming and the observer effect for every variant it runs against;
     # a variant that says otherwise would silently run something else.
     for v in variants:
-        clash = needs.conflicts(scenario, v.broker, v.proxy)
-        if clash:
-            raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
-                              f"{scenario.name} ({scenario.source}); remove it from the variant or pick another "
-                              "scenario")
+        refuse_clash(v, scenario)
         if v.is_external:  # a cluster the harness does not own: its live settings are checked instead
             refuse_on_external(v, scenario, options.probe)
         why = needs.not_applicable(scenario, v.version) if applicable else None
@@ -81,12 +77,25 @@ def check(variants: Sequence[Variant], scenario: Scenario, options: RunOptions, 
             raise NotApplicable(v.name, f"variant {v.name}: {why}")
 
 
+def refuse_clash(v: Variant, scenario: Scenario) -> None:
+    """ConfigError when the variant sets a broker or proxy setting the scenario decides otherwise."""
+    clash = needs.conflicts(scenario, v.broker, v.proxy)
+    if clash:
+        raise ConfigError(f"variant {v.name} ({v.source}) sets {'; '.join(clash)} against scenario "
+                          f"{scenario.name} ({scenario.source}); remove it from the variant or pick another "
+                          "scenario")
+
+
+def with_scenario_settings(v: Variant, scenario: Scenario) -> Variant:
+    """The variant with the scenario's broker and proxy settings, as a run starts it (an external cluster as it is)."""
+    return v if v.is_external else v.model_copy(update={
+        "broker": {**v.broker, **needs.broker_overrides(scenario)}, "proxy": {**v.proxy, **scenario.proxy}})
+
+
 def as_run(variants: Sequence[Variant], scenario: Scenario, options: RunOptions) -> list[Variant]:
     """The variants as the run starts them: the scenario's broker and proxy settings, the failures it plants and
     the probe applied (an external cluster as it is)."""
-    out = [v if v.is_external else v.model_copy(update={
-        "broker": {**v.broker, **needs.broker_overrides(scenario)}, "proxy": {**v.proxy, **scenario.proxy}})
-        for v in variants]
+    out = [with_scenario_settings(v, scenario) for v in variants]
     if scenario.plant:
         planted = pop_fault_options(scenario.plant)
         out = [with_plants(v, planted) for v in out]
