@@ -17,21 +17,26 @@ from spark.io import Archive, load_archives
 from spark.stats import compare, decide
 
 # The change every A/A run is judged again with, planted into its candidate's own cycles: each value of a latency
-# doubled, or a share doubled (as many more of a cycle's values set to 1 as it had, up to all of them). Power
+# doubled, or a side's share doubled (as many more of its values set to 1 as it had, up to all of them). Power
 # against it comes from the spread the runs had, on every scenario whatever its metric (a planted wakeup delay
 # moves only a scenario judged on the wakeup).
 POWER_FACTOR = 2.0
 
 
-def planted(values: np.ndarray, statistic: str, factor: float = POWER_FACTOR) -> np.ndarray:
-    """One cycle's values with the change planted: a latency times ``factor``; a share times ``factor`` (capped at
-    1): round((factor - 1) x ones) of its zeros, the first ones, set to 1."""
-    if statistic != SHARE:
-        return values * factor
-    out = values.copy()
-    zeros = np.flatnonzero(out == 0)
-    out[zeros[: int(round((factor - 1) * (out == 1).sum()))]] = 1
-    return out
+def planted(cycles: Sequence[np.ndarray], statistic: str, factor: float = POWER_FACTOR) -> list[np.ndarray]:
+    """A side's cycles with the change planted: every latency times ``factor``; the side's share times ``factor``
+    (capped at 1): round((factor - 1) x ones) of its zeros set to 1, taken evenly over the side's values in cycle
+    order. The share is the side's, not each cycle's: a cycle of one retry (0 or 1) cannot be doubled on its own,
+    and doubling cycle by cycle left such scenarios (v2-whole-poll) without any planted change at all."""
+    if statistic != SHARE or not len(cycles):
+        return [np.asarray(c, dtype=float) * factor for c in cycles]
+    flat = np.concatenate([np.asarray(c, dtype=float) for c in cycles])
+    zeros = np.flatnonzero(flat == 0)
+    flips = min(len(zeros), int(round((factor - 1) * (flat == 1).sum())))
+    if flips:
+        flat[zeros[np.linspace(0, len(zeros) - 1, flips).round().astype(int)]] = 1
+    bounds = np.cumsum([len(c) for c in cycles])[:-1]
+    return np.split(flat, bounds)
 
 
 def _with_change(data: Collected, base: str, other: str, rule: VerdictRule, run_id: str, scenario: str,
@@ -40,10 +45,20 @@ def _with_change(data: Collected, base: str, other: str, rule: VerdictRule, run_
     alone: its family's first test): its verdict, and the effect it was judged on."""
     statistic = STATISTIC[metric]
     both = sides_of(data.samples[data.samples["run_id"] == run_id], scenario, base, other, metric)
-    both["cand"] = [[planted(cycle, statistic) for cycle in run] for run in both["cand"]]
+    both["cand"] = _planted_runs(both["cand"], statistic)
     result = compare(rule=rule, statistic=statistic, **both)
     return {"verdict": decide(result, result["p_value"], 1, rule)[0],
             **{k: result[k] for k in ("ratio_of_medians", "difference", "ci")}}
+
+
+def _planted_runs(runs: Sequence[Sequence[np.ndarray]], statistic: str) -> list[list[np.ndarray]]:
+    """The candidate's runs (each a list of cycles) with the change planted over all their cycles together."""
+    flat = planted([c for run in runs for c in run], statistic)
+    out, i = [], 0
+    for run in runs:
+        out.append(flat[i:i + len(run)])
+        i += len(run)
+    return out
 
 
 def _judged(data: Collected, base: str, other: str, rule: VerdictRule, archive: Archive) -> dict:

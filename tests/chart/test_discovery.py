@@ -73,3 +73,35 @@ def test_chart_prometheus_scrapes_what_the_run_publishes(rendered, tmp_path: Pat
         prom.terminate()
         prom.wait(timeout=30)
         server.shutdown()
+
+
+def test_a_prometheus_that_never_fetches_the_targets_is_told_apart_in_the_error(rendered, tmp_path: Path):
+    """The cluster layer once waited out the pick-up with nothing to say why: the error now says how often
+    Prometheus fetched the list (here never: its http_sd points at a port nobody serves) and its failures."""
+    import pytest
+
+    from harness.core.errors import HarnessError
+
+    cm = one(rendered["01-default-values.yaml"], "ConfigMap", "-prometheus")
+    config = yaml.safe_load(cm["data"]["prometheus.yml"])
+    sd_port, wrong_port, prom_port = free_port(), free_port(), free_port()
+    sd = next(j for j in config["scrape_configs"] if "http_sd_configs" in j)["http_sd_configs"][0]
+    sd["url"], sd["refresh_interval"] = f"http://127.0.0.1:{wrong_port}{SD_PATH}", "1s"
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    prom = subprocess.Popen(
+        [binary(), f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    discovered = DiscoveredPrometheus(f"http://127.0.0.1:{prom_port}", "127.0.0.1", sd_port, tmp_path)
+    try:
+        with pytest.raises(HarnessError, match="to pick up this run's targets") as e:
+            discovered.start([ScrapeTarget("workers", "127.0.0.1:1", "patched", "run-1")], timeout_s=8)
+        assert "fetched the target list 0 times" in e.value.detail, e.value.detail
+        failures = next(line for line in e.value.detail.splitlines()
+                        if line.startswith("prometheus_sd_http_failures_total"))
+        assert float(failures.rsplit(" ", 1)[1]) > 0, e.value.detail
+    finally:
+        discovered.stop(drain_s=1)
+        prom.terminate()
+        prom.wait(timeout=30)

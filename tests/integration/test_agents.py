@@ -181,7 +181,13 @@ def test_upstream_pops_read_the_v1_retry_topic_by_a_coin_and_with_the_fix_no_ret
         ev = pd.read_parquet(v2_coin.archive / "events" / f"{variant}.parquet")
         nacked = set(ev.loc[ev.kind == "nacked", "ledger_id"])
         retried = set(ev.loc[(ev.kind == "received") & (ev.delivery_attempt == 2), "ledger_id"])
-        assert nacked and retried == nacked, variant
+        assert nacked and retried <= nacked, variant
+        # 5.4.0 may leave a retry waiting past the run's end: each poll after the nack stalls by a coin of about
+        # 1/2 (docs/findings/v2-retry-coin.md), and CI once saw four 10 s polls in a row miss it. The ledger must
+        # then count it as never redelivered, not drop it.
+        missing = summary[variant]["ledger"]["retries_never_redelivered"]
+        assert missing == len(nacked - retried), (variant, missing, nacked - retried)
+    assert summary["upstream-5.4.0-retry-read"]["ledger"]["retries_never_redelivered"] == 0
 
 
 @pytest.fixture(scope="module")

@@ -126,13 +126,20 @@ def test_the_rates_are_given_per_scenario_and_pooled_over_the_set():
         calibrate.summarise({"rule": {}, "power_factor": 2.0, "per_run": runs}, p, scenarios[:1])
 
 
-def test_a_planted_2x_doubles_a_latency_and_a_share():
+def test_a_planted_2x_doubles_a_latency_and_a_side_s_share():
     import numpy as np
 
     from spark.calibration import planted
 
-    assert planted(np.array([10.0, 20.0]), "median").tolist() == [20.0, 40.0]
-    share = planted(np.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0]), "share")
-    assert share.mean() == 2 * 2 / 6
-    assert planted(np.array([1.0, 1.0, 0.0]), "share").tolist() == [1.0, 1.0, 1.0]  # capped: every value 1
-    assert planted(np.array([0.0, 0.0]), "share").tolist() == [0.0, 0.0]  # nothing to double
+    def values(cycles):
+        return [c.tolist() for c in cycles]
+
+    assert values(planted([np.array([10.0, 20.0]), np.array([5.0])], "median")) == [[20.0, 40.0], [10.0]]
+    share = planted([np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0])], "share")
+    assert [len(c) for c in share] == [3, 3] and np.concatenate(share).mean() == 2 * 2 / 6
+    # Cycles of one retry each (v2-whole-poll): no cycle can be doubled alone, the side's share is.
+    ones = planted([np.array([v]) for v in (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)], "share")
+    assert sum(c.sum() for c in ones) == 4 and [len(c) for c in ones] == [1] * 8
+    assert values(planted([np.array([1.0, 1.0]), np.array([0.0])], "share")) == [[1.0, 1.0], [1.0]]  # capped
+    assert values(planted([np.array([0.0, 0.0])], "share")) == [[0.0, 0.0]]  # nothing to double
+    assert planted([], "share") == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         body = json.dumps(self.server.groups).encode()
+        self.server.fetched.append(time.monotonic())
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -49,6 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _SDServer(ThreadingHTTPServer):
     groups: list[dict]
+    fetched: list[float]  # when Prometheus fetched the list (monotonic): a wait that times out says so
 
 
 class DiscoveredPrometheus(Prometheus):
@@ -73,7 +76,8 @@ class DiscoveredPrometheus(Prometheus):
                      "a machine, `rmq-harness run`, scrapes it)")
         targets = [t for t in targets if not t.suffix]
         self._server = _SDServer(self.sd_address, _Handler)
-        self._server.groups = sd_groups(targets)
+        self._server.groups, self._server.fetched = sd_groups(targets), []
+        served_since = time.monotonic()
         threading.Thread(target=self._server.serve_forever, name="http-sd", daemon=True).start()
         wanted = {t.address for t in targets}
         run = targets[0].run if targets else ""
@@ -87,7 +91,32 @@ class DiscoveredPrometheus(Prometheus):
             return True if wanted <= seen else Pending(f"missing {', '.join(sorted(wanted - seen))}")
 
         wait_until(f"Prometheus at {self.url} to pick up this run's targets (are its http_sd_configs pointing at "
-                   f"this pod's port {self.sd_address[1]}?)", picked_up, timeout_s)
+                   f"this pod's port {self.sd_address[1]}?)", picked_up, timeout_s,
+                   detail=lambda: self._why_not(served_since))
+
+    def _why_not(self, since: float) -> str:
+        """What a wait for the targets that timed out saw: whether Prometheus fetched the list at all (a
+        Service without this pod as endpoint, a DNS name that does not resolve there), and what its own
+        discovery and scrape pools say (a failing http_sd request, targets dropped by relabelling)."""
+        fetched = list(self._server.fetched) if self._server else []
+        lines = [f"Prometheus fetched the target list {len(fetched)} times in {time.monotonic() - since:.0f} s"
+                 + (f", last {time.monotonic() - fetched[-1]:.0f} s ago" if fetched else "")]
+        # Its own metrics (it does not scrape itself): the http_sd requests that failed, what discovery found.
+        own = ("prometheus_sd_http_failures_total", "prometheus_sd_discovered_targets",
+               "prometheus_target_sync_failed_total")
+        try:
+            with self._opener.open(f"{self.url}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            lines += [line for line in text.splitlines() if line.startswith(own)] or [f"none of {', '.join(own)}"]
+        except (OSError, URLError, ValueError) as e:
+            lines.append(f"its /metrics not read ({e})")
+        try:
+            dropped = self._get("/api/v1/targets?state=dropped")["data"]["droppedTargets"]
+            lines.append(f"dropped targets: {len(dropped)}"
+                         + "".join(f"\n  {t.get('discoveredLabels', {})}" for t in dropped[:10]))
+        except (OSError, URLError, KeyError, ValueError) as e:
+            lines.append(f"dropped targets: not read ({e})")
+        return "\n".join(lines)
 
     def _get(self, path: str) -> dict:
         with self._opener.open(f"{self.url}{path}", timeout=5) as resp:
