@@ -110,6 +110,13 @@ def test_values_schema_is_generated_from_the_model():
         ("canary.enabled=true,canary.variant=nope", "canary.variant: \"nope\" is not one of the chart's variants"),
         ("canary.enabled=true,canary.scenario=nope", "canary.scenario: \"nope\" is neither"),
         ("canary.enabled=true,canary.scenario=burst", "canary.scenario: \"burst\" sends in bursts"),
+        ("placement.brokers.tolerations[0].operator=Maybe", "/placement/brokers/tolerations/0/operator"),
+        ("placement.canary.affinity.nodeAfinity.x=1", "/placement/canary/affinity"),
+        ("placement.dashboards.nodeSelector.a=b", "/placement"),
+        ("loadtest.runsVolume.accessMode=ReadWriteOncePod", "/loadtest/runsVolume/accessMode"),
+        # The load test and the comparison placed apart cannot share a volume one node mounts at a time.
+        ("placement.loadtest.nodeSelector.role=load", "placement: loadtest and analysis are placed apart, but the "
+                                                      "runs volume is ReadWriteOnce"),
     ],
 )
 def test_bad_values_fail_naming_the_field(setting: str, message: str):

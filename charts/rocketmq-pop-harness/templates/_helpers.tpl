@@ -135,3 +135,31 @@ one). Usage: include "rph.topologyKeys" $ | fromJsonArray. */}}
 {{- define "rph.layout" -}}
 {{- .Files.Get "files/topologies.json" }}
 {{- end }}
+
+{{/* A part's placement (values placement.<part>): the pod spec's nodeSelector, affinity and tolerations, each
+only when set. Call inside a pod spec: include "rph.placement" (dict "root" . "part" "brokers") | nindent N. */}}
+{{- define "rph.placement" -}}
+{{- $p := index .root.Values.placement .part }}
+{{- with $p.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $p.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $p.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The runs volume is mounted by the load test's pod (it writes the archives) and by the comparison's driver
+and executors (they read them). A ReadWriteOnce volume is mounted on one node at a time: placed apart, they
+could not share it. Refused at install, in one line, rather than a comparison pod left Pending. */}}
+{{- define "rph.runsVolumeShared" -}}
+{{- $v := .Values }}
+{{- if and $v.analysis.enabled (eq $v.loadtest.runsVolume.accessMode "ReadWriteOnce") (ne (toJson $v.placement.loadtest) (toJson $v.placement.analysis)) }}
+{{- fail "placement: loadtest and analysis are placed apart, but the runs volume is ReadWriteOnce (one node at a time): set loadtest.runsVolume.accessMode=ReadWriteMany with a storage class that offers it, or give placement.analysis the same value as placement.loadtest" }}
+{{- end }}
+{{- end }}

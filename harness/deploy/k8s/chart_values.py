@@ -8,7 +8,7 @@ with the field's name, before anything reaches a cluster.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, model_validator
 
@@ -111,6 +111,10 @@ class NameServer(Strict):
 class RunsVolume(Strict):
     size: Quantity
     storageClassName: str = ""  # noqa: N815
+    accessMode: Literal["ReadWriteOnce", "ReadWriteMany"] = Field(  # noqa: N815
+        "ReadWriteOnce", description="ReadWriteOnce: one node at a time (placement.loadtest and placement.analysis "
+        "must be the same); ReadWriteMany: the load test and the comparison may run on different nodes (a storage "
+        "class that offers it)")
 
 
 class LoadTestWorkers(Strict):
@@ -221,6 +225,37 @@ class Monitoring(Strict):
     dashboards: DashboardConfigMaps
 
 
+class Toleration(Strict):
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    tolerationSeconds: int | None = None  # noqa: N815
+
+
+class Affinity(Strict):
+    nodeAffinity: dict[str, Any] | None = None  # noqa: N815
+    podAffinity: dict[str, Any] | None = None  # noqa: N815
+    podAntiAffinity: dict[str, Any] | None = None  # noqa: N815
+
+
+class Placement(Strict):
+    """Where a part's pods go: the pod spec's fields of the same names (the API server checks affinity's inside)."""
+
+    nodeSelector: dict[LabelName, LabelValue] = Field(default_factory=dict)  # noqa: N815
+    affinity: Affinity = Field(default_factory=lambda: Affinity())
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class Placements(Strict):
+    brokers: Placement = Field(default_factory=Placement, description="every variant's name servers, brokers and "
+                                                                      "proxies")
+    loadtest: Placement = Field(default_factory=Placement, description="a run's pod and its Locust worker pods")
+    analysis: Placement = Field(default_factory=Placement, description="the comparison's Spark driver and executors")
+    monitoring: Placement = Field(default_factory=Placement, description="Prometheus and Grafana")
+    canary: Placement = Field(default_factory=Placement, description="the canary's pod")
+
+
 class CanaryValues(Strict):
     enabled: bool = Field(False, description="rmq-harness canary as a Deployment")
     variant: VariantName = Field(description="the variant it drives: one of `variants`")
@@ -242,6 +277,7 @@ class ChartValues(Strict):
     probe: Probe
     broker: Broker
     nameServer: NameServer  # noqa: N815
+    placement: Placements
     loadtest: LoadTest
     analysis: Analysis
     prometheus: PrometheusValues
