@@ -73,7 +73,8 @@ def _judged(data: Collected, base: str, other: str, rule: VerdictRule, archive: 
     primary = next(c for c in result["comparisons"] if c["primary"] and c["scenario"] == scenario)
     run_id, order = archive.run_id, archive.record.variant_order
     keep = ("metric", "statistic", "n_baseline", "n_candidate", "median_baseline", "median_candidate",
-            "ratio_of_medians", "ci", "p_value", "p_floor", "p_adjusted", "verdict", "reason")
+            "ratio_of_medians", "difference", "ci", "detectable", "p_value", "p_floor", "p_adjusted", "verdict",
+            "reason")
     return {"run_id": run_id, "scenario": scenario, "baseline": result["baseline"], "candidate": result["candidate"],
             "variant_order": order, "verdict": result["verdict"], "family": result["family"],
             "doubled": _with_change(data, base, other, rule, run_id, scenario, metric),

@@ -21,7 +21,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from harness.campaigns.loop import Campaign
-from harness.contracts.verdict import CHANGED, REGRESSION, VerdictRule
+from harness.contracts.verdict import CHANGED, EFFECT, REGRESSION, VerdictRule
 from harness.core.errors import ConfigError
 from harness.core.publish import publish_json
 from harness.deploy.agents import DELAY_JAR
@@ -154,6 +154,15 @@ def _controls(runs: Sequence[dict], p: Plan) -> dict:
                "order_effect": order_effect(aa)},
         "shifts": [],
     }
+    # How large a regression one run of the scenario detects with 80% power (spark.power), its A/A runs' median:
+    # what an "inconclusive" of this scenario could have hidden. Archives judged before it was kept have none.
+    # None over scenarios whose effects differ (a ratio and a difference have no common median).
+    sized = [(r["primary"]["detectable"][1], EFFECT[r["primary"]["statistic"]]) for r in aa
+             if (r["primary"].get("detectable") or [None, None])[1] is not None]
+    effects = {e for _, e in sized}
+    out["aa"]["detectable_regression"] = (
+        {"median": float(np.median([d for d, _ in sized])), "runs": len(sized), "effect": effects.pop()}
+        if sized and len(effects) == 1 else None)
     # Every A/A run judged again with a 2x change planted into its candidate's cycles (spark.calibration).
     doubled = [r["doubled"]["verdict"] for r in aa if r.get("doubled")]
     out["power_2x"] = {**rate(sum(v == REGRESSION for v in doubled), len(doubled)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from harness.contracts.verdict import SHARE, STATISTIC
+from harness.contracts.verdict import RATIO, SHARE, STATISTIC
 from harness.report import console, formats
 from harness.report.run_tables import print_hybrids, variant_label
 from harness.report.tables import print_whole
@@ -77,15 +77,23 @@ def print_calibration(result: dict) -> None:
         bound = f"; at {'most' if claim == 'upper' else 'least'} {r[claim]:.1%}" if r.get(claim) is not None else ""
         return f"{r['rate']:.0%} ({r['k']}/{r['n']}{bound})"
 
+    def detectable(r: dict) -> str:
+        """The regression one run detects with 80% power, median over the A/A runs (a ratio or a difference)."""
+        d = r["aa"].get("detectable_regression")
+        if not d:
+            return "-"
+        return f"{d['median']:.2f}x" if d["effect"] == RATIO else f"+{d['median']:.2f}"
+
     delays = [s["delay_ms"] for s in result["shifts"]]
     t = Table(title=f"the verdict rule on {result['variant']}, each run judged on its own (bounds: one-sided 95%)")
-    for col in ("scenario", "A/A: false verdicts", f"{result.get('power_factor', 2.0):g}x planted: detected",
+    for col in ("scenario", "A/A: false verdicts", "a run detects (80%)",
+                f"{result.get('power_factor', 2.0):g}x planted: detected",
                 *(f"+{ms} ms on every wakeup: detected" for ms in delays)):
         t.add_column(col)
     sections = [*result.get("per_scenario", {}).items(), ("all" if result.get("per_scenario") else "", result)]
     for name, r in sections:
         shifts = {s["delay_ms"]: s for s in r["shifts"]}
-        t.add_row(name, pct(r["aa"]), pct(r.get("power_2x"), "lower"),
+        t.add_row(name, pct(r["aa"]), detectable(r), pct(r.get("power_2x"), "lower"),
                   *(pct(shifts.get(ms), "lower") for ms in delays))
     print_whole(t)
     effect = result["aa"].get("order_effect")

@@ -122,6 +122,7 @@ def test_the_rates_are_given_per_scenario_and_pooled_over_the_set():
     assert (burst["power_2x"]["k"], lapse["power_2x"]["k"], result["power_2x"]["n"]) == (10, 0, 20)
     assert [(s["delay_ms"], s["k"], s["n"]) for s in burst["shifts"]] == [(50, 3, 3)] and lapse["shifts"] == []
     assert [s["name"] for s in result["scenarios"]] == ["burst", "lapse"]
+    assert result["aa"]["detectable_regression"] is None  # runs judged before it was kept
     with pytest.raises(ConfigError, match="--scenario lapse"):  # archives of a scenario not named
         calibrate.summarise({"rule": {}, "power_factor": 2.0, "per_run": runs}, p, scenarios[:1])
 
@@ -143,3 +144,20 @@ def test_a_planted_2x_doubles_a_latency_and_a_side_s_share():
     assert values(planted([np.array([1.0, 1.0]), np.array([0.0])], "share")) == [[1.0, 1.0], [1.0]]  # capped
     assert values(planted([np.array([0.0, 0.0])], "share")) == [[0.0, 0.0]]  # nothing to double
     assert planted([], "share") == []
+
+
+def test_each_scenario_says_how_large_a_regression_one_run_detects_and_mixed_effects_are_not_pooled():
+    from harness.inputs.catalogue import load_scenario
+
+    def run(scenario: str, statistic: str, above: float) -> dict:
+        r = _judged(scenario, "aa", "inconclusive", "regression")
+        return {**r, "primary": {**r["primary"], "statistic": statistic, "detectable": [None, above]}}
+
+    scenarios = [load_scenario("burst"), load_scenario("v2-whole-poll")]
+    p = calibrate.plan(load_variants()["patched"], [50])
+    runs = [run("burst", "median", d) for d in (1.5, 2.0, 3.0)] + [run("v2-whole-poll", "share", 0.3)] * 2
+    result = calibrate.summarise({"rule": {}, "power_factor": 2.0, "per_run": runs}, p, scenarios)
+    assert result["per_scenario"]["burst"]["aa"]["detectable_regression"] == {"median": 2.0, "runs": 3,
+                                                                             "effect": "ratio"}
+    assert result["per_scenario"]["v2-whole-poll"]["aa"]["detectable_regression"]["effect"] == "difference"
+    assert result["aa"]["detectable_regression"] is None
