@@ -24,19 +24,30 @@ POWER_FACTOR = 2.0
 
 
 def planted(cycles: Sequence[np.ndarray], statistic: str, factor: float = POWER_FACTOR) -> list[np.ndarray]:
-    """A side's cycles with the change planted: every latency times ``factor``; the side's share times ``factor``
-    (capped at 1): round((factor - 1) x ones) of its zeros set to 1, taken evenly over the side's values in cycle
-    order. The share is the side's, not each cycle's: a cycle of one retry (0 or 1) cannot be doubled on its own,
-    and doubling cycle by cycle left such scenarios (v2-whole-poll) without any planted change at all."""
+    """A side's cycles with the change planted: every latency times ``factor``; for a share, the side's level
+    (the mean of its cycles' shares, as spark.stats compares it) times ``factor``, capped at 1, by setting zeros to
+    1 across the side's cycles (a flip in a cycle of n values adds 1/n to its share), as near the target as the
+    cycles' sizes allow. The level is the side's, not each cycle's: a cycle of one retry (0 or 1) cannot be
+    doubled on its own, and doubling cycle by cycle left such scenarios (v2-whole-poll) with no change at all.
+    Which cycles take the flips does not matter to a comparison that resamples whole cycles."""
     if statistic != SHARE or not len(cycles):
         return [np.asarray(c, dtype=float) * factor for c in cycles]
-    flat = np.concatenate([np.asarray(c, dtype=float) for c in cycles])
-    zeros = np.flatnonzero(flat == 0)
-    flips = min(len(zeros), int(round((factor - 1) * (flat == 1).sum())))
-    if flips:
-        flat[zeros[np.linspace(0, len(zeros) - 1, flips).round().astype(int)]] = 1
-    bounds = np.cumsum([len(c) for c in cycles])[:-1]
-    return np.split(flat, bounds)
+    out = [np.asarray(c, dtype=float).copy() for c in cycles]
+    sized = [c for c in out if c.size]
+    if not sized:
+        return out
+    now = float(np.mean([c.mean() for c in sized]))
+    wanted = (min(1.0, factor * now) - now) * len(sized)  # the rise of the sum of the cycles' shares
+    # Zeros taken round-robin over the cycles (the first zero of each, then the second, ...), each flipped while
+    # that brings the sum nearer the target.
+    zeros = [np.flatnonzero(c == 0) for c in out]
+    added = 0.0
+    for k in range(max((z.size for z in zeros), default=0)):
+        for c, z in zip(out, zeros, strict=True):
+            if k < z.size and added + 1 / c.size <= wanted + 0.5 / c.size:
+                c[z[k]] = 1
+                added += 1 / c.size
+    return out
 
 
 def _with_change(data: Collected, base: str, other: str, rule: VerdictRule, run_id: str, scenario: str,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from harness.contracts.verdict import RATIO, SHARE, STATISTIC
+from harness.contracts.verdict import POWER, RATIO, SHARE, STATISTIC
 from harness.report import console, formats
 from harness.report.run_tables import print_hybrids, variant_label
 from harness.report.tables import print_whole
@@ -82,11 +82,13 @@ def print_calibration(result: dict) -> None:
         d = r["aa"].get("detectable_regression")
         if not d:
             return "-"
-        return f"{d['median']:.2f}x" if d["effect"] == RATIO else f"+{d['median']:.2f}"
+        size = f"{d['median']:.2f}x" if d["effect"] == RATIO else f"+{d['median']:.2f}"
+        # Runs whose spread could not be sized (endless or zero levels) are not in the median: said.
+        return size if d["runs"] == r["aa"]["n"] else f"{size} ({d['runs']} of {r['aa']['n']} runs)"
 
     delays = [s["delay_ms"] for s in result["shifts"]]
     t = Table(title=f"the verdict rule on {result['variant']}, each run judged on its own (bounds: one-sided 95%)")
-    for col in ("scenario", "A/A: false verdicts", "a run detects (80%)",
+    for col in ("scenario", "A/A: false verdicts", f"a run detects ({POWER:.0%})",
                 f"{result.get('power_factor', 2.0):g}x planted: detected",
                 *(f"+{ms} ms on every wakeup: detected" for ms in delays)):
         t.add_column(col)

@@ -84,7 +84,8 @@ def test_a_prometheus_that_never_fetches_the_targets_is_told_apart_in_the_error(
 
     cm = one(rendered["01-default-values.yaml"], "ConfigMap", "-prometheus")
     config = yaml.safe_load(cm["data"]["prometheus.yml"])
-    sd_port, wrong_port, prom_port = free_port(), free_port(), free_port()
+    sd_port, prom_port = free_port(), free_port()
+    wrong_port = next(p for p in iter(free_port, None) if p not in (sd_port, prom_port))
     sd = next(j for j in config["scrape_configs"] if "http_sd_configs" in j)["http_sd_configs"][0]
     sd["url"], sd["refresh_interval"] = f"http://127.0.0.1:{wrong_port}{SD_PATH}", "1s"
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))

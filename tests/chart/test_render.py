@@ -111,6 +111,7 @@ def test_values_schema_is_generated_from_the_model():
         ("canary.enabled=true,canary.scenario=nope", "canary.scenario: \"nope\" is neither"),
         ("canary.enabled=true,canary.scenario=burst", "canary.scenario: \"burst\" sends in bursts"),
         ("placement.brokers.tolerations[0].operator=Maybe", "/placement/brokers/tolerations/0/operator"),
+        ("placement.brokers.nodeSelector.BAD_=x", "/placement/brokers/nodeSelector"),
         ("placement.canary.affinity.nodeAfinity.x=1", "/placement/canary/affinity"),
         ("placement.dashboards.nodeSelector.a=b", "/placement"),
         ("loadtest.runsVolume.accessMode=ReadWriteOncePod", "/loadtest/runsVolume/accessMode"),

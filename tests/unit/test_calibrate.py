@@ -144,6 +144,11 @@ def test_a_planted_2x_doubles_a_latency_and_a_side_s_share():
     assert values(planted([np.array([1.0, 1.0]), np.array([0.0])], "share")) == [[1.0, 1.0], [1.0]]  # capped
     assert values(planted([np.array([0.0, 0.0])], "share")) == [[0.0, 0.0]]  # nothing to double
     assert planted([], "share") == []
+    # The level compared is the mean of the cycles' shares (spark.stats): doubled as such whatever their sizes.
+    uneven = [np.array([0.0]), np.r_[np.ones(10), np.zeros(90)], np.array([1.0, 0.0, 0.0, 0.0])]
+    before = np.mean([c.mean() for c in uneven])
+    after = np.mean([c.mean() for c in planted(uneven, "share")])
+    assert abs(after - 2 * before) <= 0.5 / 100 + 1e-9 and [len(c) for c in planted(uneven, "share")] == [1, 100, 4]
 
 
 def test_each_scenario_says_how_large_a_regression_one_run_detects_and_mixed_effects_are_not_pooled():

@@ -159,7 +159,16 @@ and executors (they read them). A ReadWriteOnce volume is mounted on one node at
 could not share it. Refused at install, in one line, rather than a comparison pod left Pending. */}}
 {{- define "rph.runsVolumeShared" -}}
 {{- $v := .Values }}
-{{- if and $v.analysis.enabled (eq $v.loadtest.runsVolume.accessMode "ReadWriteOnce") (ne (toJson $v.placement.loadtest) (toJson $v.placement.analysis)) }}
+{{- if and $v.analysis.enabled (eq $v.loadtest.runsVolume.accessMode "ReadWriteOnce") (ne (include "rph.where" $v.placement.loadtest) (include "rph.where" $v.placement.analysis)) }}
 {{- fail "placement: loadtest and analysis are placed apart, but the runs volume is ReadWriteOnce (one node at a time): set loadtest.runsVolume.accessMode=ReadWriteMany with a storage class that offers it, or give placement.analysis the same value as placement.loadtest" }}
 {{- end }}
+{{- end }}
+
+{{/* What of a placement decides the node (nodeSelector, affinity; tolerations only allow), empty parts left out,
+as JSON: two placements that say the same compare equal. */}}
+{{- define "rph.where" -}}
+{{- $out := dict }}
+{{- with .nodeSelector }}{{ $_ := set $out "nodeSelector" . }}{{ end }}
+{{- with .affinity }}{{ $_ := set $out "affinity" . }}{{ end }}
+{{- toJson $out }}
 {{- end }}

@@ -218,7 +218,8 @@ class DashboardConfigMaps(Strict):
 
 class Monitoring(Strict):
     labels: dict[LabelName, LabelValue] = Field(
-        default_factory=dict, description="on every object below: what your Prometheus selects them by "
+        default_factory=dict, json_schema_extra={"additionalProperties": False},
+        description="on every object below: what your Prometheus selects them by "
         "(kube-prometheus-stack: release: <its release>)")
     podMonitors: PodMonitors  # noqa: N815
     prometheusRule: PrometheusRuleValues  # noqa: N815
@@ -227,7 +228,7 @@ class Monitoring(Strict):
 
 class Toleration(Strict):
     key: str = ""
-    operator: Literal["Exists", "Equal"] = "Equal"
+    operator: Literal["Exists", "Equal", ""] = "Equal"  # "": Equal, as Kubernetes reads it
     value: str = ""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
     tolerationSeconds: int | None = None  # noqa: N815
@@ -239,21 +240,23 @@ class Affinity(Strict):
     podAntiAffinity: dict[str, Any] | None = None  # noqa: N815
 
 
-class Placement(Strict):
+class PodPlacement(Strict):
     """Where a part's pods go: the pod spec's fields of the same names (the API server checks affinity's inside)."""
 
-    nodeSelector: dict[LabelName, LabelValue] = Field(default_factory=dict)  # noqa: N815
+    nodeSelector: dict[LabelName, LabelValue] = Field(  # noqa: N815
+        default_factory=dict, json_schema_extra={"additionalProperties": False})
     affinity: Affinity = Field(default_factory=lambda: Affinity())
     tolerations: list[Toleration] = Field(default_factory=list)
 
 
 class Placements(Strict):
-    brokers: Placement = Field(default_factory=Placement, description="every variant's name servers, brokers and "
+    brokers: PodPlacement = Field(default_factory=PodPlacement, description="every variant's name servers, brokers and "
                                                                       "proxies")
-    loadtest: Placement = Field(default_factory=Placement, description="a run's pod and its Locust worker pods")
-    analysis: Placement = Field(default_factory=Placement, description="the comparison's Spark driver and executors")
-    monitoring: Placement = Field(default_factory=Placement, description="Prometheus and Grafana")
-    canary: Placement = Field(default_factory=Placement, description="the canary's pod")
+    loadtest: PodPlacement = Field(default_factory=PodPlacement, description="a run's pod and its Locust worker pods")
+    analysis: PodPlacement = Field(default_factory=PodPlacement,
+                                   description="the comparison's Spark driver and executors")
+    monitoring: PodPlacement = Field(default_factory=PodPlacement, description="Prometheus and Grafana")
+    canary: PodPlacement = Field(default_factory=PodPlacement, description="the canary's pod")
 
 
 class CanaryValues(Strict):

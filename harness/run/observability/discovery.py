@@ -38,7 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         body = json.dumps(self.server.groups).encode()
-        self.server.fetched.append(time.monotonic())
+        self.server.fetches, self.server.last_fetch = self.server.fetches + 1, time.monotonic()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -51,7 +51,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _SDServer(ThreadingHTTPServer):
     groups: list[dict]
-    fetched: list[float]  # when Prometheus fetched the list (monotonic): a wait that times out says so
+    # How often Prometheus fetched the list, and when last (monotonic): a wait that times out says so.
+    fetches: int
+    last_fetch: float
 
 
 class DiscoveredPrometheus(Prometheus):
@@ -76,7 +78,7 @@ class DiscoveredPrometheus(Prometheus):
                      "a machine, `rmq-harness run`, scrapes it)")
         targets = [t for t in targets if not t.suffix]
         self._server = _SDServer(self.sd_address, _Handler)
-        self._server.groups, self._server.fetched = sd_groups(targets), []
+        self._server.groups, self._server.fetches, self._server.last_fetch = sd_groups(targets), 0, 0.0
         served_since = time.monotonic()
         threading.Thread(target=self._server.serve_forever, name="http-sd", daemon=True).start()
         wanted = {t.address for t in targets}
@@ -98,21 +100,27 @@ class DiscoveredPrometheus(Prometheus):
         """What a wait for the targets that timed out saw: whether Prometheus fetched the list at all (a
         Service without this pod as endpoint, a DNS name that does not resolve there), and what its own
         discovery and scrape pools say (a failing http_sd request, targets dropped by relabelling)."""
-        fetched = list(self._server.fetched) if self._server else []
-        lines = [f"Prometheus fetched the target list {len(fetched)} times in {time.monotonic() - since:.0f} s"
-                 + (f", last {time.monotonic() - fetched[-1]:.0f} s ago" if fetched else "")]
+        fetches, last = (self._server.fetches, self._server.last_fetch) if self._server else (0, 0.0)
+        lines = [f"Prometheus fetched the target list {fetches} times in {time.monotonic() - since:.0f} s"
+                 + (f", last {time.monotonic() - last:.0f} s ago" if fetches else "")]
         # Its own metrics (it does not scrape itself): the http_sd requests that failed, what discovery found.
         own = ("prometheus_sd_http_failures_total", "prometheus_sd_discovered_targets",
                "prometheus_target_sync_failed_total")
         try:
             with self._opener.open(f"{self.url}/metrics", timeout=5) as resp:
                 text = resp.read().decode()
-            lines += [line for line in text.splitlines() if line.startswith(own)] or [f"none of {', '.join(own)}"]
+            found = [line for line in text.splitlines() if line.startswith(own)]
+            # A shared Prometheus (kube-prometheus-stack) has a line per scrape config: the first ones do.
+            lines += found[:12] + ([f"({len(found) - 12} more)"] if len(found) > 12 else []) or [
+                f"none of {', '.join(own)}"]
         except (OSError, URLError, ValueError) as e:
             lines.append(f"its /metrics not read ({e})")
         try:
-            dropped = self._get("/api/v1/targets?state=dropped")["data"]["droppedTargets"]
-            lines.append(f"dropped targets: {len(dropped)}"
+            # Only what came from this run's list (http_sd labels each target with the list's URL).
+            ours = f":{self.sd_address[1]}{SD_PATH}"
+            dropped = [t for t in self._get("/api/v1/targets?state=dropped")["data"]["droppedTargets"]
+                       if t.get("discoveredLabels", {}).get("__meta_url", "").endswith(ours)]
+            lines.append(f"this run's targets dropped by relabelling: {len(dropped)}"
                          + "".join(f"\n  {t.get('discoveredLabels', {})}" for t in dropped[:10]))
         except (OSError, URLError, KeyError, ValueError) as e:
             lines.append(f"dropped targets: not read ({e})")
