@@ -55,10 +55,9 @@ def archive(release, tmp_path_factory) -> Path:
     scenario = yaml.safe_load((REPO_ROOT / "workloads" / "scenarios" / "burst.yaml").read_text())
     scenario["workers"], scenario["duration_s"] = WORKERS, DURATION_S
     scenario["consume"]["long_poll_s"] = LONG_POLL_S
-    # Cycles until duration_s and no more: burst's gate minimum (at_least 8, within cap_s 240) would keep the
-    # baseline's ~12 s cycles going for some 50 s past the 45, for cycles the verdict here does not need.
-    for gate in ("at_least", "cap_s"):
-        scenario["cycles"].pop(gate, None)
+    # Three cycles at least (the fewest the verdict below can be reached on), within 90 s: burst's gate minimum
+    # (at_least 8, within cap_s 240) would keep the baseline's ~12 s cycles going some 50 s past the 45.
+    scenario["cycles"]["at_least"], scenario["cycles"]["cap_s"] = 3, 90
     path = tmp_path_factory.mktemp("scenario") / "burst.yaml"
     path.write_text(yaml.safe_dump(scenario))
     # Over remoting: the workers (pods) follow the name server's route to each broker's pod address; the fault
@@ -131,7 +130,9 @@ def test_the_archive_says_which_agents_ran_and_how_far_the_clocks_were(archive):
     assert any("installed" in line for line in by_name["patched"]["agent_report"]["pop-retry-wakeup.jar"])
     for v in by_name.values():
         low, high = v["clock_offset_ms"]
-        assert -10 <= low <= high <= 10
+        # One machine, one clock: the bounds hold 0 (give or take the broker's whole milliseconds), and they are
+        # tight (a loaded node widens them, so no narrower bound than that is asserted).
+        assert low <= 1 and high >= -1 and high - low < 50, (low, high)
         assert any("observing" in line for line in v["agent_report"]["pop-wakeup-probe.jar"])
     assert (archive / "probe" / "patched.prom").read_text().startswith("# HELP rmq_probe_pop_wakeups_total")
 

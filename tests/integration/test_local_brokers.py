@@ -127,7 +127,8 @@ def test_the_remoting_driver_shares_a_connection_between_greenlets_without_block
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["sent"] == result["received"] == 16
-    assert result["max_gap_s"] < 1.0, result  # a 100 ms ticker never stalled for a poll's length
+    # A 100 ms ticker never stalled for the poll's length (3 s); under 2 s leaves room for a loaded machine.
+    assert result["max_gap_s"] < 2.0, result
 
 
 def _drain(consumer, n: int, deadline_s: float = 30) -> list:
