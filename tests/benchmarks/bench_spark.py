@@ -1,16 +1,23 @@
-"""Benchmark of the Spark comparison on generated archives of 1M and 10M events (local[2]), beside a
-single-node baseline: DuckDB (2 threads) on the same Parquet computing the same wakeup and redelivery
-percentiles and message counts, so the price of Spark is visible. Run by `make bench`; writes
-bench-results/spark.json. Asserts nothing."""
+"""Benchmark of the Spark comparison on generated archives (1M and 10M events by default; 100M with
+RMQ_HARNESS_BENCH_SPARK_EVENTS=1000000,10000000,100000000), on local[2] and on a standalone cluster of two
+workers, each with a /tmp of its own (tests.spark.standalone), beside a single-node baseline: DuckDB (2 threads)
+on the same Parquet computing the same wakeup and redelivery percentiles and message counts, so the price of
+Spark is visible. Run by `make bench`; writes bench-results/spark.json. Asserts nothing.
+
+RMQ_HARNESS_BENCH_SPARK_MASTERS picks the masters (default "local[2],standalone-2"); RMQ_HARNESS_BENCH_SPARK_RUNS
+the runs per size and master (default 3; the median kept). The archives are written outside /tmp (the workers
+cannot see the driver's /tmp), in runs/.bench-spark-<pid>, removed at the end."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +28,23 @@ import pyarrow.parquet as pq
 from harness.archive.writer import ArchiveStaging
 from harness.contracts.events import EVENT_SCHEMA_VERSION, SCHEMA
 from harness.contracts.record import HostInfo, RunRecord, VariantRecord
+from harness.core.paths import REPO_ROOT
+from tests.spark.standalone import standalone
 from tests.synth import scenario_of
 
 OUT = Path("bench-results") / "spark.json"
-RUNS = 3
+RUNS = int(os.environ.get("RMQ_HARNESS_BENCH_SPARK_RUNS", "3"))
+SIZES = [int(x) for x in os.environ.get("RMQ_HARNESS_BENCH_SPARK_EVENTS", "1000000,10000000").split(",")]
+MASTERS = os.environ.get("RMQ_HARNESS_BENCH_SPARK_MASTERS", "local[2],standalone-2").split(",")
 MS = 1_000_000
+CHUNK_MESSAGES = 2_000_000  # messages generated (and written as a row group) at a time: flat memory at 100M
 
 
-def _variant_table(run_id: str, variant: str, messages: int, rng: np.random.Generator, slow: bool) -> pa.Table:
-    """Five events per message (sent, received, nacked, received again, acked), built column-wise."""
-    i = np.arange(messages)
+def _variant_table(run_id: str, variant: str, start: int, messages: int, rng: np.random.Generator,
+                   slow: bool) -> pa.Table:
+    """Five events per message (sent, received, nacked, received again, acked), built column-wise; messages
+    ``start`` to ``start + messages`` of the variant."""
+    i = np.arange(start, start + messages)
     t0 = 1_795_000_000_000 + i // 10
     wake = rng.uniform(14_000, 20_000, messages) if slow else rng.exponential(30, messages)
     store = t0 + 3006
@@ -68,8 +82,10 @@ def make_archive(runs: Path, events: int) -> Path:
     staging = ArchiveStaging(runs, run_id)
     per_variant = events // 10  # two variants, five events per message
     for variant, slow in (("unpatched", True), ("patched", False)):
-        pq.write_table(_variant_table(run_id, variant, per_variant, rng, slow),
-                       staging.dir("events") / f"{variant}.parquet")
+        with pq.ParquetWriter(staging.dir("events") / f"{variant}.parquet", SCHEMA) as writer:
+            for start in range(0, per_variant, CHUNK_MESSAGES):
+                writer.write_table(_variant_table(run_id, variant, start, min(CHUNK_MESSAGES, per_variant - start),
+                                                  rng, slow))
     return staging.commit(RunRecord(
         event_schema_version=EVENT_SCHEMA_VERSION, run_id=run_id, scenario=scenario_of("burst"),
         variants=[VariantRecord(name="unpatched", version="5.3.3"), VariantRecord(name="patched", version="5.3.3")],
@@ -131,62 +147,99 @@ def duckdb_baseline(archive: Path, threads: int = 2) -> dict:
     return out
 
 
-def _peak_rss(proc: subprocess.Popen) -> dict[str, int]:
-    """Sample the job's process tree until it exits; peak RSS per process name, MiB."""
+def _peak_rss(proc: subprocess.Popen, also: list[psutil.Process]) -> dict[str, int]:
+    """Sample the job's process tree (and ``also``'s: the standalone workers, whose children the executors are)
+    until it exits; peak RSS per process name, MiB (the executors' JVMs as "executor-jvm")."""
     peak: dict[str, int] = {}
     root = psutil.Process(proc.pid)
     while proc.poll() is None:
-        try:
-            for p in [root, *root.children(recursive=True)]:
-                name = "jvm" if p.name() == "java" else p.name()
-                peak[name] = max(peak.get(name, 0), p.memory_info().rss // 2**20)
-        except psutil.Error:
-            pass
+        for top in (root, *also):
+            try:
+                for p in [top, *top.children(recursive=True)]:
+                    name, cmd = p.name(), " ".join(p.cmdline())
+                    if "deploy.worker.Worker" in cmd:
+                        name = "worker-jvm"
+                    elif "CoarseGrainedExecutorBackend" in cmd:
+                        name = "executor-jvm"
+                    elif name == "java":
+                        name = "jvm"
+                    elif top is not root:
+                        name = f"executor-{name}"
+                    peak[name] = max(peak.get(name, 0), p.memory_info().rss // 2**20)
+            except psutil.Error:
+                pass
         time.sleep(0.5)
     return peak
 
 
+def _workers() -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "org.apache.spark.deploy.worker.Worker" in (p.info["cmdline"] or [])]
+
+
+def _job(archive: Path, master: str, out: Path, also: list[psutil.Process]) -> tuple[float, int, dict[str, int]]:
+    """One comparison in a fresh process: its wall time, exit code and peak RSS per process name."""
+    t = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark.jobs.compare", str(archive), "--baseline", "unpatched",
+         "--candidate", "patched", "--master", master, "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = _peak_rss(proc, also)
+    return round(time.monotonic() - t, 1), proc.returncode, peak
+
+
 def main() -> None:
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for events in (1_000_000, 10_000_000):
+    scratch = REPO_ROOT / "runs" / f".bench-spark-{os.getpid()}"
+    try:
+        for events in SIZES:
             t = time.monotonic()
-            archive = make_archive(Path(tmp) / "runs", events)
+            archive = make_archive(scratch / "runs", events)
             gen_s = time.monotonic() - t
-            # A child process per job, so its peak RSS (driver JVM is a grandchild) is measured alone; the job
-            # RUNS times (its wall time moves by a second or two from one run to the next here), the median kept.
-            walls, peak = [], {}
-            for i in range(RUNS):
-                t = time.monotonic()
-                out = Path(tmp) / f"report-{events}-{i}"
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "spark.jobs.compare", str(archive), "--baseline", "unpatched",
-                     "--candidate", "patched", "--master", "local[2]", "--out", str(out)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                for k, v in _peak_rss(proc).items():
-                    peak[k] = max(v, peak.get(k, 0))
-                walls.append(round(time.monotonic() - t, 1))
-                if proc.returncode:
-                    break
-            wall = statistics.median(walls)
-            report = Path(tmp) / f"report-{events}-0"
-            summary = json.loads((report / "summary.json").read_text()) if proc.returncode == 0 else {}
-            metrics = ("wakeup_ms", "pickup_ms", "redelivery_ms")
-            spark_says = {r["variant"]: {m: [r[m]["p50"], r[m]["p90"]] for m in metrics}
-                          | {"sent": r["sent"], "never_received": r["ledger"]["never_received"]}
-                          for r in summary.get("per_variant", [])}
             duck = duckdb_baseline(archive)
-            results.append({"events": events, "generate_s": round(gen_s, 1), "compare_wall_s": round(wall, 1),
-                            "compare_wall_s_runs": walls,
-                            "exit_code": proc.returncode, "peak_rss_mib": peak,
-                            "parquet_mb": round(sum(f.stat().st_size for f in (archive / "events").glob("*"))
-                                                / 1e6, 1),
-                            "spark_p50_p90": spark_says, "duckdb": duck,
-                            "spark_over_duckdb": round(wall / duck["seconds"], 1)})
-            print(results[-1], flush=True)
-    results.append({"note": "compare_wall_s: the median of compare_wall_s_runs (the whole job, a fresh process each); "
-                            "peak_rss_mib: largest RSS of each process of the job (python driver and its Spark "
-                            "workers, Spark JVM), sampled every 0.5 s; master local[2], driver memory 2g"})
+            for master in MASTERS:
+                with ExitStack() as stack:
+                    if master.startswith("standalone-"):
+                        n = int(master.split("-")[1])
+                        # Each worker one core and its executor's memory (spark.executor.memory 4g + overhead).
+                        cluster = stack.enter_context(standalone(scratch / "logs" / master, cores=1, memory="6g",
+                                                                 workers=n))
+                        url, also = cluster.master, _workers()
+                    else:
+                        url, also = master, []
+                    # A fresh process per job, so its peak RSS is its own; RUNS times, the median kept (the wall
+                    # time moves by a second or two from one run to the next here).
+                    walls, peak, code = [], {}, 0
+                    for i in range(RUNS):
+                        wall, code, p = _job(archive, url, scratch / f"report-{events}-{master}-{i}", also)
+                        walls.append(wall)
+                        for k, v in p.items():
+                            peak[k] = max(v, peak.get(k, 0))
+                        if code:
+                            break
+                report = scratch / f"report-{events}-{master}-0"
+                summary = json.loads((report / "summary.json").read_text()) if code == 0 else {}
+                metrics = ("wakeup_ms", "pickup_ms", "redelivery_ms")
+                spark_says = {r["variant"]: {m: [r[m]["p50"], r[m]["p90"]] for m in metrics}
+                              | {"sent": r["sent"], "never_received": r["ledger"]["never_received"]}
+                              for r in summary.get("per_variant", [])}
+                wall = statistics.median(walls)
+                results.append({"events": events, "master": master, "generate_s": round(gen_s, 1),
+                                "compare_wall_s": round(wall, 1), "compare_wall_s_runs": walls, "exit_code": code,
+                                "peak_rss_mib": peak,
+                                "parquet_mb": round(sum(f.stat().st_size for f in (archive / "events").glob("*"))
+                                                    / 1e6, 1),
+                                "spark_p50_p90": spark_says, "duckdb": duck,
+                                "spark_over_duckdb": round(wall / duck["seconds"], 1)})
+                print(results[-1], flush=True)
+            shutil.rmtree(archive, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    results.append({"note": "compare_wall_s: the median of compare_wall_s_runs (the whole job, a fresh process each, "
+                            "Spark's start included); peak_rss_mib: largest RSS of each process (python: the driver "
+                            "and, on local[2], its Spark workers; jvm: the driver's JVM; executor-*: the standalone "
+                            "workers' executors and their Python workers, and the Worker JVMs), sampled every 0.5 s; "
+                            "standalone-2: two workers of one core each, each with its own /tmp; driver memory 2g"})
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -1,6 +1,7 @@
-"""A real Spark standalone cluster on this machine, from the pyspark installation: a master, and one worker in
-a mount namespace of its own with a private /tmp (a tmpfs only it sees), as a worker on another node would
-be: whatever the driver writes under its /tmp, the executors cannot read, and the other way round."""
+"""A real Spark standalone cluster on this machine, from the pyspark installation: a master, and one worker (or
+more) each in a mount namespace of its own with a private /tmp (a tmpfs only it sees), as a worker on another
+node would be: whatever the driver writes under its /tmp, the executors cannot read, nor one worker's another's,
+and the other way round."""
 
 from __future__ import annotations
 
@@ -34,54 +35,59 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def _state(ui: str) -> dict | Pending:
+def _state(ui: str, workers: int = 1) -> dict | Pending:
     try:
         with urllib.request.urlopen(f"{ui}/json", timeout=2) as r:
             state = json.load(r)
     except OSError as e:
         return Pending(f"master UI not answering ({e})")
     alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
-    return state if alive else Pending(f"master {state.get('status')}, no worker alive yet")
+    return state if len(alive) >= workers else Pending(f"master {state.get('status')}, {len(alive)} of {workers} "
+                                                       "workers alive")
 
 
 @contextmanager
 def standalone(logs: Path, cores: int = 2, memory: str = "2g",
-               env: Mapping[str, str] | None = None) -> Iterator[Cluster]:
-    """Start the master and the worker (logs under ``logs``; ``env`` added to their environment, which the
-    executors inherit, as a node's credentials), wait until the worker registered, yield; stop both by their
-    PIDs."""
+               env: Mapping[str, str] | None = None, workers: int = 1, tmp_size: str = "4g") -> Iterator[Cluster]:
+    """Start the master and ``workers`` workers of ``cores`` and ``memory`` each (logs under ``logs``; ``env``
+    added to their environment, which the executors inherit, as a node's credentials; each worker's private
+    /tmp a tmpfs of ``tmp_size``), wait until every worker registered, yield; stop them all by their PIDs."""
     if shutil.which("unshare") is None:
         raise RuntimeError("unshare (util-linux) is needed to give the Spark worker a /tmp of its own")
     logs.mkdir(parents=True, exist_ok=True)
     spark_class = str(spark_home() / "bin" / "spark-class")
-    port, ui_port, worker_port, worker_ui = (process.free_port() for _ in range(4))
+    port, ui_port = process.free_port(), process.free_port()
     env = {**os.environ, **(env or {}), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()),
            "SPARK_NO_DAEMONIZE": "1"}
     started: list[subprocess.Popen] = []
+    names = ["master", *(f"worker-{i + 1}" if workers > 1 else "worker" for i in range(workers))]
     try:
         with open(logs / "master.log", "wb") as out:
             started.append(subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                  "--webui-port", str(ui_port)], env=env, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True))
-        # The worker's own /tmp: a tmpfs mounted in a private mount namespace, seen by nothing else. Its work
+        # Each worker's own /tmp: a tmpfs mounted in a private mount namespace, seen by nothing else. Its work
         # directory (executors' files, the shipped code) lives there.
-        worker = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                  "--host", "127.0.0.1", "--port", str(worker_port), "--webui-port", str(worker_ui),
-                  "--cores", str(cores), "--memory", memory, "--work-dir", "/tmp/spark-worker"]
-        with open(logs / "worker.log", "wb") as out:
-            started.append(subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                 'mount -t tmpfs -o size=4g rmq-harness-worker-tmp /tmp && exec "$@"', "sh", *worker],
-                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+        for name in names[1:]:
+            worker = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                      "--host", "127.0.0.1", "--port", str(process.free_port()), "--webui-port",
+                      str(process.free_port()), "--cores", str(cores), "--memory", memory,
+                      "--work-dir", "/tmp/spark-worker"]
+            with open(logs / f"{name}.log", "wb") as out:
+                started.append(subprocess.Popen(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                     f'mount -t tmpfs -o size={tmp_size} rmq-harness-worker-tmp /tmp && exec "$@"', "sh", *worker],
+                    env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
 
         def alive() -> None:
-            for p, name in zip(started, ("master", "worker"), strict=True):
+            for p, name in zip(started, names, strict=True):
                 if p.poll() is not None:
                     raise RuntimeError(f"the Spark {name} exited ({p.returncode}); see {logs / (name + '.log')}")
 
         ui = f"http://127.0.0.1:{ui_port}"
-        wait_until("a Spark standalone worker to register", lambda: _state(ui), START_S, 0.5, alive=alive)
+        wait_until(f"{workers} Spark standalone worker(s) to register", lambda: _state(ui, workers), START_S, 0.5,
+                   alive=alive)
         yield Cluster(f"spark://127.0.0.1:{port}", ui)
     finally:
         # Each in a session of its own: the JVM and whatever it started (executors, Python workers) go with it.
