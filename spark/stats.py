@@ -210,18 +210,41 @@ def _difference(cand: float, base: float) -> float | None:
     return None if np.isnan(d) else float(d)
 
 
-def _replicate(runs: Runs, rng: np.random.Generator, statistic: str = MEDIAN,
-               drawn: np.ndarray | None = None) -> float:
-    """One hierarchical bootstrap draw of a side's level: runs (``drawn``: these, drawn for both sides of a
-    paired comparison), then cycles within each, then retries."""
-    f = _of(statistic)
-    stats = []
-    for r in rng.integers(0, len(runs), len(runs)) if drawn is None else drawn:
-        cycles = runs[r]
-        for c in rng.integers(0, len(cycles), len(cycles)):
-            values = cycles[c]
-            stats.append(f(values[rng.integers(0, values.size, values.size)]))
-    return float(f(stats))
+class _Side:
+    """One side's runs of cycles, laid out flat once for the hierarchical bootstrap: every cycle's values end to
+    end, where each cycle starts and how long it is, each run's first cycle and how many it has. A draw is then a
+    few array operations over the whole side, not a Python call per cycle: with thousands of cycles (a long run,
+    many runs) the old draw made bootstrap x cycles numpy calls (2,000 x 300 cycles of a 50,000-event run took 87
+    s of its comparison's 131)."""
+
+    def __init__(self, runs: Runs) -> None:
+        cycles = [np.asarray(c, dtype=float) for run in runs for c in run]
+        self.values = np.concatenate(cycles) if cycles else np.zeros(0)
+        self.sizes = np.array([c.size for c in cycles], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.run_cycles = np.array([len(run) for run in runs], dtype=np.int64)
+        self.run_start = np.concatenate([[0], np.cumsum(self.run_cycles)[:-1]]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return self.run_cycles.size
+
+    def draw(self, rng: np.random.Generator, statistic: str = MEDIAN, drawn: np.ndarray | None = None) -> float:
+        """One draw of the side's level: runs (``drawn``: these, drawn for both sides of a paired comparison),
+        then cycles within each, then values within each cycle, each with replacement; each cycle's statistic,
+        then the side's of those."""
+        runs = rng.integers(0, len(self), len(self)) if drawn is None else np.asarray(drawn)
+        counts = self.run_cycles[runs]
+        cycles = np.repeat(self.run_start[runs], counts) + rng.integers(0, np.repeat(counts, counts))
+        n = self.sizes[cycles]
+        starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
+        values = self.values[np.repeat(self.offsets[cycles], n) + rng.integers(0, np.repeat(n, n))]
+        segment = np.repeat(np.arange(cycles.size), n)
+        if AGGREGATE[statistic] == "mean":  # a share: each cycle's mean of 0s and 1s
+            stats = np.bincount(segment, weights=values, minlength=cycles.size) / n
+        else:  # each cycle's median: its values sorted within it, the middle one (or the mean of the two)
+            ordered = values[np.lexsort((values, segment))]
+            stats = (ordered[starts + (n - 1) // 2] + ordered[starts + n // 2]) / 2
+        return float(_of(statistic)(stats))
 
 
 def effect_draws(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
@@ -236,13 +259,13 @@ def effect_draws(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MED
         return [[c if c.size <= MAX_PER_CYCLE else rng.choice(c, MAX_PER_CYCLE, replace=False)
                  for c in run if c.size] for run in runs if any(c.size for c in run)]
 
-    b, c = capped(base), capped(cand)
+    b, c = _Side(capped(base)), _Side(capped(cand))
     effect = _difference if EFFECT[statistic] == DIFFERENCE else _ratio
     paired = paired and len(b) == len(c)
 
     def draw() -> float | None:
         runs = rng.integers(0, len(b), len(b)) if paired else None
-        return effect(_replicate(c, rng, statistic, runs), _replicate(b, rng, statistic, runs))
+        return effect(c.draw(rng, statistic, runs), b.draw(rng, statistic, runs))
 
     draws = (draw() for _ in range(rule.bootstrap))
     ratios = np.array([np.nan if r is None else r for r in draws])
@@ -273,7 +296,8 @@ def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[fl
     kept = [run for run in kept if run]
     if not kept:
         return None
-    draws = np.array([_replicate(kept, rng, statistic) for _ in range(rule.bootstrap)])
+    side = _Side(kept)
+    draws = np.array([side.draw(rng, statistic) for _ in range(rule.bootstrap)])
     lo, hi = np.quantile(draws, [rule.tail, 1 - rule.tail], method="inverted_cdf")
     return float(lo), float(hi)
 

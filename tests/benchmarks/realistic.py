@@ -34,7 +34,9 @@ def _span(tables: dict[str, pa.Table]) -> tuple[int, int]:
         lows.append(lo.as_py())
         highs.append(hi.as_py())
         cycles.append(pc.max(t["cycle"]).as_py() or 0)
-    return max(highs) - min(lows) + 1_000_000_000, max(cycles) + 1
+    # A whole number of milliseconds: the broker's clocks (store_ts_ms) move by exactly what the client's do.
+    span_ms = (max(highs) - min(lows)) // 1_000_000 + 1_000
+    return span_ms * 1_000_000, max(cycles) + 1
 
 
 def _repetition(t: pa.Table, rep: int, span_ns: int, cycles: int) -> pa.Table:

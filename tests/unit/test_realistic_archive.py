@@ -31,3 +31,8 @@ def test_a_tiled_archive_is_the_template_repeated_with_new_names_clocks_and_cycl
         return sorted((f.t_client_ns - f.groupby(["variant", "ledger_id"]).t_client_ns.transform("min")).tolist())
     assert deltas(ev) == sorted(deltas(template) * 3)
     assert ev.wakeup_ms.dropna().sort_values().tolist() == sorted(template.wakeup_ms.dropna().tolist() * 3)
+    # The broker's clock moves with the client's: a retry's wait from its store time is the template's.
+    def waits(frame: pd.DataFrame) -> list[int]:
+        r = frame[(frame.kind == "received") & (frame.delivery_attempt > 1)]
+        return sorted((r.t_client_ns - r.store_ts_ms.astype("int64") * 1_000_000).tolist())
+    assert waits(ev) == sorted(waits(template) * 3)

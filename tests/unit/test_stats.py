@@ -405,3 +405,35 @@ def test_a_candidate_as_far_off_as_the_detectable_change_is_called_a_regression_
             r = compare(side(g, 1.0), side(g, scale), rule)
             caught[scale] += decide(r, r["p_value"], 1, rule)[0] == REGRESSION
     assert caught[1.0] <= 1 and caught[far] >= 10, (far, caught)
+
+
+def test_the_flat_bootstrap_draw_has_the_hierarchical_draws_distribution():
+    """spark.stats._Side draws runs, then cycles in each, then values in each cycle, with replacement, as the
+    per-cycle loop it replaced did (kept here as the reference): the same distribution of levels, and the same
+    medians of ties and endless waits."""
+    from spark.stats import _Side
+
+    def reference(runs, rng, agg):
+        stats = []
+        for r in rng.integers(0, len(runs), len(runs)):
+            for c in rng.integers(0, len(runs[r]), len(runs[r])):
+                values = runs[r][c]
+                stats.append(agg(values[rng.integers(0, values.size, values.size)]))
+        return float(agg(stats))
+
+    gen = np.random.default_rng(7)
+    runs = [[gen.exponential(30, gen.integers(1, 40)) for _ in range(gen.integers(3, 12))] for _ in range(4)]
+    for statistic, agg in (("median", np.median), ("share", np.mean)):
+        data = runs if statistic == "median" else [[(c > 30).astype(float) for c in run] for run in runs]
+        side, rng_a, rng_b = _Side(data), np.random.default_rng(1), np.random.default_rng(2)
+        flat = np.array([side.draw(rng_a, statistic) for _ in range(3000)])
+        loop = np.array([reference(data, rng_b, agg) for _ in range(3000)])
+        # Within Monte Carlo error of 3,000 draws each (seeded: the same every time); a draw that skipped a level
+        # of the hierarchy would move the spread far more.
+        for q in (0.05, 0.5, 0.95):
+            assert abs(np.quantile(flat, q) - np.quantile(loop, q)) <= 0.25 * np.std(loop), (statistic, q)
+        assert 0.9 < np.std(flat) / np.std(loop) < 1.1, statistic
+    # Every draw of a side whose values are all alike is that value; an endless wait in a cycle's middle is endless.
+    assert _Side([[np.full(5, 4.0), np.full(2, 4.0)]]).draw(np.random.default_rng(0)) == 4.0
+    assert _Side([[np.array([np.inf, np.inf, 1.0])]]).draw(np.random.default_rng(3)) in (1.0, np.inf)
+    assert _Side([[np.array([np.inf])], [np.array([np.inf])]]).draw(np.random.default_rng(3)) == np.inf
