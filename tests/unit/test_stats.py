@@ -437,3 +437,20 @@ def test_the_flat_bootstrap_draw_has_the_hierarchical_draws_distribution():
     assert _Side([[np.full(5, 4.0), np.full(2, 4.0)]]).draw(np.random.default_rng(0)) == 4.0
     assert _Side([[np.array([np.inf, np.inf, 1.0])]]).draw(np.random.default_rng(3)) in (1.0, np.inf)
     assert _Side([[np.array([np.inf])], [np.array([np.inf])]]).draw(np.random.default_rng(3)) == np.inf
+
+
+def test_each_cycles_median_is_numpys_whichever_way_it_is_computed(monkeypatch):
+    """spark.stats._medians: by a matrix per cycle size, or by one sort when the sizes are many; endless waits
+    included, both give np.median of each cycle."""
+    import spark.stats as st
+
+    gen = np.random.default_rng(0)
+    n = gen.integers(1, 50, 300)
+    starts = np.concatenate([[0], np.cumsum(n)[:-1]])
+    values = gen.exponential(1.0, n.sum())
+    values[::37] = np.inf
+    segment = np.repeat(np.arange(n.size), n)
+    want = np.array([np.median(values[s:s + k]) for s, k in zip(starts, n, strict=True)])
+    assert np.array_equal(st._medians(values, starts, n, segment), want)
+    monkeypatch.setattr(st, "SIZES_BY_MATRIX", 0)
+    assert np.array_equal(st._medians(values, starts, n, segment), want)
