@@ -439,18 +439,24 @@ def test_the_flat_bootstrap_draw_has_the_hierarchical_draws_distribution():
     assert _Side([[np.array([np.inf])], [np.array([np.inf])]]).draw(np.random.default_rng(3)) == np.inf
 
 
-def test_each_cycles_median_is_numpys_whichever_way_it_is_computed(monkeypatch):
-    """spark.stats._medians: by a matrix per cycle size, or by one sort when the sizes are many; endless waits
-    included, both give np.median of each cycle."""
-    import spark.stats as st
+def test_a_cycles_resampled_median_and_share_are_drawn_with_the_resamples_own_distribution():
+    """spark.stats._Side draws a cycle's resampled median from the order statistics of uniforms and its share from
+    a binomial, without drawing values: each outcome (a value, or the mean of two) as often as resampling gives it,
+    for odd and even sizes, endless waits among the values."""
+    from spark.stats import _Side
 
-    gen = np.random.default_rng(0)
-    n = gen.integers(1, 50, 300)
-    starts = np.concatenate([[0], np.cumsum(n)[:-1]])
-    values = gen.exponential(1.0, n.sum())
-    values[::37] = np.inf
-    segment = np.repeat(np.arange(n.size), n)
-    want = np.array([np.median(values[s:s + k]) for s, k in zip(starts, n, strict=True)])
-    assert np.array_equal(st._medians(values, starts, n, segment), want)
-    monkeypatch.setattr(st, "SIZES_BY_MATRIX", 0)
-    assert np.array_equal(st._medians(values, starts, n, segment), want)
+    from collections import Counter
+
+    gen = np.random.default_rng(11)
+    for n in (2, 3, 8):  # even, odd, and an even size with an endless wait among its values
+        values = np.round(gen.exponential(10.0, n), 1)
+        values[-1] = np.inf if n == 8 else values[-1]
+        side, rng, direct = _Side([[values]]), np.random.default_rng(n), np.random.default_rng(100 + n)
+        drawn = Counter(side.draw(rng) for _ in range(10_000))
+        resampled = Counter(float(np.median(values[direct.integers(0, n, n)])) for _ in range(10_000))
+        gap = max(abs(drawn[o] - resampled[o]) / 10_000 for o in drawn.keys() | resampled.keys())
+        assert gap < 0.025, (n, gap)  # seeded; about three standard errors of a frequency of 10,000 draws
+    ones = np.array([1.0, 0.0, 0.0, 1.0, 0.0])
+    side, rng = _Side([[ones]]), np.random.default_rng(5)
+    draws = np.array([side.draw(rng, "share") for _ in range(10_000)])
+    assert abs(draws.mean() - 0.4) < 0.01 and abs(draws.std() - np.sqrt(0.4 * 0.6 / 5)) < 0.01
