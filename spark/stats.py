@@ -225,6 +225,9 @@ class _Side:
 
     def __init__(self, runs: Runs) -> None:
         cycles = [np.sort(np.asarray(c, dtype=float)) for run in runs for c in run]
+        # Callers drop empty cycles and runs; a draw from an empty cycle would read its neighbour's values.
+        if any(c.size == 0 or np.isnan(c).any() for c in cycles) or any(len(run) == 0 for run in runs):
+            raise ValueError("a bootstrap side with an empty run or cycle, or a NaN value")
         self.values = np.concatenate(cycles) if cycles else np.zeros(0)
         self.sizes = np.array([c.size for c in cycles], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
@@ -324,7 +327,11 @@ def compare(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MEDIAN,
     base_ids, cand_ids = runs if runs else ([], [])
     # Paired over the runs both sides have (a run where one side has no value of this metric says nothing about
     # the difference within it); two such runs at least.
-    common = [r for r in base_ids if r in set(cand_ids)]
+    def has_values(side: Runs, ids: Sequence[str], run: str) -> bool:
+        return any(len(c) for c in side[list(ids).index(run)])
+
+    common = [r for r in base_ids if r in set(cand_ids)
+              and has_values(base, base_ids, r) and has_values(cand, cand_ids, r)]
     paired = len(common) >= 2
     if paired:
         base = [base[list(base_ids).index(r)] for r in common]

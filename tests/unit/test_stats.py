@@ -460,3 +460,17 @@ def test_a_cycles_resampled_median_and_share_are_drawn_with_the_resamples_own_di
     side, rng = _Side([[ones]]), np.random.default_rng(5)
     draws = np.array([side.draw(rng, "share") for _ in range(10_000)])
     assert abs(draws.mean() - 0.4) < 0.01 and abs(draws.std() - np.sqrt(0.4 * 0.6 / 5)) < 0.01
+
+
+def test_runs_without_values_on_one_side_are_left_out_of_the_pairing():
+    """A run both sides ran, but where one side has no value of the metric, says nothing about the difference
+    within it: the comparison pairs over the other runs, as it would without that run at all (it once stayed
+    'paired' while the bootstrap silently dropped the run on one side only)."""
+    gen = np.random.default_rng(3)
+    base = [[gen.exponential(10, 8) for _ in range(5)] for _ in range(3)]
+    cand = [[gen.exponential(12, 8) for _ in range(5)] for _ in range(2)] + [[np.array([])]]
+    ids = ["r1", "r2", "r3"]
+    with_empty = compare(base, cand, RULE, runs=(ids, ids))
+    without = compare(base[:2], cand[:2], RULE, runs=(ids[:2], ids[:2]))
+    assert with_empty["paired"] is True
+    assert with_empty["ci"] == without["ci"] and with_empty["p_value"] == without["p_value"]
