@@ -162,12 +162,13 @@ def _peak_rss(proc: subprocess.Popen, also: list[psutil.Process]) -> dict[str, i
         for top in (root, *also):
             try:
                 for p in [top, *top.children(recursive=True)]:
-                    name, cmd = p.name(), " ".join(p.cmdline())
+                    argv = p.cmdline()
+                    name, cmd = p.name(), " ".join(argv)
                     if "deploy.worker.Worker" in cmd:
                         name = "worker-jvm"
                     elif "CoarseGrainedExecutorBackend" in cmd:
                         name = "executor-jvm"
-                    elif name == "java":
+                    elif argv and argv[0].endswith("java"):  # a JVM may rename itself after a thread
                         name = "jvm"
                     elif top is not root:
                         name = f"executor-{name}"
@@ -186,11 +187,17 @@ def _workers() -> list[psutil.Process]:
 def _job(archive: Path, master: str, out: Path, also: list[psutil.Process]) -> tuple[float, int, dict[str, int]]:
     """One comparison in a fresh process: its wall time, exit code and peak RSS per process name."""
     t = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spark.jobs.compare", str(archive), "--baseline", "unpatched",
-         "--candidate", "patched", "--master", master, "--out", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = _peak_rss(proc, also)
+    log = out.parent / f"{out.name}.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "spark.jobs.compare", str(archive), "--baseline", "unpatched",
+             "--candidate", "patched", "--master", master, "--out", str(out)],
+            stdout=sink, stderr=subprocess.STDOUT)
+        peak = _peak_rss(proc, also)
+    if proc.returncode:  # said, with the job's last lines: a failed job has no figures to write
+        said = [line for line in log.read_text().splitlines(True) if not line.lstrip().startswith("at ")]
+        print(f"{master}: the comparison exited {proc.returncode} (its log without Java's stack frames):\n"
+              + "".join(said[-40:]), flush=True)
     return round(time.monotonic() - t, 1), proc.returncode, peak
 
 

@@ -69,16 +69,22 @@ def standalone(logs: Path, cores: int = 2, memory: str = "2g",
                 stdin=subprocess.DEVNULL, start_new_session=True))
         # Each worker's own /tmp: a tmpfs mounted in a private mount namespace, seen by nothing else. Its work
         # directory (executors' files, the shipped code) lives there.
-        for name in names[1:]:
+        for i, name in enumerate(names[1:]):
+            # Workers of their own address each when there are several (127.0.0.2, .3, ...: loopback still), so
+            # that Spark takes them for different hosts: on one address its executors read each other's shuffle
+            # files straight from disk (spark.shuffle.readHostLocalDisk), which private /tmps, like separate
+            # nodes, do not allow (FetchFailedException: NoSuchFileException .../shuffle_0_9_0.index).
+            host = "127.0.0.1" if workers == 1 else f"127.0.0.{i + 2}"
             worker = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                      "--host", "127.0.0.1", "--port", str(process.free_port()), "--webui-port",
+                      "--host", host, "--port", str(process.free_port()), "--webui-port",
                       str(process.free_port()), "--cores", str(cores), "--memory", memory,
                       "--work-dir", "/tmp/spark-worker"]
             with open(logs / f"{name}.log", "wb") as out:
                 started.append(subprocess.Popen(
                     ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                      f'mount -t tmpfs -o size={tmp_size} rmq-harness-worker-tmp /tmp && exec "$@"', "sh", *worker],
-                    env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+                    env={**env, "SPARK_LOCAL_IP": host}, stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True))
 
         def alive() -> None:
             for p, name in zip(started, names, strict=True):

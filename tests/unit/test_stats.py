@@ -443,9 +443,9 @@ def test_a_cycles_resampled_median_and_share_are_drawn_with_the_resamples_own_di
     """spark.stats._Side draws a cycle's resampled median from the order statistics of uniforms and its share from
     a binomial, without drawing values: each outcome (a value, or the mean of two) as often as resampling gives it,
     for odd and even sizes, endless waits among the values."""
-    from spark.stats import _Side
-
     from collections import Counter
+
+    from spark.stats import _Side
 
     gen = np.random.default_rng(11)
     for n in (2, 3, 8):  # even, odd, and an even size with an endless wait among its values
