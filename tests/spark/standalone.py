@@ -72,7 +72,7 @@ def standalone(logs: Path, cores: int = 2, memory: str = "2g",
         for i, name in enumerate(names[1:]):
             # Workers of their own address each when there are several (127.0.0.2, .3, ...: loopback still), so
             # that Spark takes them for different hosts: on one address its executors read each other's shuffle
-            # files straight from disk (spark.shuffle.readHostLocalDisk), which private /tmps, like separate
+            # files straight from disk (Spark's readHostLocalDisk setting), which private /tmps, like separate
             # nodes, do not allow (FetchFailedException: NoSuchFileException .../shuffle_0_9_0.index).
             host = "127.0.0.1" if workers == 1 else f"127.0.0.{i + 2}"
             worker = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
