@@ -408,10 +408,10 @@ def test_a_candidate_as_far_off_as_the_detectable_change_is_called_a_regression_
 
 
 def test_the_flat_bootstrap_draw_has_the_hierarchical_draws_distribution():
-    """spark.stats._Side draws runs, then cycles in each, then values in each cycle, with replacement, as the
-    per-cycle loop it replaced did (kept here as the reference): the same distribution of levels, and the same
-    medians of ties and endless waits."""
-    from spark.stats import _Side
+    """spark.bootstrap.BootstrapSide draws runs, then cycles in each, then values in each cycle, with
+    replacement, as the per-cycle loop it replaced did (kept here as the reference): the same distribution of
+    levels, and the same medians of ties and endless waits."""
+    from spark.bootstrap import BootstrapSide as _Side
 
     def reference(runs, rng, agg):
         stats = []
@@ -440,12 +440,12 @@ def test_the_flat_bootstrap_draw_has_the_hierarchical_draws_distribution():
 
 
 def test_a_cycles_resampled_median_and_share_are_drawn_with_the_resamples_own_distribution():
-    """spark.stats._Side draws a cycle's resampled median from the order statistics of uniforms and its share from
-    a binomial, without drawing values: each outcome (a value, or the mean of two) as often as resampling gives it,
-    for odd and even sizes, endless waits among the values."""
+    """spark.bootstrap.BootstrapSide draws a cycle's resampled median from the order statistics of uniforms
+    and its share from a binomial, without drawing values: each outcome (a value, or the mean of two) as often
+    as resampling gives it, for odd and even sizes, endless waits among the values."""
     from collections import Counter
 
-    from spark.stats import _Side
+    from spark.bootstrap import BootstrapSide as _Side
 
     gen = np.random.default_rng(11)
     for n in (2, 3, 8):  # even, odd, and an even size with an endless wait among its values
