@@ -223,15 +223,20 @@ def effect_draws(base: Runs, cand: Runs, rule: VerdictRule, statistic: str = MED
                  for c in run if c.size] for run in runs if any(c.size for c in run)]
 
     b, c = BootstrapSide(capped(base)), BootstrapSide(capped(cand))
-    effect = _difference if EFFECT[statistic] == DIFFERENCE else _ratio
     paired = paired and len(b) == len(c)
 
-    def draw() -> float | None:
-        runs = rng.integers(0, len(b), len(b)) if paired else None
-        return effect(c.draw(rng, statistic, runs), b.draw(rng, statistic, runs))
-
-    draws = (draw() for _ in range(rule.bootstrap))
-    ratios = np.array([np.nan if r is None else r for r in draws])
+    # Each side's draws at once, a block at a time (spark.bootstrap); paired, both sides draw the same runs.
+    step = min(b.block(), c.block())
+    pairs = []
+    for start in range(0, rule.bootstrap, step):
+        k = min(step, rule.bootstrap - start)
+        runs = b.draw_runs(rng, k) if paired else None
+        pairs.append((c.draws(rng, k, statistic, runs), b.draws(rng, k, statistic, runs)))
+    cand_levels = np.concatenate([p[0] for p in pairs])
+    base_levels = np.concatenate([p[1] for p in pairs])
+    # As _ratio and _difference: a draw whose effect is undefined (0/0, inf/inf, inf - inf) is dropped.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = cand_levels - base_levels if EFFECT[statistic] == DIFFERENCE else cand_levels / base_levels
     ratios = ratios[~np.isnan(ratios)]
     return None if ratios.size < rule.bootstrap * 0.9 else ratios
 
@@ -260,7 +265,7 @@ def level_ci(runs: Runs, rule: VerdictRule, statistic: str = MEDIAN) -> tuple[fl
     if not kept:
         return None
     side = BootstrapSide(kept)
-    draws = np.array([side.draw(rng, statistic) for _ in range(rule.bootstrap)])
+    draws = side.draws(rng, rule.bootstrap, statistic)
     lo, hi = np.quantile(draws, [rule.tail, 1 - rule.tail], method="inverted_cdf")
     return float(lo), float(hi)
 

@@ -439,6 +439,58 @@ def test_the_flat_bootstrap_draw_has_the_hierarchical_draws_distribution():
     assert _Side([[np.array([np.inf])], [np.array([np.inf])]]).draw(np.random.default_rng(3)) == np.inf
 
 
+def test_draws_in_blocks_of_runs_with_unlike_cycles_have_the_single_draws_distribution(monkeypatch):
+    """BootstrapSide.draws takes many draws at once, a block at a time: runs with unlike numbers of cycles (each
+    draw's median found by sorting within it) and blocks of one draw or of many give the distribution of draws
+    taken one at a time, for medians and shares; paired sides drawing the same runs stay paired."""
+    import spark.bootstrap as bootstrap
+
+    gen = np.random.default_rng(21)
+    runs = [[gen.exponential(30, gen.integers(1, 30)) for _ in range(k)] for k in (2, 9, 4, 13)]
+    for statistic in ("median", "share"):
+        data = runs if statistic == "median" else [[(c > 30).astype(float) for c in run] for run in runs]
+        side = bootstrap.BootstrapSide(data)
+        single = np.array([side.draw(np.random.default_rng(i), statistic) for i in range(3000)])
+        for block in (1, 200, 100_000):  # a draw a block; 7 draws a block; every draw in one block
+            monkeypatch.setattr(bootstrap, "BLOCK_CYCLES", block)
+            many = side.draws(np.random.default_rng(block), 3000, statistic)
+            assert many.shape == (3000,)
+            for q in (0.05, 0.5, 0.95):
+                assert abs(np.quantile(many, q) - np.quantile(single, q)) <= 0.25 * np.std(single), (statistic, q)
+            # (The spread of these levels, whose runs are drawn too, moves by up to 12 % between seeds.)
+            assert 0.85 < np.std(many) / np.std(single) < 1.18, (statistic, block)
+    # The same runs drawn for two copies of one side give the same levels: the runs are all that varies here.
+    alike = bootstrap.BootstrapSide([[np.full(3, float(r))] for r in range(5)])
+    drawn = alike.draw_runs(np.random.default_rng(0), 50)
+    a = alike.draws(np.random.default_rng(1), 50, "median", drawn)
+    b = alike.draws(np.random.default_rng(2), 50, "median", drawn)
+    assert np.array_equal(a, b) and np.array_equal(a, np.median(drawn, axis=1))
+
+
+def test_samples_grouped_once_are_each_sides_runs_of_cycles_in_order():
+    """spark.comparison.grouped sorts the samples once into every side's runs of cycles: what filtering the
+    samples for each side and grouping them by run and cycle gave (runs and cycles in order, a cycle's values in
+    the samples' order)."""
+    import pandas as pd
+
+    from spark.comparison import grouped
+
+    gen = np.random.default_rng(4)
+    n = 2000
+    samples = pd.DataFrame({"scenario": gen.choice(["burst", "lapse"], n), "variant": gen.choice(["a", "b"], n),
+                            "metric": gen.choice(["wakeup_ms", "stalled"], n), "run_id": gen.choice(["r2", "r1"], n),
+                            "cycle": gen.integers(0, 12, n), "value": gen.random(n)})
+    got = grouped(samples)
+    for (scenario, variant, metric), sub in samples.groupby(["scenario", "variant", "metric"]):
+        want = {r: [g["value"].to_numpy() for _, g in run.groupby("cycle", sort=True)]
+                for r, run in sub.groupby("run_id", sort=True)}
+        side = got[(scenario, variant, metric)]
+        assert list(side) == list(want) == sorted(want)
+        assert all(len(side[r]) == len(want[r])
+                   and all(np.array_equal(x, y) for x, y in zip(side[r], want[r], strict=True)) for r in want)
+    assert grouped(samples.iloc[:0]) == {}
+
+
 def test_a_cycles_resampled_median_and_share_are_drawn_with_the_resamples_own_distribution():
     """spark.bootstrap.BootstrapSide draws a cycle's resampled median from the order statistics of uniforms
     and its share from a binomial, without drawing values: each outcome (a value, or the mean of two) as often
