@@ -282,20 +282,44 @@ RUN_PHASES = {
 
 @pytest.mark.parametrize("phase", list(RUN_PHASES))
 def test_ctrl_c_and_sigkill_of_a_run(phase: str, tmp_path: Path, harnesses: list[Harness]):
+    """At the export phase, a third run starts beside the two that are signalled and is never signalled: runs
+    started together on one machine (two CI jobs, two people) each finish whole, whatever the others do (each
+    takes port slots of its own: the lock, not the ports' state, keeps them apart, since none of their brokers
+    listen yet when another looks)."""
     at = RUN_PHASES[phase]
     scenario = _fault_scenario(tmp_path) if phase == "load-after-a-fault" else SCENARIO
     # Side by side: each harness locks the port slots it takes (harness.deploy.local.ports.SlotLocks).
     harnesses.append(_run(tmp_path, f"{phase}-int", at, signal.SIGINT, scenario))
     harnesses.append(_run(tmp_path, f"{phase}-kill", at, signal.SIGKILL, scenario))
-    for h in harnesses:
+    free = _run(tmp_path, f"{phase}-free", "\x00", signal.SIGINT, scenario) if phase == "export" else None
+    signalled = list(harnesses)
+    if free:
+        harnesses.append(free)  # (cleaned up with the others however the test ends)
+    for h in signalled:
         h.wait_signalled()
     cases = []
-    for h in harnesses:
+    for h in signalled:
         code = h.wait_exit()
         cases.append((h, code, h.wait_gone()))
     for h, code, gone in cases:
         _check_signal_outcome(h, code)
         _report(h, code, gone, _check_run(h, code))
+    if free:
+        _check_finished_whole(free)
+
+
+def _check_finished_whole(h: Harness) -> None:
+    """A run no one signalled exits 0 with its whole archive: events, manifest, nothing lost."""
+    try:
+        code = h.proc.wait(PHASE_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{h.name}: still running after {PHASE_WITHIN_S:.0f} s:\n{h.output()}")
+    assert code == 0, f"{h.name}: exit {code}\n{h.output()}"
+    archive = h.home / "runs" / h.run_id
+    manifest = json.loads((archive / "manifest.json").read_text())
+    assert (archive / "events" / "unpatched.parquet").is_file()
+    [row] = manifest["summary"]
+    assert row["sent"] > 0 and row["ledger"]["lost"] == 0, row
 
 
 @pytest.fixture(scope="module")
@@ -341,25 +365,3 @@ def test_ctrl_c_and_sigkill_of_a_comparison(phase: str, archive: Path, tmp_path:
         assert json.loads((archive / "manifest.json").read_text())["run_id"] == "synth-1"
         assert not (archive / INCOMPLETE).exists()
         _report(h, code, gone, left)
-
-
-def test_two_runs_started_together_both_finish_with_complete_archives(tmp_path: Path, harnesses: list[Harness]):
-    """Two CI jobs (or two people) on one machine: neither run is signalled; each takes port slots of its own
-    (the lock, not the ports' state, keeps them apart: neither's brokers listen yet when the other looks)."""
-    never = "\x00"  # a line no run prints: neither harness is signalled
-    harnesses += [_run(tmp_path, name, never, signal.SIGINT) for name in ("first", "second")]
-    for h in harnesses:
-        try:
-            code = h.proc.wait(PHASE_WITHIN_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{h.name}: still running after {PHASE_WITHIN_S:.0f} s:\n{h.output()}")
-        assert code == 0, f"{h.name}: exit {code}\n{h.output()}"
-    slots = []
-    for h in harnesses:
-        archive = h.home / "runs" / h.run_id
-        manifest = json.loads((archive / "manifest.json").read_text())
-        assert (archive / "events" / "unpatched.parquet").is_file()
-        [row] = manifest["summary"]
-        assert row["sent"] > 0 and row["ledger"]["lost"] == 0, row
-        slots.append(manifest["variants"][0]["endpoints"]["broker"])
-    assert slots[0] != slots[1]

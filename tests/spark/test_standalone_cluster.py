@@ -1,7 +1,8 @@
 """The Spark stage on a real Spark standalone cluster (tests/spark/standalone.py) whose worker cannot see the
-driver's /tmp: compare, matrix and history give what they give in local mode. The archives lie where both
-see them (not /tmp); every report is written by the driver under its own /tmp, which the executors cannot see:
-whatever the tasks compute comes back through Spark."""
+driver's /tmp: compare (of the committed run, read from a bucket) gives the committed summary, matrix and history
+give what they give in local mode. The archives lie where both see them (a bucket, or not /tmp); every report is
+written by the driver under its own /tmp, which the executors cannot see: whatever the tasks compute comes back
+through Spark."""
 
 from __future__ import annotations
 
@@ -79,26 +80,6 @@ def _same_places(summary: dict, *places: tuple[Path | str, str]) -> dict:
     return out
 
 
-def test_compare_on_the_cluster_gives_the_committed_summary(cluster, shared, tmp_path):
-    archive = golden_archive()
-    where = shared / "golden" / archive.name
-    shutil.copytree(archive, where)
-    report = tmp_path / "report"
-    assert worker_sees(where) and not worker_sees(tmp_path)
-    _on_cluster("compare", [str(where), "--baseline", "unpatched", "--candidate", "patched", "--out", str(report)],
-                cluster)
-    got = json.loads((report / "summary.json").read_text())
-    assert figures(got) == figures(golden_summary())
-    assert got["verdict"] == "improvement"
-    assert "rmq-harness-compare" in _apps(cluster)  # it ran there, not in a local Spark
-    # Every retry and ledger row came back to the driver's report.
-    retries = pq.read_table(report / "retries.parquet")
-    ledger = pq.read_table(report / "ledger.parquet")
-    per = got["per_variant"]
-    assert retries.num_rows == sum(r["retry_deliveries"] for r in per) > 0
-    assert ledger.num_rows == sum(r["ledger"]["sent"] for r in per) > 0
-
-
 def _matrix_archives(root: Path) -> list[Path]:
     variants = {"unpatched": synth.slow, "patched": synth.fast, "upstream-5.4.0": synth.fast}
     return [synth.archive(root, "run-burst", variants, messages=40, seed=1, lost=1),
@@ -111,6 +92,8 @@ def test_matrix_on_the_cluster_is_what_local_mode_gives(cluster, shared, spark, 
     runs = shared / "matrix"
     archives = _matrix_archives(runs)
     local_out, cluster_out = tmp_path / "local" / "m", tmp_path / "cluster" / "m"
+    # The tasks read the archives where every node sees them; the report goes where only the driver does.
+    assert worker_sees(archives[0]) and not worker_sees(tmp_path)
     argv = [*map(str, archives), "--variant", "unpatched", "--variant", "patched", "--variant", "upstream-5.4.0",
             "--bootstrap", "300"]
     want = matrix.run(matrix.parser().parse_args([*argv, "--out", str(local_out)]), spark=spark)
@@ -183,7 +166,16 @@ def test_an_archive_in_the_bucket_is_compared_with_the_executors_reading_the_buc
                         cluster, s3.env())
     got = json.loads((report / "summary.json").read_text())
     assert figures(got) == figures(golden_summary())
+    assert got["verdict"] == "improvement"
     assert got["runs"][0]["path"] == uri
+    assert "rmq-harness-compare" in _apps(cluster)  # it ran there, not in a local Spark
+    # Every retry and ledger row came back to the driver's report, under a /tmp the executors cannot see.
+    assert not worker_sees(tmp_path)
+    retries = pq.read_table(report / "retries.parquet")
+    ledger = pq.read_table(report / "ledger.parquet")
+    per = got["per_variant"]
+    assert retries.num_rows == sum(r["retry_deliveries"] for r in per) > 0
+    assert ledger.num_rows == sum(r["ledger"]["sent"] for r in per) > 0
     # The credentials are in no report, no output, no log line.
     assert not _secret_anywhere(s3.secret_key, said, under=tmp_path)
 
