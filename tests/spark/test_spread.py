@@ -1,5 +1,6 @@
-"""A comparison's bootstraps spread over Spark's tasks (spark.comparison.on_executors) give what they give on the
-driver: each is seeded by the rule, whichever process draws it."""
+"""The Spark stage at less cost, the same results: a comparison's bootstraps spread over Spark's tasks
+(spark.comparison.on_executors) give what they give on the driver (each is seeded by the rule, whichever
+process draws it); the JVM runs with the harness's options (spark.session.JVM_OPTIONS)."""
 
 import numpy as np
 
@@ -21,3 +22,11 @@ def test_comparisons_on_the_executors_are_the_comparisons_on_the_driver(spark):
     spread = on_executors(spark)(compare_one, args)
     assert spread == serially(compare_one, args)
     assert spread[0]["paired"] and spread[0]["ci"] is not None and spread[1]["ci"] is not None
+
+
+def test_the_spark_jvm_runs_with_the_harness_jvm_options(spark):
+    """spark.session.JVM_OPTIONS reach the JVM the session runs on (local mode: driver and executors in one)."""
+    from spark.session import JVM_OPTIONS
+
+    args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert JVM_OPTIONS in args, args
