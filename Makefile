@@ -23,11 +23,11 @@ AGENT_JARS := broker-patches/target/pop-retry-wakeup.jar broker-patches/target/p
 	broker-patches/target/pop-lock-recheck.jar
 AGENT_SOURCES := broker-patches/pom.xml $(shell find broker-patches/src/main -name '*.java' 2>/dev/null)
 
-.PHONY: setup system-packages python jars agents browser-tools test test-fast test-agents lint run bench bench-faults bench-soak bench-gate bench-external clean \
+.PHONY: setup system-packages python jars agents spark-classes browser-tools test test-fast test-agents lint run bench bench-faults bench-soak bench-gate bench-external clean \
 	k8s-tools kind-up deploy loadtest collect grafana compare kind-down cluster-packages cluster-tools cluster-up cluster-images cluster-down \
 	s3-tools s3-up s3-down
 
-setup: system-packages python jars agents
+setup: system-packages python jars agents spark-classes
 
 # Java 17, Maven, util-linux's setpriv and Prometheus (promtool) from Debian, only when missing.
 system-packages:
@@ -56,6 +56,11 @@ $(STAMP): pyproject.toml Makefile
 # RocketMQ jars from Maven Central into the user cache (reused offline afterwards).
 jars: python
 	@$(HARNESS) brokers fetch $(VARIANT_FLAGS)
+
+# Spark's class archive in the user cache (spark.jvm: a comparison's JVM starts in half the time), once for this
+# java and this Spark; without it the analysis runs as well, only slower to start.
+spark-classes: system-packages python
+	@$(BIN)/python -m spark.jvm
 
 # The broker patch agents (Maven, ByteBuddy from Maven Central); `make test` runs their JUnit tests.
 agents: $(AGENT_JARS)

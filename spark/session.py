@@ -25,6 +25,7 @@ import psutil
 from harness.contracts import pod_env
 from harness.core import process
 from harness.core.errors import ConfigError
+from spark import jvm
 
 # Where the driver listens when the master is not local: this, or the address this machine reaches the
 # master from (what the master's workers most likely reach back).
@@ -36,19 +37,22 @@ SHIPPED = ("harness", "spark")
 # How long a Spark JVM that never became a session gets to exit on SIGTERM before it is killed.
 ABANDONED_JVM_STOP_S = 10.0
 # Spark's logging for the JVMs started here (warnings and errors; none of the banner every start prints): its
-# log4j2.properties, read from SPARK_CONF_DIR, which the JVM's launcher reads when it starts: set before that.
+# log4j2.properties, named to the driver's JVM by a system property (spark.jvm.driver_options). Not by
+# SPARK_CONF_DIR: Spark's launcher puts that directory on the JVM's class path, and a class path with a non-empty
+# directory on it can have no class archive (spark.jvm).
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 # What the Spark JVM writes to stderr on every start and no logging setting reaches: the JVM's own note on the
 # incubator module Spark's launcher always adds (--add-modules=jdk.incubator.vector). Dropped; the rest passes.
 JVM_NOISE = (b"WARNING: Using incubator modules: ",)
 
 
-def logging_conf(env: dict[str, str]) -> None:
-    """Point SPARK_CONF_DIR at CONF_DIR, unless the user's (SPARK_CONF_DIR, or a Spark installation's conf/)
-    says how Spark logs."""
+def logging_conf(env: Mapping[str, str]) -> str | None:
+    """The JVM option that points log4j2 at CONF_DIR's properties; None when the user's environment
+    (SPARK_CONF_DIR, or a Spark installation's conf/) says how Spark logs."""
     home = env.get("SPARK_HOME")
-    if not env.get("SPARK_CONF_DIR") and not (home and (Path(home) / "conf").is_dir()):
-        env["SPARK_CONF_DIR"] = str(CONF_DIR)
+    if env.get("SPARK_CONF_DIR") or (home and (Path(home) / "conf").is_dir()):
+        return None
+    return f"-Dlog4j2.configurationFile={(CONF_DIR / 'log4j2.properties').as_uri()}"
 
 
 def _forward(read_fd: int, write_fd: int, drop: tuple[bytes, ...]) -> None:
@@ -177,16 +181,10 @@ def shipped_code() -> Path:
     return Path(name)
 
 
-# Spark's JVMs compile with C1 only: their work here is moving Arrow batches between the Python workers, which
-# do the computing, so the optimising compiler (C2) costs CPU at start and buys nothing (measured 2026-11-29 on
-# 2 cores: a session and its first job 22 -> 13 CPU-seconds; comparisons of 1M events 56-62 -> 42-47 CPU-s and of
-# 10M events 162 -> 149 CPU-s, 104.5 -> 99.8 s). Not set when spark-submit configures the JVM (master None).
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-
-
 def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compare",
-                  log: Callable[[str], None] | None = None) -> object:
-    """master None: whatever spark-submit configured. ``log``: a line just before the JVM starts."""
+                  log: Callable[[str], None] | None = None, driver_options: str | None = None) -> object:
+    """master None: whatever spark-submit configured. ``log``: a line just before the JVM starts.
+    ``driver_options``: the driver JVM's options instead of spark.jvm's."""
     # Set before the JVM starts: Spark otherwise binds the host's external address, and its Python
     # workers would run the system interpreter, which lacks our packages. A cluster's master gets the
     # address it can reach the driver at.
@@ -201,7 +199,6 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
     # task's time. Keep freed memory in the process instead (the workers inherit this environment).
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
     os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
-    logging_conf(os.environ)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
@@ -218,8 +215,10 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
         .config("spark.driver.memory", os.environ.get("RMQ_HARNESS_SPARK_DRIVER_MEMORY", "2g"))
     )
     if master:  # (spark-submit's own JVM options, if any, are left as given)
-        builder = builder.config("spark.driver.extraJavaOptions", JVM_OPTIONS).config(
-            "spark.executor.extraJavaOptions", JVM_OPTIONS)
+        logging = logging_conf(os.environ)
+        options = " ".join(x for x in (driver_options or jvm.driver_options(), logging) if x)
+        builder = builder.config("spark.driver.extraJavaOptions", options).config(
+            "spark.executor.extraJavaOptions", jvm.executor_options())
     # Tasks open s3:// archives themselves (harness.core.storage): a cluster's executors are told the endpoint
     # the driver uses. Never the credentials: Spark shows its settings in its UI and logs; executors take
     # theirs from their own environment, as the AWS SDK does everywhere.

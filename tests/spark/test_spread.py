@@ -1,6 +1,6 @@
 """The Spark stage at less cost, the same results: a comparison's bootstraps spread over Spark's tasks
 (spark.comparison.on_executors) give what they give on the driver (each is seeded by the rule, whichever
-process draws it); the JVM runs with the harness's options (spark.session.JVM_OPTIONS)."""
+process draws it); the JVM runs with the harness's options (spark.jvm)."""
 
 import numpy as np
 
@@ -25,8 +25,11 @@ def test_comparisons_on_the_executors_are_the_comparisons_on_the_driver(spark):
 
 
 def test_the_spark_jvm_runs_with_the_harness_jvm_options(spark):
-    """spark.session.JVM_OPTIONS reach the JVM the session runs on (local mode: driver and executors in one)."""
-    from spark.session import JVM_OPTIONS
+    """spark.jvm's options reach the JVM the session runs on (local mode: driver and executors in one): C1 only,
+    and the class archive of this java and Spark, which `make setup` built, mapped in."""
+    from spark import jvm
 
     args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert JVM_OPTIONS in args, args
+    assert jvm.JIT in args, args
+    assert jvm.archive().is_file(), "no class archive: `make setup` (python -m spark.jvm) builds it"
+    assert f"-XX:SharedArchiveFile={jvm.archive()}" in args, args

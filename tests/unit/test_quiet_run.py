@@ -72,14 +72,10 @@ def test_spark_logs_warnings_only_unless_the_user_says_how(tmp_path):
     props = (CONF_DIR / "log4j2.properties").read_text()
     assert "rootLogger.level = warn" in props
     assert "org.apache.hadoop.util.NativeCodeLoader\nlogger.nativecode.level = error" in props
-    env: dict[str, str] = {}
-    logging_conf(env)
-    assert env == {"SPARK_CONF_DIR": str(CONF_DIR)}
+    assert logging_conf({}) == f"-Dlog4j2.configurationFile=file://{CONF_DIR}/log4j2.properties"
     (tmp_path / "conf").mkdir()
     for theirs in ({"SPARK_CONF_DIR": "/theirs"}, {"SPARK_HOME": str(tmp_path)}):
-        env = dict(theirs)
-        logging_conf(env)
-        assert env == theirs
+        assert logging_conf(theirs) is None
 
 
 def test_maven_runs_without_colour_codes():
