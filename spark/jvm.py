@@ -6,11 +6,14 @@ Spark's JVMs here move Arrow batches between the Python workers, which do the co
 linking the same ten thousand classes every time: an application class-data archive (AppCDS, JDK 13+) of the classes
 a comparison loads, made once by ``build`` (`make setup`) in the user cache for this java and this Spark, maps them
 in instead. A missing, stale or damaged archive is ignored by the JVM (sharing is "auto"), silently: it costs
-start-up time, never a result. Measured 2026-11-29 on 2 cores, a local session and its first job: 22 CPU-seconds
-(13.8 s) as Spark starts by default; 13 (11.3 s) with C1; 6 (5.0 s) with C1 and the archive. Comparisons of 1M
-events took 42-47 CPU-s with C1 against 56-62 without, of 10M events 99.8 s against 104.5 s.
+start-up time, never a result. Measured 2026-11-29 on 2 cores (`tests/benchmarks/bench_spark_start.py`, median of 3,
+bench-results/spark-start.json), a local session and its first job (TRAIN's): 18.7 s and 28.8 CPU-seconds as Spark
+starts by default, 13.4 s and 15.2 with C1, 8.4 s and 9.8 with C1 and the archive; the committed golden comparison
+with both, 11.2 s and 14.6 CPU-s. C1 costs the big jobs nothing: comparisons of 10M events took 99.8 s with it
+against 104.5 s without (one run each).
 
-`python -m spark.jvm` builds the archive if it is missing.
+`python -m spark.jvm` builds the archive if it is missing; `python -m tests.benchmarks.bench_spark_start` measures
+what each option saves (bench-results/spark-start.json).
 """
 
 from __future__ import annotations
@@ -75,14 +78,28 @@ def executor_options() -> str:
     return JIT
 
 
+def _prune(keep: Path) -> None:
+    """Archives of Spark installations that are gone (a virtualenv removed, a CI clone deleted): 165 MB each."""
+    for other in keep.parent.glob("*.jsa"):
+        made_for = other.with_suffix(".spark")
+        if other != keep and made_for.is_file() and not Path(made_for.read_text().strip()).is_dir():
+            other.unlink(missing_ok=True)
+            made_for.unlink(missing_ok=True)
+
+
 def build(log=print) -> Path | None:  # noqa: ANN001 - a print-like callable
     """The class archive, made if missing: a small Spark job run with the JVM told to archive what it loaded as it
     exits; written under a name of its own and moved into place once the JVM is gone (a run starting meanwhile
-    finds either no archive or a whole one). None when it could not be made (said; the analysis runs without)."""
+    finds either no archive or a whole one). None when it could not be made (said; the analysis runs without).
+    Archives of Spark installations that are gone are removed."""
+    import pyspark
+
     jsa = archive()
+    jsa.parent.mkdir(parents=True, exist_ok=True)
+    jsa.with_suffix(".spark").write_text(str(Path(pyspark.__file__).parent))
+    _prune(jsa)
     if jsa.is_file():
         return jsa
-    jsa.parent.mkdir(parents=True, exist_ok=True)
     part = jsa.with_name(f".{jsa.stem}.{os.getpid()}.part")
     log(f"building Spark's class archive ({jsa.name}, once for this java and Spark)")
     options = " ".join([JIT, f"-XX:ArchiveClassesAtExit={part}", *QUIET])
@@ -107,4 +124,4 @@ def build(log=print) -> Path | None:  # noqa: ANN001 - a print-like callable
 
 
 if __name__ == "__main__":
-    sys.exit(0 if build() else 1)
+    build()  # (one that cannot be made is said, and costs start-up time only: `make setup` goes on)
