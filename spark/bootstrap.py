@@ -65,8 +65,9 @@ class BootstrapSide:
         """``count`` draws of the side's level at once (``drawn``: their runs, a row a draw, drawn for both sides
         of a paired comparison), in blocks of ``block()`` draws."""
         runs_all = self.draw_runs(rng, count) if drawn is None else np.asarray(drawn)
-        return np.concatenate([self._levels(rng, runs_all[i:i + self.block()], statistic)
-                               for i in range(0, count, self.block())]) if count else np.zeros(0)
+        step = self.block()
+        return np.concatenate([self._levels(rng, runs_all[i:i + step], statistic)
+                               for i in range(0, count, step)]) if count else np.zeros(0)
 
     def draw(self, rng: np.random.Generator, statistic: str = MEDIAN, drawn: np.ndarray | None = None) -> float:
         """One draw of the side's level (``drawn``: its runs)."""

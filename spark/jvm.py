@@ -113,7 +113,7 @@ def build(log=print) -> Path | None:  # noqa: ANN001 - a print-like callable
             break
         time.sleep(0.2)
     _, err = proc.communicate()
-    gone, alive = psutil.wait_procs(list(jvms.values()), timeout=JVM_EXIT_S)
+    _, alive = psutil.wait_procs(list(jvms.values()), timeout=JVM_EXIT_S)
     if proc.returncode or alive or not part.is_file():
         part.unlink(missing_ok=True)
         why = err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"

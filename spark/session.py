@@ -215,8 +215,9 @@ def local_session(master: str | None = "local[*]", app: str = "rmq-harness-compa
         .config("spark.driver.memory", os.environ.get("RMQ_HARNESS_SPARK_DRIVER_MEMORY", "2g"))
     )
     if master:  # (spark-submit's own JVM options, if any, are left as given)
-        logging = logging_conf(os.environ)
-        options = " ".join(x for x in (driver_options or jvm.driver_options(), logging) if x)
+        # (Not named ``logging``: that is the module interruptible uses.)
+        log_option = logging_conf(os.environ)
+        options = " ".join(x for x in (driver_options or jvm.driver_options(), log_option) if x)
         builder = builder.config("spark.driver.extraJavaOptions", options).config(
             "spark.executor.extraJavaOptions", jvm.executor_options())
     # Tasks open s3:// archives themselves (harness.core.storage): a cluster's executors are told the endpoint
