@@ -103,6 +103,7 @@ run: setup
 
 bench: setup
 	$(BIN)/python -m tests.benchmarks.bench_brokers
+	$(BIN)/python -m tests.benchmarks.bench_broker_start
 	$(BIN)/python -m tests.benchmarks.bench_workload
 	$(BIN)/python -m tests.benchmarks.bench_spark
 	$(BIN)/python -m tests.benchmarks.bench_history

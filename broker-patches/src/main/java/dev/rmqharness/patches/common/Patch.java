@@ -4,7 +4,6 @@ import static net.bytebuddy.matcher.ElementMatchers.named;
 
 import java.lang.instrument.Instrumentation;
 import java.util.function.Function;
-import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.AsmVisitorWrapper;
 import net.bytebuddy.description.type.TypeDescription;
 
@@ -20,9 +19,7 @@ public final class Patch {
     public static void install(Instrumentation inst, String agent, String target,
                                Function<TypeDescription, String> incompatibility, String what,
                                AsmVisitorWrapper advice) {
-        new AgentBuilder.Default()
-            .disableClassFormatChanges()
-            .with(AgentBuilder.Listener.StreamWriting.toSystemError().withErrorsOnly())
+        Agents.builder(target)
             .type(named(target))
             .transform((builder, type, loader, module, domain) -> {
                 String missing = incompatibility.apply(type);

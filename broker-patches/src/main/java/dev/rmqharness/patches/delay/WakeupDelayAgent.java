@@ -7,6 +7,7 @@ import static net.bytebuddy.matcher.ElementMatchers.returns;
 import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
 
 import dev.rmqharness.patches.common.AgentLog;
+import dev.rmqharness.patches.common.Agents;
 import java.lang.instrument.Instrumentation;
 import java.util.concurrent.ExecutorService;
 import net.bytebuddy.agent.builder.AgentBuilder;
@@ -58,9 +59,7 @@ public final class WakeupDelayAgent {
         }
         try {
             WakeupDelay.install(delayMs);
-            new AgentBuilder.Default()
-                .disableClassFormatChanges()
-                .with(AgentBuilder.Listener.StreamWriting.toSystemError().withErrorsOnly())
+            Agents.builder(TARGET)
                 .with(new Report(delayMs))
                 .type(named(TARGET))
                 .transform((builder, type, loader, module, domain) -> {

@@ -7,6 +7,7 @@ import static net.bytebuddy.matcher.ElementMatchers.namedOneOf;
 import static net.bytebuddy.matcher.ElementMatchers.not;
 
 import dev.rmqharness.patches.common.AgentLog;
+import dev.rmqharness.patches.common.Agents;
 import java.lang.instrument.Instrumentation;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -65,9 +66,7 @@ public final class PopFaultAgent {
                 AgentLog.info(NAME, "waiting for " + spec.className + " to load (plant " + spec.target() + ", "
                     + spec.settings() + ")");
             }
-            new AgentBuilder.Default()
-                .disableClassFormatChanges()
-                .with(AgentBuilder.Listener.StreamWriting.toSystemError().withErrorsOnly())
+            Agents.builder(classes.toArray(new String[0]))
                 .with(new Report())
                 .type(namedOneOf(classes.toArray(new String[0])))
                 .transform((builder, type, loader, module, domain) -> {

@@ -6,11 +6,11 @@ import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
 
 import dev.rmqharness.patches.common.AgentLog;
+import dev.rmqharness.patches.common.Agents;
 import java.lang.instrument.Instrumentation;
 import java.lang.reflect.Field;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.Advice;
 import net.bytebuddy.implementation.bytecode.assign.Assigner;
 
@@ -30,9 +30,7 @@ public final class LoopbackBindAgent {
     }
 
     public static void premain(String args, Instrumentation inst) {
-        new AgentBuilder.Default()
-            .disableClassFormatChanges()
-            .with(AgentBuilder.Listener.StreamWriting.toSystemError().withErrorsOnly())
+        Agents.builder(GRPC_BUILDER, SERVER_CONFIG, HA_ACCEPT)
             .type(named(GRPC_BUILDER))
             .transform((b, type, loader, module, domain) -> b.visit(Advice.to(GrpcForPort.class)
                 .on(named("forPort").and(isStatic()).and(takesArguments(int.class)))))

@@ -5,11 +5,11 @@ import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
 import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
 
 import dev.rmqharness.patches.common.AgentLog;
+import dev.rmqharness.patches.common.Agents;
 import java.io.IOException;
 import java.lang.instrument.Instrumentation;
 import java.util.HashMap;
 import java.util.Map;
-import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.Advice;
 
 /**
@@ -33,9 +33,7 @@ public final class WakeupProbeAgent {
         int port = Integer.parseInt(opts.getOrDefault("port", "5558"));
         String host = opts.getOrDefault("host", "127.0.0.1");
         MetricsServer.start(host, port);
-        new AgentBuilder.Default()
-            .disableClassFormatChanges()
-            .with(AgentBuilder.Listener.StreamWriting.toSystemError().withErrorsOnly())
+        Agents.builder(TARGET, PROCESSOR)
             .type(named(TARGET))
             .transform((builder, type, loader, module, domain) -> {
                 AgentLog.once(NAME, "installed", "observing " + TARGET + "; metrics on http://" + host + ":" + port
