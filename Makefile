@@ -83,15 +83,12 @@ lint: python
 	$(BIN)/ruff check .
 
 # Every layer (tests/conftest.py): all but the cluster on TEST_WORKERS workers (most of a real-broker test is
-# waiting on the brokers' timers), and the cluster's beside them (tools/beside.sh: its output printed at the end,
-# kept in TEST_LOGS). A file's tests stay on one worker (--dist loadfile): a module's run of real brokers (its
-# fixture) is made once, not once a worker.
+# waiting on the brokers' timers), then the cluster's, which has the machine to itself. A file's tests stay on
+# one worker (--dist loadfile): a module's run of real brokers (its fixture) is made once, not once a worker.
 TEST_WORKERS ?= 2
-TEST_LOGS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rmq-harness/test-logs
-TEST_ENV := RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) RMQ_HARNESS_PROM_CRDS=$(PROM_CRDS)
 test: setup k8s-tools cluster-tools s3-tools browser-tools lint test-agents
-	$(TEST_ENV) tools/beside.sh $(TEST_LOGS)/cluster.log "the cluster layer" $(BIN)/pytest -m cluster -- \
-	  $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS) --dist loadfile
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) RMQ_HARNESS_PROM_CRDS=$(PROM_CRDS) $(BIN)/pytest -m "not cluster" -n $(TEST_WORKERS) --dist loadfile
+	RMQ_HARNESS_HELM=$(HELM) RMQ_HARNESS_CHECKOV=$(CHECKOV) RMQ_HARNESS_PROM_CRDS=$(PROM_CRDS) $(BIN)/pytest -m cluster
 
 # The loop to run while working: lint and the unit layer (pure logic), under 3 minutes warm. One layer alone:
 # `.venv/bin/pytest -m spark` (unit, chart, spark, integration, cluster; their budgets: tests/conftest.py).
