@@ -23,7 +23,7 @@ import psutil
 
 from harness.core.paths import REPO_ROOT
 from harness.deploy.local import LocalBackend
-from harness.inputs.variants import load_variants
+from harness.inputs.variants import Variant, load_variants
 
 OUT = Path(os.environ.get("RMQ_HARNESS_BENCH_OUT", REPO_ROOT / "bench-results" / "broker-start.json"))
 STARTS = int(os.environ.get("RMQ_HARNESS_BENCH_STARTS", "5"))
@@ -35,9 +35,8 @@ def _cpu_s(pid: int) -> float:
     return t.user + t.system
 
 
-def start_once(name: str) -> dict:
+def start_once(variant: Variant) -> dict:
     """One start of the variant alone: seconds until it serves, and each process's CPU-seconds then."""
-    variant = dict(load_variants())[name]
     with tempfile.TemporaryDirectory() as tmp:
         backend = LocalBackend(Path(tmp), attached=True, log=lambda s: None)
         t = time.monotonic()
@@ -54,9 +53,10 @@ def main() -> int:
                             check=False).stdout.strip()
     out: dict = {"bench": "broker-start", "commit": commit, "starts": STARTS, "cpus": os.cpu_count(),
                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "variants": {}}
+    variants = dict(load_variants())
     for i in range(STARTS):  # the variants in turn, so a slow minute of the machine hits both
         for name in VARIANTS:
-            one = start_once(name)
+            one = start_once(variants[name])
             runs = out["variants"].setdefault(name, {"ready_s": [], "cpu_s": {}})
             runs["ready_s"].append(round(one["ready_s"], 2))
             for role, cpu in one["cpu_s"].items():

@@ -66,9 +66,10 @@ public final class PopFaultAgent {
                 AgentLog.info(NAME, "waiting for " + spec.className + " to load (plant " + spec.target() + ", "
                     + spec.settings() + ")");
             }
-            Agents.builder(classes.toArray(new String[0]))
+            String[] targets = classes.toArray(new String[0]);
+            Agents.builder(targets)
                 .with(new Report())
-                .type(namedOneOf(classes.toArray(new String[0])))
+                .type(namedOneOf(targets))
                 .transform((builder, type, loader, module, domain) -> {
                     List<String> installed = new ArrayList<>();
                     PENDING.put(type.getName(), installed);
