@@ -286,18 +286,26 @@ def test_long_polls_of_a_gevent_worker_wait_together_and_the_hub_keeps_running(t
 
 
 class CountingProxy(FakeProxy):
-    """Answers each send after a pause, counting how many are in flight at once."""
+    """Holds each send until `gather` are in flight at once (or 5 s pass), counting the most in flight.
+
+    Holding, not a fixed pause, because the count must say what the client did, not how quickly a loaded
+    machine woke the server's threads: a pause of 50 ms once saw 7 of 8 sends that the client had all begun
+    together (CI, stop 58). A client that sends one after another never gathers more than one: each send
+    waits out the 5 s and `most` stays 1.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.lock, self.now, self.most, self.order = threading.Lock(), 0, 0, []
+        self.cond, self.now, self.most, self.order, self.gather = threading.Condition(), 0, 0, [], 1
 
     def SendMessage(self, request, context):  # noqa: N802
-        with self.lock:
+        with self.cond:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.05)
-        with self.lock:
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.now >= self.gather or self.most >= self.gather, timeout=5)
+        time.sleep(0.05)  # long enough for a second send of a FIFO group, were it sent early, to be seen
+        with self.cond:
             self.now -= 1
             self.order.append(request.messages[0].body)
         return super().SendMessage(request, context)
@@ -309,10 +317,11 @@ def test_a_chunk_goes_out_at_once_and_a_fifo_group_one_after_another():
     driver = grpc_native.NativeGrpcDriver(_endpoints(port))
     try:
         producer = driver.producer("T")
+        fake.gather = 8
         ids = producer.send_all([(f"m{i}".encode(), None, None, None) for i in range(8)])
         assert len(ids) == 8 and all(isinstance(i, str) and len(i) == 32 for i in ids) and len(set(ids)) == 8
         assert fake.most == 8  # all eight in flight together: one round trip, not eight
-        fake.most, fake.order = 0, []
+        fake.most, fake.order, fake.gather = 0, [], 1
         fifo = [(f"f{i}".encode(), None, "g1", None) for i in range(4)]
         assert all(isinstance(i, str) for i in producer.send_all(fifo))
         assert fake.most == 1 and fake.order == [b"f0", b"f1", b"f2", b"f3"]
