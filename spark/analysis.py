@@ -46,7 +46,9 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
     # (Nothing below may name this module's globals: the functions travel to Python workers, which have no
     # SparkContext.)
     if not read_by_spark:
-        tasks = facts.plan((f, a.event_version) for a in archives for f in a.event_files)
+        planned = facts.plan(((f, a.event_version) for a in archives for f in a.event_files),
+                             spark.sparkContext.defaultParallelism)
+        tasks, readers, whole = planned.tasks, planned.readers, planned.whole
         fraction = facts.sample_fraction(tasks, sample_rows)
 
         def by_file(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -55,8 +57,22 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
                     events = facts.read_slice(tasks[i], wanted)
                     yield from facts.facts(events, route, i, chunk, fraction, seed).to_batches()
 
+        def by_slice(task: int, got: Iterator[tuple[int, tuple[int, bytes]]]) -> Iterator[tuple]:
+            events = facts.slice_events(piece for _, piece in got)
+            yield from (tuple(r.values()) for r in facts.facts(events, route, task, chunk, fraction, seed).to_pylist())
+
         # One task per partition: the numbers 0..n-1, n partitions.
-        return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(by_file, ddl)
+        out = spark.range(0, len(whole), 1, max(1, len(whole))).mapInArrow(by_file, ddl) if whole else None
+        if readers:
+            # Each reader's pieces to the task of their slice: partition k - len(whole) is task k, alone.
+            first, sliced = len(whole), len(tasks) - len(whole)
+            pieces = (spark.sparkContext.parallelize(range(len(readers)), len(readers))
+                      .flatMap(lambda n: facts.pieces(readers[n], n, wanted))
+                      .partitionBy(sliced, lambda k: k - first)
+                      .mapPartitionsWithIndex(lambda k, got: by_slice(first + k, got)))
+            done = spark.createDataFrame(pieces, ddl, verifySchema=False)
+            out = done if out is None else out.union(done)
+        return out
 
     # A delivery whose body had no ledger id goes by its message id, as classify counts it; other events
     # without one stay together.
@@ -78,15 +94,15 @@ def read_events(spark: SparkSession, archives: Sequence[Archive], variants: Sequ
     """The events of ``variants`` in ``archives`` as one Spark DataFrame with the current event columns (null
     where an older archive lacks one), read by the tasks through pyarrow as the facts are (a local path every
     node reads, s3://): Spark itself needs no connector for the archives' filesystem."""
-    tasks = facts.plan((f, a.event_version) for a in archives for f in a.event_files)
+    files = [(f, a.event_version) for a in archives for f in a.event_files]
     wanted, columns = list(variants), list(COLUMNS)
 
     def by_file(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield from facts.read_slice_table(tasks[i], wanted, columns).to_batches()
+                yield from facts.read_table(*files[i], wanted, columns).to_batches()
 
-    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(by_file, _ddl(SCHEMA))
+    return spark.range(0, len(files), 1, max(1, len(files))).mapInArrow(by_file, _ddl(SCHEMA))
 
 
 def parts_of(parts: DataFrame, fact: str, runs: Sequence[str] | None = None) -> DataFrame:

@@ -10,7 +10,8 @@ which the results show as `vs_template`); RMQ_HARNESS_BENCH_SPARK_SHAPE=syntheti
 archives of the figures before 2026-11-29. RMQ_HARNESS_BENCH_SPARK_MASTERS picks the masters (default
 "local[2],standalone-2"); RMQ_HARNESS_BENCH_SPARK_RUNS the runs per size and master (default 3; the median
 kept). The archives are written outside /tmp (the workers cannot see the driver's /tmp), in
-runs/.bench-spark-<pid>, removed at the end."""
+runs/.bench-spark-<pid>, removed at the end. RMQ_HARNESS_BENCH_SPARK_OUT: another file for the results (a 100M
+run on one master beside the default sizes' file)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from tests.benchmarks.realistic import TEMPLATE, tiled_archive
 from tests.spark.standalone import standalone
 from tests.synth import scenario_of
 
-OUT = Path("bench-results") / "spark.json"
+OUT = Path(os.environ.get("RMQ_HARNESS_BENCH_SPARK_OUT", "bench-results/spark.json"))
 RUNS = int(os.environ.get("RMQ_HARNESS_BENCH_SPARK_RUNS", "3"))
 SIZES = [int(x) for x in os.environ.get("RMQ_HARNESS_BENCH_SPARK_EVENTS", "1000000,10000000").split(",")]
 MASTERS = os.environ.get("RMQ_HARNESS_BENCH_SPARK_MASTERS", "local[2],standalone-2").split(",")

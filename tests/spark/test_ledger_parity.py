@@ -2,6 +2,8 @@
 them by message) are the facts of the whole run at once: classify's ledger row for row and the same tallies,
 over every edge case of tests/unit/test_ledger.py, in two runs and two variants."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -57,19 +59,25 @@ def _plain(v: object) -> object:
     return str(v)
 
 
-@pytest.mark.parametrize("route", ["by file", "by slices of a file", "read by spark"])
+@pytest.mark.parametrize("route", ["by file", "by slices of a file", "by slices of a file read in pieces",
+                                   "read by spark"])
 def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeypatch, route):
     from spark.analysis import local_facts, message_facts  # its module needs a running Spark
 
     events = _cases()
     path = tmp_path / "events.parquet"
-    pq.write_table(to_table([{c: r.get(c) for c in SCHEMA.names} for r in events]), path)
+    # Read in pieces: row groups of 10 events, a reader of two of them at a time (facts.plan), each cut by slice.
+    pieces = route == "by slices of a file read in pieces"
+    pq.write_table(to_table([{c: r.get(c) for c in SCHEMA.names} for r in events]), path,
+                   row_group_size=10 if pieces else None)
     record = RunRecord(run_id="r1", event_schema_version=EVENT_SCHEMA_VERSION, scenario={"name": "s"},
                        variants=[{"name": "v", "version": "5.3.3"}, {"name": "w", "version": "5.3.3"}])
     archive = Archive(str(tmp_path), record, [str(path)])
-    if route == "by slices of a file":
+    if route.startswith("by slices of a file"):
         monkeypatch.setattr(facts, "SLICE_EVENTS", 25)
         monkeypatch.setattr(facts, "CHUNK_ROWS", 4)  # a run's rows in several parts too
+        planned = facts.plan([(str(path), EVENT_SCHEMA_VERSION)], cores=2)
+        assert len(planned.tasks) > 2 and len(planned.readers) == (math.ceil(len(events) / 20) if pieces else 1)
     routing = {run: tally.Routing(SUBS, ALLOWED, 20_000.0) for run in ("r1", "r2")}
     all_facts = message_facts(spark, [archive], ["v", "w"], routing, read_by_spark=route == "read by spark")
     got_tallies = local_facts(all_facts, facts.TALLY)
