@@ -39,7 +39,8 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
     events (``routing``).
 
     Archives the tasks can open themselves (a path every node reads, file://, s3://) are read a task per event
-    file or per slice of a large one; with ``read_by_spark`` Spark reads them and spreads their events over
+    file, or per slice of a large one, whose readers read it once and Spark's shuffle brings each slice's pieces
+    to its task (spark.facts.plan); with ``read_by_spark`` Spark reads them and spreads their events over
     the tasks by (run, variant, message)."""
     route, wanted, chunk = dict(route), list(variants), facts.CHUNK_ROWS
     ddl = _ddl(facts.PARTS_SCHEMA)

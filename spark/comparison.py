@@ -211,7 +211,8 @@ def grouped(samples: pd.DataFrame) -> Sides:
     codes = np.stack([pd.factorize(ordered[k])[0] for k in keys])
     cuts = np.flatnonzero((np.diff(codes, axis=1) != 0).any(axis=0)) + 1
     starts = np.concatenate([[0], cuts])
-    heads = zip(*(ordered[k].to_numpy()[starts] for k in keys[:4]), np.split(values, cuts), strict=True)
+    # Only each cycle's first row made Python values (a string column of a million rows costs a second).
+    heads = zip(*(ordered[k].iloc[starts].to_numpy() for k in keys[:4]), np.split(values, cuts), strict=True)
     out: Sides = {}
     for scenario, variant, metric, run_id, cycle in heads:
         out.setdefault((scenario, variant, metric), {}).setdefault(run_id, []).append(cycle)

@@ -36,7 +36,9 @@ from harness.measure import ledger, tally
 from harness.measure.latency import RETRY_SCHEMA
 from harness.measure.slices import INPUT_COLUMNS, count, frame, slice_numbers
 
-SLICE_EVENTS = 8_000_000  # the most events a task holds (its memory)
+# The most events a task holds: its memory, about 900 bytes an event in its Python worker (measured 2026-11-30:
+# 7,155 MiB with 8M, on the 100M-event attempt of bench_spark, when an executor's JVM also ran out of its heap).
+SLICE_EVENTS = 4_000_000
 # A file of fewer events is read whole by one task, however many cores wait: a slice's shuffle costs more than
 # it saves below that (and the archives of tests and of most runs are read as they always were).
 MIN_SLICE_EVENTS = 1_000_000
