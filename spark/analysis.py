@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from harness.contracts.events import COLUMNS, SCHEMA
-from harness.contracts.verdict import MEDIAN, STATISTIC
+from harness.contracts.verdict import MEDIAN, SAMPLE_COUNT, STATISTIC
 from harness.measure import ordering, tally
 from harness.measure.fault_impact import TIMES, impact
 from spark import facts
@@ -221,13 +221,14 @@ def measured_samples(retries: pd.DataFrame) -> pd.DataFrame:
     """Every measured wakeup and redelivery: (scenario, variant, run_id, cycle, metric, value)."""
     keys = ["scenario", "variant", "run_id", "cycle"]
     out = retries.melt(id_vars=keys, value_vars=LATENCIES, var_name="metric", value_name="value")
-    return out[out["value"].notna()].reset_index(drop=True)
+    return out[out["value"].notna()].reset_index(drop=True).assign(**{SAMPLE_COUNT: 1})
 
 
 def outcome_samples(tallies: pd.DataFrame) -> pd.DataFrame:
     """The rest of the values the verdict compares, from the tallies per cycle: for each retry that never
     came back an endless (+inf) wakeup and redelivery, for every retry asked for whether it stalled (1.0) or
-    not (0.0), and for every owed (message, group) pair whether it was lost (1.0) or not (0.0)."""
+    not (0.0), and for every owed (message, group) pair whether it was lost (1.0) or not (0.0); a row per cycle
+    and value, its SAMPLE_COUNT how many (harness.contracts.verdict)."""
     wide = tally.totals(tallies, ["scenario", "variant", "run_id", "cycle"])
     keys = wide[["scenario", "variant", "run_id", "cycle"]]
     never = wide["ledger_retries_never_redelivered"].to_numpy()
@@ -235,12 +236,13 @@ def outcome_samples(tallies: pd.DataFrame) -> pd.DataFrame:
     calm = wide["ledger_retries_expected"].to_numpy() - stalls
     lost = wide["ledger_lost"].to_numpy()
     kept = wide["ledger_owed"].to_numpy() - lost
-    parts = [keys.loc[keys.index.repeat(never)].assign(metric=m, value=float("inf")) for m in LATENCIES]
-    parts += [keys.loc[keys.index.repeat(n)].assign(metric=metric, value=v)
+    parts = [keys.assign(metric=m, value=float("inf"), **{SAMPLE_COUNT: never}) for m in LATENCIES]
+    parts += [keys.assign(metric=metric, value=v, **{SAMPLE_COUNT: n})
               for metric, yes, no in (("stalled", stalls, calm), ("lost", lost, kept))
               for n, v in ((yes, 1.0), (no, 0.0))]
     out = pd.concat(parts, ignore_index=True)
-    return out.astype({"cycle": "int64", "value": "float64"})
+    out = out[out[SAMPLE_COUNT] > 0].reset_index(drop=True)
+    return out.astype({"cycle": "int64", "value": "float64", SAMPLE_COUNT: "int64"})
 
 
 

@@ -22,6 +22,7 @@ from harness.contracts.verdict import (
     REGRESSION,
     STATISTIC,
     VerdictRule,
+    sample_counts,
 )
 from harness.core.errors import ConfigError
 from harness.inputs.expectations import evaluate
@@ -87,7 +88,7 @@ class Collected:
     scenarios: dict[str, Scenario]  # by name, as the newest archive of it ran it
     per_variant: list[dict]  # nested, per (scenario, variant)
     per_run: list[dict]  # nested, per (run_id, scenario, variant)
-    samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered)
+    samples: pd.DataFrame  # scenario, variant, run_id, cycle, metric, value (inf: never redelivered), count
     plot: pd.DataFrame  # scenario, variant, t_client_ns, wakeup_ms, redelivery_ms (a sample)
     per_variant_table: pd.DataFrame  # flat, per (scenario, variant): per_variant.parquet
     parts: object | None = None  # the Spark DataFrame of every fact (None: nothing kept)
@@ -211,6 +212,9 @@ def grouped(samples: pd.DataFrame) -> Sides:
     codes = np.stack([pd.factorize(ordered[k])[0] for k in keys])
     cuts = np.flatnonzero((np.diff(codes, axis=1) != 0).any(axis=0)) + 1
     starts = np.concatenate([[0], cuts])
+    count = sample_counts(ordered)
+    if (count != 1).any():  # a row for several equal values: each repeated, the cycles cut where their rows end
+        values, cuts = np.repeat(values, count), np.cumsum(count)[cuts - 1]
     # Only each cycle's first row made Python values (a string column of a million rows costs a second).
     heads = zip(*(ordered[k].iloc[starts].to_numpy() for k in keys[:4]), np.split(values, cuts), strict=True)
     out: Sides = {}

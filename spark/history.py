@@ -29,7 +29,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.contracts import schemas
-from harness.contracts.verdict import IMPROVEMENT, REGRESSION, STATISTIC, group_levels
+from harness.contracts.verdict import (
+    AGGREGATE,
+    IMPROVEMENT,
+    REGRESSION,
+    STATISTIC,
+    group_levels,
+    per_value,
+    sample_counts,
+)
 from harness.core.errors import ConfigError
 from harness.core.storage import Location, location
 from harness.inputs.variants import release_of
@@ -59,9 +67,17 @@ def cycle_levels(samples: pd.DataFrame, statistics: dict[str, str]) -> pd.DataFr
     keys = ["scenario", "variant", "run_id", "metric", "cycle"]
     df = samples[samples["metric"].astype(str).isin(statistics)]
     df = df.astype({"scenario": str, "variant": str, "run_id": str, "metric": str})
-    g = df.groupby(keys, sort=True, observed=True)["value"]
+    # A share's level is its values' mean: from each row's value and count, without a row per value (a row per
+    # owed message is what the counts spare); the medians from their values.
+    mean = (df["metric"].map(statistics).map(AGGREGATE) == "mean").to_numpy()
+    g = per_value(df[~mean]).groupby(keys, sort=True, observed=True)["value"]
     level = group_levels(g, lambda groups: groups.get_level_values("metric").map(statistics))
-    out = pd.concat([g.size().rename("values"), level], axis=1).reset_index()
+    shares = df[mean]
+    n = sample_counts(shares)
+    summed = (shares[keys].assign(values=n, level=shares["value"].to_numpy(dtype=float) * n)
+              .groupby(keys, sort=True, observed=True)[["values", "level"]].sum())
+    summed["level"] = summed["level"] / summed["values"]
+    out = pd.concat([pd.concat([g.size().rename("values"), level], axis=1), summed]).sort_index().reset_index()
     out["statistic"] = out["metric"].map(statistics)
     return out[[*keys, "values", "statistic", "level"]]
 

@@ -72,6 +72,31 @@ POWER = 0.80
 
 
 
+# The verdict's samples: rows of (scenario, variant, run_id, cycle, metric, value), a row standing for SAMPLE_COUNT
+# equal values (one when the column is absent): a cycle's values are its rows' values, each repeated its count, in
+# the rows' order. A share's 0s and 1s and the endless wakeups of retries never redelivered come as a row per cycle
+# and value, not a row per message: a comparison's driver held a row for every retry and owed message before
+# (1.3 GB at 10M events, docs/benchmarks.md).
+SAMPLE_COUNT = "count"
+
+
+def sample_counts(samples: Any) -> np.ndarray:
+    """How many values each row of ``samples`` stands for."""
+    if SAMPLE_COUNT in samples.columns:
+        return samples[SAMPLE_COUNT].to_numpy(dtype=np.int64)
+    return np.ones(len(samples), dtype=np.int64)
+
+
+def per_value(samples: Any) -> Any:
+    """``samples`` a row a value (SAMPLE_COUNT's rows repeated), without the count: for what is small (one
+    metric's latencies, whose repeated rows are the few never redelivered)."""
+    if SAMPLE_COUNT not in samples.columns:
+        return samples
+    n = sample_counts(samples)
+    out = samples if (n == 1).all() else samples.iloc[np.repeat(np.arange(len(samples)), n)]
+    return out.drop(columns=SAMPLE_COUNT).reset_index(drop=True)
+
+
 def group_levels(groups: Any, statistic: str | Callable[[Any], Sequence[str]]) -> Any:
     """THE level of each group of a pandas SeriesGroupBy, as ``level`` computes it for one: ``statistic`` is
     the statistic of every group, or a function from the groups' index to each group's."""

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.contracts.verdict import AGGREGATE, REGRESSION, STATISTIC  # noqa: E402
+from harness.contracts.verdict import AGGREGATE, REGRESSION, STATISTIC, per_value  # noqa: E402
 from harness.report import interactive  # noqa: E402
 from harness.report.finding import sentence  # noqa: E402
 from harness.report.formats import fmt  # noqa: E402
@@ -140,7 +140,7 @@ def _fault_plots(summary_rows: list[dict], timeline: pd.DataFrame | None, scenar
 
 def _cycle_medians(samples: pd.DataFrame, scenario: str, variants: list[str]) -> dict[str, tuple]:
     """Per variant: (index, the wakeup level of each cycle: its median), the unit the verdict compares."""
-    cyc = samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")]
+    cyc = per_value(samples[(samples["scenario"] == scenario) & (samples["metric"] == "wakeup_ms")])
     out = {}
     for v in variants:
         m = cyc[cyc["variant"] == v].groupby(["run_id", "cycle"], sort=True)["value"].agg(

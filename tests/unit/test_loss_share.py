@@ -5,7 +5,7 @@ as a difference of shares, exact through their ties."""
 import pandas as pd
 import pytest
 
-from harness.contracts.verdict import INCONCLUSIVE, NOT_ENOUGH, REGRESSION, VerdictRule
+from harness.contracts.verdict import INCONCLUSIVE, NOT_ENOUGH, REGRESSION, VerdictRule, per_value
 from harness.inputs.catalogue import load_scenario
 from spark.analysis import outcome_samples
 from spark.comparison import Collected, analyse
@@ -37,7 +37,12 @@ def _losing(lost: dict[str, list[int]]) -> Collected:
 
 def test_each_owed_pair_is_one_value_of_the_loss_share_in_its_cycle():
     s = outcome_samples(_tallies({"a": [12, 0]}))
-    lost = s[s["metric"] == "lost"].groupby("cycle")["value"].agg(["size", "mean"])
+    # A row per cycle and value (how many: its count), not one per owed pair: what the driver holds grows with the
+    # cycles, not with the messages.
+    assert s[s["metric"] == "lost"][["cycle", "value", "count"]].values.tolist() == [[0, 1.0, 12], [0, 0.0, 4],
+                                                                                   [1, 0.0, 16]]
+    every = per_value(s)
+    lost = every[every["metric"] == "lost"].groupby("cycle")["value"].agg(["size", "mean"])
     assert lost["size"].tolist() == [16, 16] and lost["mean"].tolist() == [0.75, 0.0]
 
 

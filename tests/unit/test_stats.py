@@ -491,6 +491,32 @@ def test_samples_grouped_once_are_each_sides_runs_of_cycles_in_order():
     assert grouped(samples.iloc[:0]) == {}
 
 
+def test_samples_with_counts_are_grouped_and_levelled_as_their_values_one_a_row():
+    """A row standing for ``count`` equal values (harness.contracts.verdict.SAMPLE_COUNT: the share metrics' 0s and
+    1s, the endless wakeups) gives the sides and the history's cycle levels that its values one a row give."""
+    import pandas as pd
+
+    from harness.contracts.verdict import STATISTIC, per_value
+    from spark.comparison import grouped
+    from spark.history import cycle_levels
+
+    gen = np.random.default_rng(5)
+    n = 600
+    samples = pd.DataFrame({"scenario": "burst", "variant": gen.choice(["a", "b"], n),
+                            "metric": gen.choice(["wakeup_ms", "stalled", "lost"], n),
+                            "run_id": gen.choice(["r1", "r2"], n),
+                            "cycle": gen.integers(0, 9, n), "count": gen.integers(1, 5, n)})
+    share = samples["metric"] != "wakeup_ms"
+    samples["value"] = np.where(share, gen.integers(0, 2, n), np.where(gen.random(n) < 0.1, np.inf, gen.random(n)))
+    every = per_value(samples)
+    assert len(every) == samples["count"].sum() > len(samples) and "count" not in every
+    got, want = grouped(samples), grouped(every)
+    assert got.keys() == want.keys()
+    assert all(list(got[k]) == list(want[k]) and all(np.array_equal(x, y) for x, y in zip(
+        [c for r in got[k].values() for c in r], [c for r in want[k].values() for c in r], strict=True)) for k in want)
+    pd.testing.assert_frame_equal(cycle_levels(samples, STATISTIC), cycle_levels(every, STATISTIC))
+
+
 def test_a_cycles_resampled_median_and_share_are_drawn_with_the_resamples_own_distribution():
     """spark.bootstrap.BootstrapSide draws a cycle's resampled median from the order statistics of uniforms
     and its share from a binomial, without drawing values: each outcome (a value, or the mean of two) as often
