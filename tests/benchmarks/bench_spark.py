@@ -233,8 +233,9 @@ def main() -> None:
                     if master.startswith("standalone-"):
                         n = int(master.split("-")[1])
                         # Each worker one core and its executor's memory (spark.executor.memory 4g + overhead).
+                        # Their /tmp on disk (each its own): the shuffled pieces of 100M events outgrow memory.
                         cluster = stack.enter_context(standalone(scratch / "logs" / master, cores=1, memory="6g",
-                                                                 workers=n))
+                                                                 workers=n, tmp_on=scratch / "worker-tmp"))
                         url, also = cluster.master, _workers()
                     else:
                         url, also = master, []
@@ -271,7 +272,8 @@ def main() -> None:
                             "Spark's start included); peak_rss_mib: largest RSS of each process (python: the driver "
                             "and, on local[2], its Spark workers; jvm: the driver's JVM; executor-*: the standalone "
                             "workers' executors and their Python workers, and the Worker JVMs), sampled every 0.5 s; "
-                            "standalone-2: two workers of one core each, each with its own /tmp; driver memory 2g"})
+                            "standalone-2: two workers of one core each, each with its own /tmp (a directory on disk); "
+                            "driver memory 2g"})
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import urllib.request
@@ -48,10 +49,12 @@ def _state(ui: str, workers: int = 1) -> dict | Pending:
 
 @contextmanager
 def standalone(logs: Path, cores: int = 2, memory: str = "2g",
-               env: Mapping[str, str] | None = None, workers: int = 1, tmp_size: str = "4g") -> Iterator[Cluster]:
+               env: Mapping[str, str] | None = None, workers: int = 1, tmp_size: str = "4g",
+               tmp_on: Path | None = None) -> Iterator[Cluster]:
     """Start the master and ``workers`` workers of ``cores`` and ``memory`` each (logs under ``logs``; ``env``
     added to their environment, which the executors inherit, as a node's credentials; each worker's private
-    /tmp a tmpfs of ``tmp_size``), wait until every worker registered, yield; stop them all by their PIDs."""
+    /tmp a tmpfs of ``tmp_size``, or with ``tmp_on`` a directory of its own under it on disk, for shuffles
+    larger than memory), wait until every worker registered, yield; stop them all by their PIDs."""
     if shutil.which("unshare") is None:
         raise RuntimeError("unshare (util-linux) is needed to give the Spark worker a /tmp of its own")
     logs.mkdir(parents=True, exist_ok=True)
@@ -79,10 +82,15 @@ def standalone(logs: Path, cores: int = 2, memory: str = "2g",
                       "--host", host, "--port", str(process.free_port()), "--webui-port",
                       str(process.free_port()), "--cores", str(cores), "--memory", memory,
                       "--work-dir", "/tmp/spark-worker"]
+            if tmp_on is None:
+                mount = f"mount -t tmpfs -o size={tmp_size} rmq-harness-worker-tmp /tmp"
+            else:
+                (tmp_on / name).mkdir(parents=True, exist_ok=True)
+                mount = f"mount --bind {shlex.quote(str(tmp_on / name))} /tmp"
             with open(logs / f"{name}.log", "wb") as out:
                 started.append(subprocess.Popen(
-                    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                     f'mount -t tmpfs -o size={tmp_size} rmq-harness-worker-tmp /tmp && exec "$@"', "sh", *worker],
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mount} && exec "$@"', "sh",
+                     *worker],
                     env={**env, "SPARK_LOCAL_IP": host}, stdout=out, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL, start_new_session=True))
 
