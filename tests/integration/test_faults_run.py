@@ -48,8 +48,12 @@ def test_every_message_is_accounted_for_across_the_faults(archive: Path):
     rows = {f["label"]: f for f in s["faults"]}
     assert set(rows) == {"sigstop broker 3 s", "kill9 namesrv", "restart proxy"}
     for f in rows.values():
-        # Steady traffic means something was in flight across each fault, and waited at least its window.
-        assert f["exposed"] > 0 and f["longest_wait_ms"] is not None
+        # Steady traffic means something was in flight across each fault, and waited at least its window; unless
+        # an earlier fault had stopped the sends already, and the send gap says so: after the name server's kill
+        # the topic has no route until the broker registers again (every 30 s), and once that outlasted the
+        # proxy's restart, whose exposed pairs were all delivered and waiting for their acks (2026-11-30).
+        assert f["exposed"] > 0
+        assert f["longest_wait_ms"] is not None or f["send_gap_ms"] >= f["window_s"] * 1000, f
         assert sum(f[c] for c in ("acked_first", "acked_after_retry", "late", "duplicated",
                                   "dead_lettered", "lost")) == f["exposed"]
     assert rows["sigstop broker 3 s"]["delivery_gap_ms"] >= 2_500  # nothing delivered while the broker stood still
