@@ -62,8 +62,8 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
             events = facts.slice_events(piece for _, piece in got)
             yield from (tuple(r.values()) for r in facts.facts(events, route, task, chunk, fraction, seed).to_pylist())
 
-        # One task per partition: the numbers 0..n-1, n partitions.
-        out = spark.range(0, len(whole), 1, max(1, len(whole))).mapInArrow(by_file, ddl) if whole else None
+        # One task per partition: the numbers 0..n-1, n partitions (none: an empty DataFrame).
+        out = spark.range(0, len(whole), 1, len(whole)).mapInArrow(by_file, ddl)
         if readers:
             # Each reader's pieces to the task of their slice: partition k - len(whole) is task k, alone.
             first, sliced = len(whole), len(tasks) - len(whole)
@@ -71,8 +71,7 @@ def message_facts(spark: SparkSession, archives: Sequence[Archive], variants: Se
                       .flatMap(lambda n: facts.pieces(readers[n], n, wanted))
                       .partitionBy(sliced, lambda k: k - first)
                       .mapPartitionsWithIndex(lambda k, got: by_slice(first + k, got)))
-            done = spark.createDataFrame(pieces, ddl, verifySchema=False)
-            out = done if out is None else out.union(done)
+            out = out.union(spark.createDataFrame(pieces, ddl, verifySchema=False))
         return out
 
     # A delivery whose body had no ledger id goes by its message id, as classify counts it; other events

@@ -134,20 +134,22 @@ def plan(files: Iterable[tuple[str, int]], cores: int = 1) -> Plan:
             meta = pq.read_metadata(f)
         sized.append((path, version, meta.num_rows, [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]))
     most = per_task(sum(rows for _, _, rows, _ in sized), cores)
-    whole = [Task(path, version, 0, 1, rows) for path, version, rows, _ in sized if count(rows, most) == 1]
-    tasks, readers = list(whole), []
-    for path, version, rows, groups in sized:
-        slices = count(rows, most)
+    sliced = [(path, version, rows, groups, count(rows, most)) for path, version, rows, groups in sized]
+    tasks = [Task(path, version, 0, 1, rows) for path, version, rows, _, slices in sliced if slices == 1]
+    readers = []
+    for path, version, rows, groups, slices in sliced:
         if slices == 1:
             continue
         first = len(tasks)
         tasks += [Task(path, version, i, slices, rows) for i in range(slices)]
         run: list[int] = []
+        held = 0
         for g, n in enumerate(groups):  # consecutive row groups, up to a task's events at a time (one at least)
-            if run and sum(groups[i] for i in run) + n > most:
+            if run and held + n > most:
                 readers.append(Reader(path, version, tuple(run), slices, first))
-                run = []
+                run, held = [], 0
             run.append(g)
+            held += n
         readers.append(Reader(path, version, tuple(run), slices, first))
     return Plan(tasks, readers)
 
