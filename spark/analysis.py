@@ -124,6 +124,29 @@ def local_facts(parts: DataFrame, fact: str, runs: Sequence[str] | None = None,
     return pa.concat_tables(tables).to_pandas()
 
 
+def summed_tallies(parts: DataFrame) -> pd.DataFrame:
+    """The tallies (harness.measure.tally.TALLY_SCHEMA) added up per (run, scenario, variant, cycle, name) on the
+    executors, on the driver sorted by those keys. A task's messages are a hash's slice of its run's, so every
+    task tallies every cycle: brought back as they are, the tasks' rows number tasks x cycles x figures (2.2M at
+    10M events, some 180M at 100M, which the driver could not hold). Every tally is a sum (``tally.totals``
+    pivots with ``sum``, ``cycles`` counts the cycles whose ``sent`` is above 0 and a sum of counts is above 0
+    when one of them is), so the sums give the same totals. Each part is summed in its Python worker first
+    (Arrow's hash aggregation), so Spark's shuffle moves a row per task, cycle and figure at most."""
+    schema = tally.TALLY_SCHEMA
+    keys = [n for n in schema.names if n != "value"]
+
+    def summed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for data in batch.column(0).to_pylist():
+                rows = facts.decode(data, schema.names).group_by(keys).aggregate([("value", "sum")])
+                yield from rows.rename_columns([*keys, "value"]).select(schema.names).cast(schema).to_batches()
+
+    got = (parts_of(parts, facts.TALLY).select("data").mapInArrow(summed, _ddl(schema))
+           .groupBy(*keys).agg(F.sum("value").alias("value")).toArrow())
+    got = got.cast(schema) if got.num_rows else schema.empty_table()
+    return got.sort_by([(k, "ascending") for k in keys]).to_pandas()
+
+
 def drawn_sample(parts: DataFrame, fraction: float) -> pd.DataFrame | None:
     """The retry rows the tasks drew (spark.facts.SAMPLE_COLUMNS), each kept with probability ``fraction``, on
     the driver in the order they were made; None when the tasks drew with less than that."""

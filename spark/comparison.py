@@ -115,13 +115,13 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
         drawn_sample,
         fault_impacts,
         fifo,
-        local_facts,
         measured_samples,
         message_facts,
         outcome_samples,
         read_events,
         retry_sample,
         routing,
+        summed_tallies,
     )
 
     # The driver holds about SAMPLE_CAP retry rows a (scenario, variant) (two values a row at the most: wakeup
@@ -131,7 +131,7 @@ def collect(spark: object, archives: list[Archive], variants: Sequence[str], see
                           seed=seed).persist()
     try:
         try:
-            tallies = local_facts(parts, facts.TALLY)
+            tallies = summed_tallies(parts)
         except Exception as e:
             bad = unreadable_file(e)
             if bad is None:

@@ -111,6 +111,18 @@ def publish(staging: Path, final: Path, what: str, left: str = KEEP) -> Path:
     return final
 
 
+def remove_whole(directory: Path) -> None:
+    """Remove ``directory`` and everything in it, even when an interrupt lands inside the removal: a Ctrl-C that
+    spark.session.interruptible delivers again every half second while a comparison unwinds once stopped an
+    rmtree half way and left a staging directory behind. The interrupt being handled is the caller's to raise."""
+    while True:
+        try:
+            shutil.rmtree(directory, ignore_errors=True)
+            return
+        except KeyboardInterrupt:
+            continue  # the same stop asked for again: finish removing, then the caller's interrupt goes on
+
+
 @contextmanager
 def staged(final: Path, what: str, left: str = REMOVE) -> Iterator[Path]:
     """``with staged(out, "report") as staging:`` write into ``staging``; it becomes ``final`` when the block
@@ -121,7 +133,7 @@ def staged(final: Path, what: str, left: str = REMOVE) -> Iterator[Path]:
         publish(staging, final, what, left)
     except BaseException:
         if left == REMOVE:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_whole(staging)
         raise
 
 

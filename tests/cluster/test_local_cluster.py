@@ -3,12 +3,11 @@ services, the API from a pod, and a down that leaves nothing on the host."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kubernetes import client as kclient
 from kubernetes.stream import stream
 
+from harness.core.waiting import Pending, wait_until
 from tools.cluster import binaries, images, kube_api
 from tools.cluster.layout import NODE_NAME
 
@@ -22,14 +21,21 @@ def _pod(name: str, command: list[str], labels: dict[str, str] | None = None) ->
 
 
 def _wait_running(v1: kclient.CoreV1Api, names: list[str], timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    phases: dict[str, str] = {}
-    while time.monotonic() < deadline:
+    def running() -> bool | Pending:
         phases = {n: v1.read_namespaced_pod(n, NS).status.phase for n in names}
-        if all(p == "Running" for p in phases.values()):
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"pods not running within {timeout_s} s: {phases}")
+        return True if all(p == "Running" for p in phases.values()) else Pending(str(phases))
+
+    wait_until(f"pods {', '.join(names)} to run", running, timeout_s, interval_s=0.5)
+
+
+def _wait_serving(v1: kclient.CoreV1Api, timeout_s: float = 60) -> None:
+    """A pod is Running once its process starts, before that process listens; a service's endpoint without a
+    listener resets a connection (seen once: "Connection reset by peer" for the pong). The server says so."""
+    def serving() -> bool | Pending:
+        log = v1.read_namespaced_pod_log("server", NS)
+        return True if log.strip() == "serving" else Pending(repr(log))
+
+    wait_until("the server pod to listen", serving, timeout_s, interval_s=0.5)
 
 
 def _exec(v1: kclient.CoreV1Api, pod: str, script: str) -> str:
@@ -37,19 +43,21 @@ def _exec(v1: kclient.CoreV1Api, pod: str, script: str) -> str:
                   stderr=True, stdin=False, stdout=True, tty=False)
 
 
-SERVER = ("perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalPort=>8080,Listen=>5,ReuseAddr=>1) or die;"
-          " while($c=$s->accept){print $c qq(pong\\n); close $c}'")
+# Says "serving" once it listens (and not before: _wait_serving waits for that line).
+SERVER = ("perl -MIO::Socket::INET -e '$| = 1; $s=IO::Socket::INET->new(LocalPort=>8080,Listen=>5,ReuseAddr=>1)"
+          " or die; print qq(serving\\n); while($c=$s->accept){print $c qq(pong\\n); close $c}'")
 
 
 @pytest.fixture(scope="module")
 def pods(cluster):
     _, v1 = cluster
-    v1.create_namespaced_pod(NS, _pod("server", ["sh", "-c", f"echo serving; exec {SERVER}"], {"app": "server"}))
+    v1.create_namespaced_pod(NS, _pod("server", ["sh", "-c", f"exec {SERVER}"], {"app": "server"}))
     v1.create_namespaced_pod(NS, _pod("client", ["sleep", "3600"]))
     v1.create_namespaced_service(NS, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "server"},
                                       "spec": {"selector": {"app": "server"},
                                                "ports": [{"port": 80, "targetPort": 8080}]}})
     _wait_running(v1, ["server", "client"])
+    _wait_serving(v1)
     return v1
 
 

@@ -62,7 +62,7 @@ def _plain(v: object) -> object:
 @pytest.mark.parametrize("route", ["by file", "by slices of a file", "by slices of a file read in pieces",
                                    "read by spark"])
 def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeypatch, route):
-    from spark.analysis import local_facts, message_facts  # its module needs a running Spark
+    from spark.analysis import local_facts, message_facts, summed_tallies  # their module needs a running Spark
 
     events = _cases()
     path = tmp_path / "events.parquet"
@@ -94,4 +94,9 @@ def test_the_spark_facts_are_the_facts_of_the_whole_run(spark, tmp_path, monkeyp
                                   "cross_topic", "unknown"}
     by = ["run_id", "variant", "name"]
     assert (got_tallies.groupby(by)["value"].sum().to_dict() == whole.tallies.groupby(by)["value"].sum().to_dict())
+    # Added up on the executors: a row per (run, scenario, variant, cycle, name), the whole run's sums.
+    cycle = ["run_id", "scenario", "variant", "cycle", "name"]
+    summed = summed_tallies(all_facts)
+    assert not summed.duplicated(cycle).any() and len(summed) > 0
+    assert summed.set_index(cycle)["value"].to_dict() == whole.tallies.groupby(cycle)["value"].sum().to_dict()
     assert len(local_facts(all_facts, facts.RETRY, columns=["t_client_ns"])) == len(whole.retries) > 0

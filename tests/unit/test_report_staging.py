@@ -216,3 +216,29 @@ def test_a_spark_jvm_that_never_became_a_session_is_stopped(tmp_path: Path):
     session._stop_new(before)  # SIGTERM, and reaped (so Popen sees no status of its own)
     child.wait(5)
     assert time.monotonic() - t0 < 5
+
+
+def test_a_staging_directory_is_removed_whole_through_a_second_interrupt(tmp_path: Path, monkeypatch):
+    """spark.session.interruptible delivers a Ctrl-C again while a comparison unwinds: one that lands inside the
+    staging directory's removal must not leave half of it behind."""
+    import shutil
+
+    from harness.core import publish
+
+    real_rmtree, calls = shutil.rmtree, []
+
+    def rmtree_interrupted_once(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 1:  # part of the way through, as a signal handler's exception would
+            next(Path(path).iterdir()).unlink()
+            raise KeyboardInterrupt
+        return real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(publish.shutil, "rmtree", rmtree_interrupted_once)
+    final = tmp_path / "r"
+    with pytest.raises(KeyboardInterrupt), publish.staged(final, "report") as staging:
+        for name in ("a", "b", "c"):
+            (staging / name).write_text(name)
+        raise KeyboardInterrupt
+    assert len(calls) == 2
+    assert not publish.staging_of(final).exists() and not final.exists()
