@@ -552,3 +552,15 @@ def test_runs_without_values_on_one_side_are_left_out_of_the_pairing():
     without = compare(base[:2], cand[:2], RULE, runs=(ids[:2], ids[:2]))
     assert with_empty["paired"] is True
     assert with_empty["ci"] == without["ci"] and with_empty["p_value"] == without["p_value"]
+
+
+def test_row_medians_are_numpys_medians():
+    """spark.bootstrap.row_medians (one partition a row) gives np.median's values, bit for bit, for rows of odd
+    and even length, ties and endless waits among them."""
+    from spark.bootstrap import row_medians
+
+    gen = np.random.default_rng(9)
+    for width in (1, 2, 3, 8, 11, 64):
+        rows = np.round(gen.exponential(10.0, (200, width)), 0)
+        rows[gen.random(rows.shape) < 0.2] = np.inf
+        assert np.array_equal(row_medians(rows), np.median(rows, axis=1)), width
