@@ -245,9 +245,38 @@ def stop(targets: Iterable[tuple[int, str]], timeout_s: float = STOP_TIMEOUT_S) 
     return terminate([p for p in (owned(pid, token) for pid, token in targets) if p is not None], timeout_s)
 
 
+# A start time above this is an older record's, in seconds since the epoch (no machine is up for 30 years).
+_EPOCH_RECORD = 1e9
+
+
 def started_at(pid: int) -> float:
-    """The start time of ``pid``: with the PID it names one process for good (PIDs are reused, start times not)."""
-    return psutil.Process(pid).create_time()
+    """The start time of ``pid``, in seconds since the machine booted: with the PID it names one process for good
+    (PIDs are reused, start times not). Not psutil's time since the epoch: that adds the boot time the kernel
+    derives from the wall clock (/proc/stat btime, whole seconds), which moves whenever the clock is set, and a
+    recorded process is then taken for gone (seen here: a cluster layer's down found none of its 8 processes
+    running after 12 minutes and stopped none; they ran on)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        raise psutil.NoSuchProcess(pid) from None
+    # Field 22, starttime, in clock ticks since boot; the command (field 2) may hold spaces and parentheses.
+    return int(stat[stat.rfind(")") + 2:].split()[19]) / _CLOCK_TICKS
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def is_started(proc: psutil.Process, started: float) -> bool:
+    """Whether ``proc`` is the live process that ``started_at`` gave ``started`` for (a record an older harness
+    wrote, in seconds since the epoch, is compared as such, with a second's leeway for the clock)."""
+    try:
+        if started > _EPOCH_RECORD:
+            same = abs(proc.create_time() - started) < 1.0
+        else:
+            same = abs(started_at(proc.pid) - started) < 0.01
+        return same and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def stop_started(targets: Iterable[tuple[int, float]], timeout_s: float = STOP_TIMEOUT_S) -> list[int]:
@@ -257,10 +286,10 @@ def stop_started(targets: Iterable[tuple[int, float]], timeout_s: float = STOP_T
     for pid, started in targets:
         try:
             p = psutil.Process(pid)
-            if abs(p.create_time() - started) < 0.01 and p.status() != psutil.STATUS_ZOMBIE:
-                procs.append(p)
         except psutil.NoSuchProcess:
-            pass
+            continue
+        if is_started(p, started):
+            procs.append(p)
     return terminate(procs, timeout_s)
 
 

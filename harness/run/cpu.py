@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from harness.core.process import started_at
 from harness.run.hooks import Hook, RunState
 
 SAMPLE_S = 1.0
@@ -141,7 +142,7 @@ class CpuSampler:
         for p in procs:
             try:
                 with p.oneshot():
-                    key = (p.pid, p.create_time())
+                    key = (p.pid, started_at(p.pid))  # since boot: a step of the clock moves psutil's
                     t = p.cpu_times()
                     # A child caught between fork and exec still shows its parent's command line: what is
                     # not known yet is asked again.

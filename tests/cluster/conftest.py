@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,20 @@ def host_traces() -> dict[str, object]:
     }
 
 
+def keep_evidence(lay: Layout, where: Path) -> None:
+    """What a failed cluster test leaves to read afterwards, before the down removes it: every component's log,
+    the pods' logs and the local volumes (a run's archive, or the .partial one a failed run left)."""
+    import shutil
+
+    where.mkdir(parents=True)
+    for name, src in (("components", lay.logs), ("volumes", lay.volumes), ("pods", Path("/var/log/pods"))):
+        if src.is_dir():
+            shutil.copytree(src, where / name, symlinks=True, ignore_dangling_symlinks=True, dirs_exist_ok=True)
+    print(f"a cluster test failed: its cluster's logs and volumes are kept in {where}")
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, request):
     if os.geteuid() != 0:
         pytest.fail("the local cluster tests need root (bridge, iptables, mounts): run `make test` as root")
     if binaries.missing():
@@ -42,8 +55,12 @@ def cluster(tmp_path_factory):
         images.load(lay, images.base(print), print)
         os.environ["KUBECONFIG"] = str(lay.admin_kubeconfig)  # for helm and the harness's k8s backend
         api = kube_api.api(lay)
+        failed = request.session.testsfailed
         yield lay, kclient.CoreV1Api(api)
         api.close()
+        if request.session.testsfailed > failed:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            keep_evidence(lay, tmp_path_factory.getbasetemp().parent / f"rmq-harness-cluster-failed-{stamp}")
     finally:
         if previous is None:
             os.environ.pop("KUBECONFIG", None)

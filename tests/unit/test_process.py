@@ -223,3 +223,25 @@ def test_a_port_handed_out_is_not_handed_out_again_while_reserved(tmp_path: Path
     old = tmp_path / "ports" / str(base + 1)
     os.utime(old, (0, 0))  # a reservation past RESERVED_S is void
     assert process.free_port() == base + 1
+
+
+def test_a_recorded_process_is_still_known_after_the_clock_is_set(monkeypatch):
+    """A process is named by its PID and start time; the start time is kept in seconds since boot, so setting the
+    wall clock (which moves the boot time the kernel reports in whole seconds) does not make a recorded process
+    look gone (a cluster's down once stopped none of its processes so). A record in seconds since the epoch, as
+    older harnesses wrote, is still recognised; another process's is not."""
+    import psutil
+    import psutil._pslinux as pslinux
+
+    from harness.core import process
+
+    me = psutil.Process()
+    started = process.started_at(me.pid)
+    epoch_record = me.create_time()
+    real_boot = pslinux.boot_time()
+    monkeypatch.setattr(pslinux, "boot_time", lambda: real_boot + 3.0)  # the clock set 3 s forward
+    assert process.started_at(me.pid) == started
+    assert process.is_started(me, started)
+    monkeypatch.setattr(pslinux, "boot_time", lambda: real_boot)
+    assert process.is_started(me, epoch_record)
+    assert not process.is_started(me, started + 1.0) and not process.is_started(psutil.Process(1), started)

@@ -168,10 +168,13 @@ def _shims(lay: Layout) -> list[tuple[int, float]]:
     import psutil
 
     out = []
-    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+    for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info.get("cmdline") or []
         if cmd and "containerd-shim" in Path(cmd[0]).name and str(lay.containerd_socket) in cmd:
-            out.append((p.info["pid"], p.info["create_time"]))
+            try:
+                out.append((p.info["pid"], process.started_at(p.info["pid"])))
+            except psutil.NoSuchProcess:
+                pass
     return out
 
 

@@ -27,10 +27,12 @@ def _record(lay: Layout, name: str, pid: int) -> None:
 
 def running(lay: Layout) -> dict[str, int]:
     """The recorded components still running, by name."""
+    import psutil
+
     out = {}
     for name, rec in read_pids(lay).items():
         try:
-            if abs(process.started_at(rec["pid"]) - rec["started"]) < 0.01:
+            if process.is_started(psutil.Process(rec["pid"]), rec["started"]):
                 out[name] = rec["pid"]
         except Exception:  # noqa: BLE001 - gone or unreadable: not running
             pass

@@ -160,8 +160,7 @@ def _filer_joined(weed: Path, master: str, cwd: Path, env: dict[str, str]) -> bo
 
 def running(server: S3Server) -> bool:
     try:
-        p = psutil.Process(server.pid)
-        return abs(p.create_time() - server.started_at) < 0.01 and p.status() != psutil.STATUS_ZOMBIE
+        return process.is_started(psutil.Process(server.pid), server.started_at)
     except psutil.NoSuchProcess:
         return False
 
