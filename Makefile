@@ -260,8 +260,11 @@ cluster-packages:
 cluster-tools: python cluster-packages
 	$(CLUSTER) build
 
+# NODES=2: a second node in a network namespace of this machine (the chart's ci/07-two-nodes-values.yaml places
+# the brokers on one and the load on the other; label them as that file says).
+NODES ?= 1
 cluster-up: cluster-tools
-	$(CLUSTER) up
+	$(CLUSTER) up --nodes $(NODES)
 
 # The harness image and the brokers' images (rocketmq.Dockerfile over the cached jars), loaded into it.
 cluster-images: python

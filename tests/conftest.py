@@ -43,7 +43,7 @@ LAYERS: dict[str, Layer] = {
     "chart": Layer("the Helm chart rendered, linted, validated and security-checked", 90, 30),
     "spark": Layer("Spark jobs on local[2], and on a standalone Spark cluster, over small archives", 240, 45),
     "integration": Layer("real RocketMQ servers started on this machine", 1100, 150),
-    "cluster": Layer("the chart on a real single-node Kubernetes built here", 480, 300),
+    "cluster": Layer("the chart across a real two-node Kubernetes built here", 480, 300),
     "browser": Layer("reports opened in headless Chromium", 60, 30),
 }
 

@@ -1,5 +1,6 @@
-"""One throwaway cluster for every test here: built programs from the cache, a state directory of its own,
-and a host without a trace of it afterwards."""
+"""One throwaway cluster of two nodes for every test here (the second a network namespace of this machine with
+its own runtime, kubelet and kube-proxy): built programs from the cache, a state directory of its own, and a
+host without a trace of it afterwards."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as kclient
 
-from tools.cluster import binaries, images, kube_api, node, processes
-from tools.cluster.layout import BRIDGE, Layout
+from tools.cluster import binaries, host, images, kube_api, node, processes
+from tools.cluster.layout import BRIDGE, NODES, SECOND, SECOND_VETH, Layout
 
 
 def host_traces() -> dict[str, object]:
@@ -22,8 +23,13 @@ def host_traces() -> dict[str, object]:
         "chains": sorted({ln.split()[1] for ln in rules.splitlines()
                           if ln.startswith("-N ") and ln.split()[1].startswith(node.IPTABLES_PREFIXES)}),
         "bridge": Path("/sys/class/net", BRIDGE).exists(),
-        "netns": sorted(p.name for p in Path("/run/netns").glob("cni-*")) if Path("/run/netns").is_dir() else [],
-        "cgroups": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/kubepods")),
+        "netns": sorted(p.name for p in Path("/run/netns").glob("*")) if Path("/run/netns").is_dir() else [],
+        "veth": Path("/sys/class/net", SECOND_VETH).exists(),
+        "cgroups": sorted(str(p) for p in node.pod_cgroups()),
+        "node_cgroups": sorted(str(h / SECOND.cgroup_root.strip("/")) for h in host.cgroup_hierarchies()
+                               if (h / SECOND.cgroup_root.strip("/")).exists()),
+        "routes": [r for r in subprocess.run(["ip", "route"], capture_output=True, text=True).stdout.splitlines()
+                   if SECOND.pod_cidr in r],
     }
 
 
@@ -33,7 +39,8 @@ def keep_evidence(lay: Layout, where: Path) -> None:
     import shutil
 
     where.mkdir(parents=True)
-    for name, src in (("components", lay.logs), ("volumes", lay.volumes), ("pods", Path("/var/log/pods"))):
+    pods = [(f"pods{n.suffix}", lay.of(n).pod_logs or Path("/var/log/pods")) for n in NODES]
+    for name, src in (("components", lay.logs), ("volumes", lay.volumes), *pods):
         if src.is_dir():
             shutil.copytree(src, where / name, symlinks=True, ignore_dangling_symlinks=True, dirs_exist_ok=True)
     print(f"a cluster test failed: its cluster's logs and volumes are kept in {where}")
@@ -51,8 +58,8 @@ def cluster(tmp_path_factory, request):
     lay = Layout(tmp_path_factory.mktemp("cluster"))
     previous = os.environ.get("KUBECONFIG")
     try:
-        node.up(lay, log=print)
-        images.load(lay, images.base(print), print)
+        node.up(lay, log=print, nodes=len(NODES))
+        images.load([lay.of(n) for n in NODES], images.base(print), print)
         os.environ["KUBECONFIG"] = str(lay.admin_kubeconfig)  # for helm and the harness's k8s backend
         api = kube_api.api(lay)
         failed = request.session.testsfailed

@@ -1,5 +1,6 @@
-"""The design card's first use, for real: the chart installed on the Docker-less cluster, a load test run
-as a Job through the k8s backend (its Locust workers pods of their own), its archive compared in the
+"""The design card's first use, for real: the chart installed on the Docker-less cluster across its two nodes
+(the brokers on one, everything that drives or reads a run on the other: the two-node values profile), a load
+test run as a Job through the k8s backend (its Locust workers pods of their own), its archive compared in the
 cluster (Spark's executors as pods), and what a run relies on checked in the cluster (the agents in the
 broker pods, the worker pods and every worker's events, Prometheus scraping the run, the runs volume
 outliving the release)."""
@@ -22,8 +23,12 @@ from harness.deploy.k8s import naming
 from harness.deploy.local import jars
 from tests.chart.helm import CHART, NAMESPACE, RELEASE, helm_binary
 from tools.cluster import images
+from tools.cluster.layout import FIRST, NODES, SECOND
 
 PROFILE = CHART / "ci" / "04-docker-less-values.yaml"
+TWO_NODES = CHART / "ci" / "07-two-nodes-values.yaml"
+# The labels the two-node profile places by (its comment: label the nodes first).
+ROLES = {FIRST.name: "brokers", SECOND.name: "load"}
 FULL = naming.fullname(RELEASE)
 # `burst` as the chart ships it, with two workers per variant (four worker pods, two of each Job's indexes),
 # half its length and half its long poll: an unpatched retry still waits for its poll to run out (10 s), which
@@ -42,9 +47,14 @@ def _helm(*args: str) -> str:
 def release(cluster):
     lay, v1 = cluster
     jars.ensure_version("5.3.3", print)  # the version of the chart's default variants
-    images.load_all(lay, REPO_ROOT, "dev", {"5.3.3": jars.version_dir("5.3.3")}, print)
+    # What each node runs by the two-node profile: the brokers (and their agents, from the harness image) on one,
+    # the load, the comparison and Prometheus on the other.
+    images.load_all(lay, REPO_ROOT, "dev", {"5.3.3": jars.version_dir("5.3.3")}, print, NODES, brokers_on=[FIRST],
+                    monitoring_on=[SECOND])
+    for name, role in ROLES.items():
+        v1.patch_node(name, {"metadata": {"labels": {"rmq-harness/role": role}}})
     _helm("upgrade", "--install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-          "--values", str(PROFILE), "--set", "probe.enabled=true")
+          "--values", str(PROFILE), "--values", str(TWO_NODES), "--set", "probe.enabled=true")
     assert main(["k8s", "status", "--release", RELEASE, "--namespace", NAMESPACE, "--wait", "600"]) == 0
     return lay, v1
 
@@ -112,6 +122,7 @@ def test_the_verdict_on_the_cluster_is_the_fix(archive, release, tmp_path):
         assert mount.mount_path == naming.RUNS_MOUNT and mount.read_only
         [owner] = p.metadata.owner_references
         assert owner.kind == "Pod" and "-compare-" in owner.name
+        assert p.spec.node_name == SECOND.name
     # Nothing of the comparison is left: executors, the driver's Job and its pod.
     deadline = time.monotonic() + 60
     selector = "spark-role=executor"
@@ -148,6 +159,7 @@ def test_the_workers_ran_as_pods_and_every_ones_events_came_back(archive, releas
         assert sorted(record["workers"]) == names
         for worker, r in record["workers"].items():
             assert r["pod"].startswith(f"{record['job']}-") and r["exit_code"] == 0 and r["phase"] == "Succeeded"
+            assert r["node"] == SECOND.name  # the load's node, away from the brokers it measures
             # Its own Locust log, read from the pod before it went.
             assert "Starting Locust" in (archive / "logs" / variant / f"locust-{worker}.log").read_text()
             pods.add(r["pod"])
@@ -186,6 +198,12 @@ def test_prometheus_in_the_cluster_scraped_the_run(archive, release):
         api.close()
     jobs = {r["metric"]["job"] for r in result}
     assert {"workers", "broker", "probe"} <= jobs, result
+    # Scraped across the nodes: Prometheus on the load's node, the brokers (and their probes) on theirs (where
+    # the brokers ran: the fault run's test, as a run's brokers are scaled to none once it is over).
+    _, v1 = release
+    pods = v1.list_namespaced_pod(NAMESPACE).items
+    prometheus = [p for p in pods if p.metadata.name.startswith(f"{FULL}-prometheus")]
+    assert prometheus and {p.spec.node_name for p in prometheus} == {SECOND.name}
     # and the run kept what it read from it
     m = json.loads((archive / "manifest.json").read_text())["prometheus"]
     assert m["series"]["harness"] > 0 and m["series"]["broker_pop"] > 0
@@ -230,6 +248,8 @@ def test_faults_on_two_masters_reach_the_second_broker_the_proxy_and_the_name_se
     # The variant's single pod made way for the topology's: one pod per variant at a time.
     pods = v1.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.VARIANT}=patched").items
     assert {p.metadata.labels[naming.TOPOLOGY] for p in pods if not p.metadata.deletion_timestamp} <= {"2m"}
+    # On the brokers' node, apart from the load that drove them (its workers on the other: the first run's test).
+    assert pods and {p.spec.node_name for p in pods} == {FIRST.name}
 
 
 def test_uninstall_keeps_the_runs_volume(archive, release):

@@ -1,5 +1,5 @@
-"""The single-node cluster without Docker, for real: up, pods from a locally built image, logs, exec, DNS,
-services, the API from a pod, and a down that leaves nothing on the host."""
+"""The cluster without Docker, for real: two nodes up, pods from a locally built image on each, logs, exec, DNS,
+services and pod addresses across the nodes, the API from a pod, and a down that leaves nothing on the host."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from kubernetes.stream import stream
 
 from harness.core.waiting import Pending, wait_until
 from tools.cluster import binaries, images, kube_api
-from tools.cluster.layout import NODE_NAME
+from tools.cluster.layout import FIRST, NODES, SECOND
 
 NS = "default"
 
 
-def _pod(name: str, command: list[str], labels: dict[str, str] | None = None) -> dict:
+def _pod(name: str, command: list[str], node: str, labels: dict[str, str] | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
-            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+            "spec": {"terminationGracePeriodSeconds": 1, "nodeName": node, "containers": [{
                 "name": "main", "image": images.BASE_IMAGE, "imagePullPolicy": "Never", "command": command}]}}
 
 
@@ -51,8 +51,9 @@ SERVER = ("perl -MIO::Socket::INET -e '$| = 1; $s=IO::Socket::INET->new(LocalPor
 @pytest.fixture(scope="module")
 def pods(cluster):
     _, v1 = cluster
-    v1.create_namespaced_pod(NS, _pod("server", ["sh", "-c", f"exec {SERVER}"], {"app": "server"}))
-    v1.create_namespaced_pod(NS, _pod("client", ["sleep", "3600"]))
+    # On different nodes: what one says to the other crosses the veth between their namespaces.
+    v1.create_namespaced_pod(NS, _pod("server", ["sh", "-c", f"exec {SERVER}"], FIRST.name, {"app": "server"}))
+    v1.create_namespaced_pod(NS, _pod("client", ["sleep", "3600"], SECOND.name))
     v1.create_namespaced_service(NS, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "server"},
                                       "spec": {"selector": {"app": "server"},
                                                "ports": [{"port": 80, "targetPort": 8080}]}})
@@ -61,11 +62,13 @@ def pods(cluster):
     return v1
 
 
-def test_the_node_is_ready_and_runs_the_pinned_kubelet(cluster):
+def test_both_nodes_are_ready_and_run_the_pinned_kubelet(cluster):
     lay, v1 = cluster
-    info = v1.read_node(NODE_NAME).status.node_info
-    assert info.kubelet_version == binaries.KUBERNETES
-    assert kube_api.node_ready(lay)
+    for n in NODES:
+        node = v1.read_node(n.name)
+        assert node.status.node_info.kubelet_version == binaries.KUBERNETES
+        assert kube_api.node_ready(lay, n.name)
+        assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [n.ip]
 
 
 def test_logs_and_exec_go_through_the_api_server(pods):
@@ -73,11 +76,30 @@ def test_logs_and_exec_go_through_the_api_server(pods):
     assert _exec(pods, "client", "echo $((6 * 7))").strip() == "42"
 
 
-def test_a_service_resolves_and_carries_traffic_between_pods(pods):
+def test_a_service_resolves_and_carries_traffic_between_pods_on_two_nodes(pods):
     out = _exec(pods, "client", "getent hosts server.default.svc.cluster.local; "
                                 "exec 3<>/dev/tcp/server/80; cat <&3")
     lines = out.strip().splitlines()
     assert lines[0].split()[1] == "server.default.svc.cluster.local" and lines[-1] == "pong"
+
+
+def test_pods_reach_each_other_across_the_nodes_by_their_own_addresses(pods):
+    """Routed, not NATed: the server sees the client's pod address (a real cluster's network does the same; the
+    bridge plugin's masquerade would have shown it the node's)."""
+    server, client = (pods.read_namespaced_pod(n, NS).status.pod_ip for n in ("server", "client"))
+    assert server.startswith(FIRST.pod_cidr.rsplit(".", 1)[0]) and client.startswith(SECOND.pod_cidr.rsplit(".", 1)[0])
+    out = _exec(pods, "client", f"exec 3<>/dev/tcp/{server}/8080; cat <&3")
+    assert out.strip() == "pong"
+    # The server's view of who connected: the kernel's table of its established and closing connections.
+    seen = _exec(pods, "server", "cat /proc/net/tcp")
+    peers = {_address(line.split()[2]) for line in seen.splitlines()[1:] if line.split()[1].endswith(":1F90")}
+    assert client in peers, peers
+
+
+def _address(hex_endpoint: str) -> str:
+    """/proc/net/tcp's little-endian hex IPv4 address (of ADDR:PORT) as a dotted quad."""
+    raw = bytes.fromhex(hex_endpoint.split(":")[0])
+    return ".".join(str(b) for b in reversed(raw))
 
 
 def test_a_pod_reaches_the_api_server_by_its_service(pods):

@@ -66,3 +66,40 @@ def test_the_harness_images_named_stage_is_found_and_kept_under_a_tag_of_its_own
     (tmp_path / "Containerfile").write_text("FROM a AS one\nRUN x\nfrom b as two\nFROM one\n")
     assert images.stages(tmp_path / "Containerfile") == ["one", "two"]
     assert images.stage_tag("rmq-pop-harness:dev", "agents") == "localhost/rmq-harness/rmq-pop-harness-agents:dev"
+
+
+def test_a_second_node_has_its_own_runtime_cgroups_logs_and_pod_range(tmp_path):
+    """Two kubelets on one machine: each kills the pod cgroups under its kubepods that it does not run and
+    removes the log directories of pods it never saw, so the second has its own cgroup root and log directory;
+    its own containerd (root, state, socket) and CNI state; pod ranges apart and routed, not masqueraded."""
+    import ipaddress
+
+    from tools.cluster.layout import CLUSTER_POD_CIDR, FIRST, SECOND
+
+    lay = Layout(tmp_path)
+    first, second = lay.of(FIRST), lay.of(SECOND)
+    assert first == lay and second.of(FIRST) == lay
+    mine = {f: getattr(second, f) for f in ("containerd", "containerd_socket", "runc_root", "kubelet", "cni_conf",
+                                            "cni_ipam", "config", "kubelet_kubeconfig")}
+    assert all(v != getattr(first, f) and str(v).startswith(str(tmp_path)) for f, v in mine.items())
+    assert second.pki == first.pki and second.logs == first.logs and second.volumes == first.volumes
+    k1, k2 = (yaml.safe_load(configs.kubelet_yaml(x, n)) for x, n in ((first, FIRST), (second, SECOND)))
+    assert "cgroupRoot" not in k1 and k2["cgroupRoot"] == SECOND.cgroup_root != "/"
+    assert k2["podLogsDir"] == str(second.pod_logs) and k2["address"] == SECOND.ip
+    assert k2["containerRuntimeEndpoint"] == f"unix://{second.containerd_socket}"
+    assert k1["clusterDNS"] == k2["clusterDNS"] == [NODE_IP]
+    ranges = []
+    for x, n in ((first, FIRST), (second, SECOND)):
+        bridge = json.loads(configs.cni_conflist(x, n))["plugins"][0]
+        assert bridge["ipMasq"] is False and bridge["bridge"] == n.bridge
+        assert bridge["ipam"]["dataDir"] == str(x.cni_ipam)
+        ranges.append(ipaddress.ip_network(bridge["ipam"]["ranges"][0][0]["subnet"]))
+        assert ranges[-1].subnet_of(ipaddress.ip_network(CLUSTER_POD_CIDR))
+        proxy = yaml.safe_load(configs.kube_proxy_yaml(x, n))
+        assert proxy["hostnameOverride"] == n.name and proxy["clusterCIDR"] == CLUSTER_POD_CIDR
+    assert not ranges[0].overlaps(ranges[1])
+    assert ipaddress.ip_address(SECOND.ip) in ranges[0]  # on the first node's bridge, below its pods' range start
+    assert ipaddress.ip_address(SECOND.ip) < ipaddress.ip_address(FIRST.range_start)
+    cri = tomllib.loads(configs.containerd_toml(second))
+    assert cri["root"].startswith(str(second.containerd)) and cri["grpc"]["address"] == str(second.containerd_socket)
+    assert SECOND.nsenter() == ["nsenter", f"--net=/run/netns/{SECOND.netns}", "--"] and FIRST.nsenter() == []

@@ -12,15 +12,15 @@ import json
 import yaml
 
 from tools.cluster.layout import (
-    BRIDGE,
     CLUSTER_DOMAIN,
+    CLUSTER_POD_CIDR,
+    FIRST,
     KUBELET_PORT,
     NODE_IP,
-    NODE_NAME,
     PAUSE_IMAGE,
     POD_CIDR,
-    POD_RANGE_START,
     Layout,
+    Node,
 )
 
 CNI_PLUGINS = "/usr/lib/cni"
@@ -59,28 +59,35 @@ state = "{c / 'state'}"
 """
 
 
-def cni_conflist(lay: Layout) -> str:
+def cni_conflist(lay: Layout, node: Node = FIRST) -> str:
     return json.dumps({
         "cniVersion": "1.0.0",
         "name": "rmq-harness",
         "plugins": [
-            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True, "hairpinMode": True,
+            # No masquerade by the bridge plugin (it would NAT one node's pods to another's): the host's one rule
+            # (host.MASQUERADE) covers traffic that leaves every node's pods.
+            {"type": "bridge", "bridge": node.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
              # Without a default route a pod reaches its own subnet only: no service IP, no API server.
              "ipam": {"type": "host-local", "dataDir": str(lay.cni_ipam), "routes": [{"dst": "0.0.0.0/0"}],
-                      "ranges": [[{"subnet": POD_CIDR, "rangeStart": POD_RANGE_START, "gateway": NODE_IP}]]}},
+                      "ranges": [[{"subnet": node.pod_cidr, "rangeStart": node.range_start,
+                                   "gateway": node.gateway}]]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }, indent=2)
 
 
-def kubelet_yaml(lay: Layout) -> str:
+def kubelet_yaml(lay: Layout, node: Node = FIRST) -> str:
+    # A node's own cgroup root and pod log directory where it is not alone on the machine: a kubelet kills the
+    # processes of every pod cgroup under its kubepods that it does not run, and its log GC removes the
+    # directories of pods it never saw.
+    own = {} if node == FIRST else {"cgroupRoot": node.cgroup_root, "podLogsDir": str(lay.pod_logs)}
     return yaml.safe_dump({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs",
         "failCgroupV1": False,
         "containerRuntimeEndpoint": f"unix://{lay.containerd_socket}",
-        "address": NODE_IP,
+        "address": node.ip,
         "port": KUBELET_PORT,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -92,23 +99,24 @@ def kubelet_yaml(lay: Layout) -> str:
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(lay.config / "resolv.conf"),
         "failSwapOn": False,
-        "podCIDR": POD_CIDR,
+        "podCIDR": node.pod_cidr,
         # Images here come from no registry: collected ones could never be pulled back.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
         "serializeImagePulls": False,
+        **own,
     }, sort_keys=False)
 
 
-def kube_proxy_yaml(lay: Layout) -> str:
+def kube_proxy_yaml(lay: Layout, node: Node = FIRST) -> str:
     return yaml.safe_dump({
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(lay.admin_kubeconfig)},
-        "hostnameOverride": NODE_NAME,
+        "hostnameOverride": node.name,
         "mode": "iptables",
-        "clusterCIDR": POD_CIDR,
+        "clusterCIDR": CLUSTER_POD_CIDR,
         "bindAddress": "127.0.0.1",
         "healthzBindAddress": "127.0.0.1:10256",
         "metricsBindAddress": "127.0.0.1:10249",

@@ -14,15 +14,23 @@ from tools.cluster.layout import (
     API_PORT,
     BRIDGE,
     CLUSTER_DOMAIN,
+    CLUSTER_POD_CIDR,
+    FIRST,
     HOST_DIRS,
     NODE_IP,
     NODE_NAME,
     OWNER_MARKER,
     POD_CIDR,
+    SECOND_VETH,
     SERVICE_CIDR,
     SYSCTLS,
     Layout,
+    Node,
 )
+
+# The one masquerade of the cluster: what leaves every node's pods for elsewhere (the bridge plugin's own
+# would NAT one node's pods to another's). A chain of its own, named as the down's cleanup finds it.
+MASQUERADE = "CNI-RMQH-MASQ"
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -63,6 +71,58 @@ def prepare() -> None:
     if f" {NODE_IP}/" not in addrs:
         sh("ip", "addr", "add", f"{NODE_IP}/{POD_CIDR.split('/')[1]}", "dev", BRIDGE)
     sh("ip", "link", "set", BRIDGE, "up")
+    rules = sh("iptables", "-t", "nat", "-S", MASQUERADE, check=False)
+    if rules.returncode != 0:
+        sh("iptables", "-t", "nat", "-N", MASQUERADE)
+        sh("iptables", "-t", "nat", "-A", MASQUERADE, "-d", CLUSTER_POD_CIDR, "-j", "RETURN")
+        sh("iptables", "-t", "nat", "-A", MASQUERADE, "-j", "MASQUERADE")
+        sh("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", CLUSTER_POD_CIDR, "-j", MASQUERADE)
+
+
+def in_node(node: Node, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    """A command in ``node``'s network namespace (the host's mounts)."""
+    return sh(*node.nsenter(), *argv, check=check)
+
+
+def add_node(node: Node) -> None:
+    """``node``'s network namespace joined to BRIDGE at its address by a veth, its default route through the
+    first node, the host's route to its pods, forwarding and bridged traffic through iptables inside it (both
+    per namespace), and its pods' cgroup root in every cgroup v1 hierarchy (kubelet's cgroupRoot must exist)."""
+    if not Path("/run/netns", node.netns).exists():
+        sh("ip", "netns", "add", node.netns)
+    if not Path("/sys/class/net", SECOND_VETH).exists():
+        sh("ip", "link", "add", SECOND_VETH, "type", "veth", "peer", "name", "eth0", "netns", node.netns)
+    sh("ip", "link", "set", SECOND_VETH, "master", BRIDGE, "up")
+    if f" {node.ip}/" not in in_node(node, "ip", "-o", "-4", "addr", "show", "dev", "eth0").stdout:
+        in_node(node, "ip", "addr", "add", f"{node.ip}/{POD_CIDR.split('/')[1]}", "dev", "eth0")
+    in_node(node, "ip", "link", "set", "lo", "up")
+    in_node(node, "ip", "link", "set", "eth0", "up")
+    in_node(node, "ip", "route", "replace", "default", "via", NODE_IP)
+    sh("ip", "route", "replace", node.pod_cidr, "via", node.ip, "dev", BRIDGE)
+    for key in SYSCTLS:
+        in_node(node, "sh", "-c", f"echo 1 > /proc/sys/{key}")
+    for hierarchy in cgroup_hierarchies():
+        own = hierarchy / node.cgroup_root.strip("/")
+        own.mkdir(exist_ok=True)
+        if hierarchy.name == "cpuset":  # v1 cpusets start empty: a task cannot join one without CPUs and nodes
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                (own / f).write_text((hierarchy / f).read_text())
+
+
+def remove_node(node: Node) -> None:
+    """What add_node made: the namespace (and with it the veth, its bridge and its iptables rules), the route
+    (gone with the veth) and its cgroup root (emptied by the caller)."""
+    if Path("/run/netns", node.netns).exists():
+        sh("ip", "netns", "delete", node.netns, check=False)
+    if Path("/sys/class/net", SECOND_VETH).exists():
+        sh("ip", "link", "delete", SECOND_VETH, check=False)
+
+
+def cgroup_hierarchies() -> list[Path]:
+    """Every mounted cgroup hierarchy (the v1 controllers', systemd's named one, the v2 unified mount): the
+    kubelet wants its cgroup root in each ("has some missing paths: /sys/fs/cgroup/systemd/...")."""
+    root = Path("/sys/fs/cgroup")
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "cgroup.procs").is_file())
 
 
 def pki(lay: Layout, kubeadm: Path) -> None:
@@ -77,12 +137,27 @@ def pki(lay: Layout, kubeadm: Path) -> None:
        "--apiserver-advertise-address", NODE_IP, "--apiserver-bind-port", str(API_PORT), "--node-name", NODE_NAME)
 
 
-def write_configs(lay: Layout) -> None:
-    for d in (lay.config, lay.cni_conf, lay.cni_ipam, lay.kubelet, lay.containerd, lay.logs, lay.runc_root):
+def node_credentials(lay: Layout, node: Node, kubeadm: Path) -> None:
+    """A further node's kubelet kubeconfig (system:node:<name>), by kubeadm's phase, from the cluster's CA."""
+    own = lay.of(node).kubelet_kubeconfig
+    if own.is_file():
+        return
+    sh(str(kubeadm), "init", "phase", "kubeconfig", "kubelet", "--kubernetes-version", binaries.KUBERNETES,
+       "--cert-dir", str(lay.pki), "--kubeconfig-dir", str(own.parent), "--apiserver-advertise-address", NODE_IP,
+       "--apiserver-bind-port", str(API_PORT), "--node-name", node.name)
+
+
+def write_configs(lay: Layout, node: Node = FIRST) -> None:
+    """The components' config files: a node's own (containerd, CNI, kubelet, kube-proxy) and, with the first
+    node, the cluster's (CoreDNS)."""
+    mine = lay.of(node)
+    for d in (mine.config, mine.cni_conf, mine.cni_ipam, mine.kubelet, mine.containerd, mine.runc_root, lay.logs,
+              *([mine.pod_logs] if mine.pod_logs is not None else [])):
         d.mkdir(parents=True, exist_ok=True)
-    (lay.config / "containerd.toml").write_text(configs.containerd_toml(lay))
-    (lay.cni_conf / "10-rmq-harness.conflist").write_text(configs.cni_conflist(lay))
-    (lay.config / "kubelet.yaml").write_text(configs.kubelet_yaml(lay))
-    (lay.config / "kube-proxy.yaml").write_text(configs.kube_proxy_yaml(lay))
-    (lay.config / "Corefile").write_text(configs.corefile(lay))
-    (lay.config / "resolv.conf").write_text(f"search {CLUSTER_DOMAIN}\n")
+    (mine.config / "containerd.toml").write_text(configs.containerd_toml(mine))
+    (mine.cni_conf / "10-rmq-harness.conflist").write_text(configs.cni_conflist(mine, node))
+    (mine.config / "kubelet.yaml").write_text(configs.kubelet_yaml(mine, node))
+    (mine.config / "kube-proxy.yaml").write_text(configs.kube_proxy_yaml(mine, node))
+    (mine.config / "resolv.conf").write_text(f"search {CLUSTER_DOMAIN}\n")
+    if node == FIRST:
+        (lay.config / "Corefile").write_text(configs.corefile(lay))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.core.errors import HarnessError
 from tools.cluster.binaries import tools_dir
-from tools.cluster.layout import PAUSE_IMAGE, Layout
+from tools.cluster.layout import FIRST, PAUSE_IMAGE, Layout, Node
 
 # Root here lacks CAP_SYS_RESOURCE: podman's default ulimits cannot be set, these can (environment.md).
 CONTAINERS_CONF = '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
@@ -55,18 +55,51 @@ def build(image: str, context: Path, containerfile: str, log: Callable[[str], No
         Path(f.name).unlink(missing_ok=True)
 
 
-def load(lay: Layout, image: str, log: Callable[[str], None]) -> None:
-    """Copy ``image`` from podman's store into the cluster's containerd (namespace k8s.io)."""
+def load(lay: Layout | Sequence[Layout], image: str, log: Callable[[str], None]) -> None:
+    """Copy ``image`` from podman's store into the containerd (namespace k8s.io) of each node ``lay`` names (a
+    node's Layout, Layout.of, or several): saved once, the archive's stream fanned out to every node's import
+    (saving the harness image costs 25 s of CPU here, and it goes to both nodes of a two-node cluster)."""
+    import shutil
+    import threading
+
+    nodes = [lay] if isinstance(lay, Layout) else list(lay)
     save = subprocess.Popen(podman("save", "--format", "docker-archive", image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=_podman_env())
-    imp = subprocess.run(["ctr", "--address", str(lay.containerd_socket), "--namespace", "k8s.io", "images",
-                          "import", "-"], stdin=save.stdout, capture_output=True)
-    save.stdout.close()
+    imports = [subprocess.Popen(["ctr", "--address", str(n.containerd_socket), "--namespace", "k8s.io", "images",
+                                 "import", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE) for n in nodes]
+    errors = [b""] * len(imports)
+
+    def drain(i: int) -> None:  # an import's stderr read as it goes, so a full pipe never stalls it
+        errors[i] = imports[i].stderr.read()
+
+    readers = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(len(imports))]
+    for t in readers:
+        t.start()
+    try:
+        if len(imports) == 1:
+            shutil.copyfileobj(save.stdout, imports[0].stdin, 1 << 20)
+        else:
+            while chunk := save.stdout.read(1 << 20):
+                for imp in imports:
+                    imp.stdin.write(chunk)
+    except BrokenPipeError:  # an import that failed: its stderr says why, below
+        pass
+    finally:
+        for imp in imports:
+            try:
+                imp.stdin.close()
+            except BrokenPipeError:
+                pass
+        save.stdout.close()
     save_err = save.stderr.read().decode(errors="replace")
-    if save.wait() != 0 or imp.returncode != 0:
-        raise HarnessError(f"loading {image} into the cluster failed",
-                           detail=(save_err + imp.stderr.decode(errors="replace")).strip()[-2000:])
-    log(f"{image}: loaded into the cluster")
+    codes = [imp.wait() for imp in imports]
+    for t in readers:
+        t.join()
+    if save.wait() != 0 or any(codes):
+        detail = save_err + "".join(e.decode(errors="replace") for e in errors)
+        raise HarnessError(f"loading {image} into the cluster failed", detail=detail.strip()[-2000:])
+    log(f"{image}: loaded into {', '.join(n.node_name for n in nodes)}")
 
 
 def load_pause(lay: Layout, pause_binary: Path, log: Callable[[str], None]) -> None:
@@ -221,15 +254,22 @@ def prometheus_image(lay: Layout | None, log: Callable[[str], None]) -> str:
     return PROMETHEUS_IMAGE
 
 
-def load_all(lay: Layout, repo_root: Path, tag: str, dists: dict[str, Path], log: Callable[[str], None]) -> list[str]:
+def load_all(lay: Layout, repo_root: Path, tag: str, dists: dict[str, Path], log: Callable[[str], None],
+             nodes: Sequence[Node] = (FIRST,), brokers_on: Sequence[Node] | None = None,
+             monitoring_on: Sequence[Node] | None = None) -> list[str]:
     """What the chart's Docker-less profile runs: the harness image, Prometheus, and one broker image per
     RocketMQ version (``dists``: version -> the directory holding its lib/). Built one after another (the CPU's
-    work), then copied into the cluster side by side (mostly the disk's: about 3 GB)."""
+    work), then copied into the nodes' runtimes side by side (mostly the disk's: about 3 GB a node): the harness
+    image into each of ``nodes`` (the load, the comparison and the brokers' agents come from it), the broker
+    images into ``brokers_on``'s and Prometheus into ``monitoring_on``'s (both: every node, when the chart's
+    placement does not say)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    built = [harness_image(None, repo_root, tag, log), prometheus_image(None, log)]
-    built += [rocketmq_image(None, repo_root, version, path, log) for version, path in dists.items()]
-    with ThreadPoolExecutor(len(built), thread_name_prefix="image-load") as pool:
-        for f in [pool.submit(load, lay, image, log) for image in built]:
+    harness = harness_image(None, repo_root, tag, log)
+    prometheus = prometheus_image(None, log)
+    brokers = [rocketmq_image(None, repo_root, version, path, log) for version, path in dists.items()]
+    loads = [(harness, nodes), (prometheus, monitoring_on or nodes), *((b, brokers_on or nodes) for b in brokers)]
+    with ThreadPoolExecutor(len(loads), thread_name_prefix="image-load") as pool:
+        for f in [pool.submit(load, [lay.of(n) for n in where], image, log) for image, where in loads]:
             f.result()
-    return built
+    return [harness, prometheus, *brokers]

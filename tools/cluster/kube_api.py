@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tools.cluster.layout import NODE_NAME, Layout
+from tools.cluster.layout import NODE_NAME, NODES, Layout
 
 
 def api(lay: Layout):
@@ -45,9 +45,10 @@ STORAGE_CLASS = "local-volumes"
 VOLUMES = 4
 
 
-def default_storage(lay: Layout) -> None:
+def default_storage(lay: Layout, nodes: int = 1) -> None:
     """A default StorageClass whose volumes are directories of the state dir, made ahead (no provisioner
-    runs here): what a chart's claims bind to, as kind's local-path provisioner gives them there."""
+    runs here), VOLUMES on each of the first ``nodes`` nodes: what a chart's claims bind to, as kind's
+    local-path provisioner gives them there (a claim binds to a volume of the node its first pod goes to)."""
     from kubernetes import client as kclient
 
     c = api(lay)
@@ -60,16 +61,17 @@ def default_storage(lay: Layout) -> None:
               "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
               "reclaimPolicy": "Retain"}
         _create(lambda: storage.create_storage_class(sc))
-        for i in range(VOLUMES):
-            path = lay.volumes / f"pv-{i}"
+        for node, i in ((n, i) for n in NODES[:nodes] for i in range(VOLUMES)):
+            name = f"pv{node.suffix}-{i}"
+            path = lay.volumes / name
             path.mkdir(parents=True, exist_ok=True)
             path.chmod(0o777)  # the charts' pods run as their images' own non-root users
-            pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"local-pv-{i}"},
+            pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"local-{name}"},
                   "spec": {"capacity": {"storage": "50Gi"}, "accessModes": ["ReadWriteOnce"],
                            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": STORAGE_CLASS,
                            "local": {"path": str(path)},
                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                               {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE_NAME]}]}]}}}}
+                               {"key": "kubernetes.io/hostname", "operator": "In", "values": [node.name]}]}]}}}}
             _create(lambda pv=pv: core.create_persistent_volume(pv))
     finally:
         c.close()
@@ -85,12 +87,12 @@ def _create(call: Callable[[], object]) -> None:
             raise
 
 
-def node_ready(lay: Layout) -> bool:
+def node_ready(lay: Layout, name: str = NODE_NAME) -> bool:
     from kubernetes import client as kclient
 
     c = api(lay)
     try:
-        node = kclient.CoreV1Api(c).read_node(NODE_NAME)
+        node = kclient.CoreV1Api(c).read_node(name)
         return any(cond.type == "Ready" and cond.status == "True" for cond in node.status.conditions or [])
     finally:
         c.close()

@@ -1,8 +1,9 @@
-"""The single-node cluster's life: up (bridge, certificates, etcd, control plane, containerd, kubelet,
-kube-proxy, DNS, every one a process recorded by PID and start time), status, and down (the processes,
-the containers, and every trace on the host: mounts, network namespaces, iptables chains, the bridge,
-sysctls and the host directories kubelet created). Its steps: processes.py (the components by PID),
-host.py (what up changes on the host), kube_api.py (the API).
+"""The cluster's life: up (bridge, certificates, etcd, control plane, containerd, kubelet, kube-proxy, DNS,
+every one a process recorded by PID and start time; with ``nodes=2`` a second node's containerd, kubelet and
+kube-proxy in a network namespace of its own), status, and down (the processes, the containers, and every
+trace on the host: mounts, network namespaces, iptables chains, the bridge, sysctls, cgroups and the host
+directories kubelet created). Its steps: processes.py (the components by PID), host.py (what up changes on the
+host), kube_api.py (the API).
 """
 
 from __future__ import annotations
@@ -25,18 +26,23 @@ from tools.cluster.layout import (
     CLUSTER_DOMAIN,
     ETCD_CLIENT_PORT,
     ETCD_PEER_PORT,
+    FIRST,
     HOST_DIRS,
     NODE_IP,
     NODE_NAME,
+    NODES,
     OWNER_MARKER,
     SERVICE_CIDR,
     Layout,
+    Node,
 )
 
 # Started in this order, stopped in the reverse (kubelet before containerd, so nothing restarts a container
 # being stopped; the API server and etcd last, so the others can still say goodbye).
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
          "kube-proxy", "coredns")
+# Each further node's own components (named with its suffix), in the order they start.
+NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy")
 HOST_TOOLS = {"containerd": "containerd", "runc": "runc", "conntrack": "conntrack", "iptables": "iptables",
               "ip": "iproute2", "podman": "podman", "debootstrap": "debootstrap"}
 IPTABLES_PREFIXES = ("KUBE-", "CNI-")
@@ -66,11 +72,27 @@ def take_down_stale(log: Callable[[str], None]) -> bool:
     return False
 
 
-def up(lay: Layout, log: Callable[[str], None]) -> None:
+def nodes_of(lay: Layout) -> tuple[Node, ...]:
+    """The nodes the cluster was brought up with (the first alone when up never said)."""
+    count = json.loads(lay.nodes.read_text())["nodes"] if lay.nodes.is_file() else 1
+    return NODES[:count]
+
+
+def components(nodes: tuple[Node, ...]) -> tuple[str, ...]:
+    """Every component's process name, the further nodes' with their suffixes."""
+    return ORDER + tuple(f"{c}{n.suffix}" for n in nodes if n != FIRST for c in NODE_COMPONENTS)
+
+
+def up(lay: Layout, log: Callable[[str], None], nodes: int = 1) -> None:
+    if not 1 <= nodes <= len(NODES):
+        raise ConfigError(f"a cluster of {nodes} nodes: this machine's cluster has 1 or {len(NODES)}")
     preflight()
     progs = binaries.build(log)
     alive = processes.running(lay)
-    if set(ORDER) <= set(alive):
+    if alive and len(nodes_of(lay)) != nodes:
+        raise HarnessError(f"the cluster at {lay.root} is up with {len(nodes_of(lay))} node(s), not {nodes}: "
+                           "`make cluster-down` first")
+    if set(components(NODES[:nodes])) <= set(alive):
         log(f"cluster already up ({lay.root})")
         return
     if alive:
@@ -84,6 +106,7 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
         take_down_stale(log)
     t0 = time.monotonic()
     lay.root.mkdir(parents=True, exist_ok=True)
+    lay.nodes.write_text(json.dumps({"nodes": nodes}))
     host.record(lay)
     host.prepare()
     host.pki(lay, progs["kubeadm"])
@@ -113,7 +136,7 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
     processes.wait_up("the API server to be ready", lambda: kube_api.ready(lay), lay, "kube-apiserver", 120)
     log(f"API server ready at https://{NODE_IP}:{API_PORT} ({time.monotonic() - t0:.1f} s)")
     kube_api.grant_cluster_admins(lay)
-    kube_api.default_storage(lay)
+    kube_api.default_storage(lay, nodes)
     cm = str(kc / "controller-manager.conf")
     processes.start(lay, "kube-controller-manager", [
         str(progs["kube-controller-manager"]), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",
@@ -140,19 +163,54 @@ def up(lay: Layout, log: Callable[[str], None]) -> None:
     processes.start(lay, "kube-proxy", [str(progs["kube-proxy"]), f"--config={lay.config / 'kube-proxy.yaml'}"],
                     log)
     processes.start(lay, "coredns", [str(progs["coredns"]), "-conf", str(lay.config / "Corefile")], log)
+    for further in NODES[1:nodes]:
+        add_node(lay, further, progs, log)
+        log(f"node {further.name} Ready ({time.monotonic() - t0:.1f} s)")
     log(f"cluster up in {time.monotonic() - t0:.1f} s; KUBECONFIG={lay.admin_kubeconfig}")
 
 
+def add_node(lay: Layout, node: Node, progs: dict[str, Path], log: Callable[[str], None]) -> None:
+    """A further node: its network namespace and cgroup root (host.add_node), its credentials and configs, then
+    its containerd, kubelet and kube-proxy in that namespace, each a process of the cluster's record."""
+    mine = lay.of(node)
+    host.add_node(node)
+    host.node_credentials(lay, node, progs["kubeadm"])
+    host.write_configs(lay, node)
+    run_in = node.nsenter()
+    processes.start(lay, f"containerd{node.suffix}",
+                    [*run_in, "containerd", "--config", str(mine.config / "containerd.toml")], log)
+    processes.wait_up(f"{node.name}'s containerd socket to appear", mine.containerd_socket.exists, lay,
+                      f"containerd{node.suffix}", 60)
+    images.load_pause(mine, progs["pause"], log)
+    processes.start(lay, f"kubelet{node.suffix}", [
+        *run_in, str(progs["kubelet"]), f"--config={mine.config / 'kubelet.yaml'}",
+        f"--kubeconfig={mine.kubelet_kubeconfig}", f"--root-dir={mine.kubelet}", f"--cert-dir={mine.kubelet / 'pki'}",
+        f"--node-ip={node.ip}", f"--hostname-override={node.name}"], log)
+    processes.wait_up(f"node {node.name} to be Ready", lambda: kube_api.node_ready(lay, node.name), lay,
+                      f"kubelet{node.suffix}", 120)
+    processes.start(lay, f"kube-proxy{node.suffix}",
+                    [*run_in, str(progs["kube-proxy"]), f"--config={mine.config / 'kube-proxy.yaml'}"], log)
+
+
+def pod_cgroups() -> list[Path]:
+    """Every node's kubepods cgroup, in every hierarchy where one is."""
+    root = Path("/sys/fs/cgroup")
+    return [d for n in NODES for d in root.glob(f"*/{n.cgroup_root.strip('/') + '/' if n != FIRST else ''}kubepods")]
+
+
 def _kill_containers(lay: Layout, log: Callable[[str], None]) -> None:
-    if lay.runc_root.is_dir():
-        for root in [lay.runc_root, *[p for p in lay.runc_root.iterdir() if p.is_dir()]]:
+    for node in NODES:
+        runc_root = lay.of(node).runc_root
+        if not runc_root.is_dir():
+            continue
+        for root in [runc_root, *[p for p in runc_root.iterdir() if p.is_dir()]]:
             listing = host.sh("runc", "--root", str(root), "list", "-q", check=False).stdout.split()
             for cid in listing:
                 host.sh("runc", "--root", str(root), "kill", cid, "KILL", check=False)
                 host.sh("runc", "--root", str(root), "delete", "--force", cid, check=False)
     # Whatever is left in the pods' cgroups (a shim's child, a container runc no longer knows).
     left = []
-    for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
+    for d in pod_cgroups():
         for procs in d.rglob("cgroup.procs"):
             left += [int(x) for x in procs.read_text().split()]
     for pid in set(left):
@@ -167,10 +225,11 @@ def _kill_containers(lay: Layout, log: Callable[[str], None]) -> None:
 def _shims(lay: Layout) -> list[tuple[int, float]]:
     import psutil
 
+    sockets = {str(lay.of(n).containerd_socket) for n in NODES}
     out = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info.get("cmdline") or []
-        if cmd and "containerd-shim" in Path(cmd[0]).name and str(lay.containerd_socket) in cmd:
+        if cmd and "containerd-shim" in Path(cmd[0]).name and sockets & set(cmd):
             try:
                 out.append((p.info["pid"], process.started_at(p.info["pid"])))
             except psutil.NoSuchProcess:
@@ -220,7 +279,7 @@ def _remove_cgroups(timeout_s: float = 20.0) -> list[str]:
     deadline = Deadline(timeout_s)
     while True:
         left = []
-        for d in Path("/sys/fs/cgroup").glob("*/kubepods"):
+        for d in pod_cgroups():
             for procs in d.rglob("cgroup.procs"):
                 for pid in procs.read_text().split():
                     try:
@@ -246,11 +305,13 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
     recs = processes.read_pids(lay)
     alive = processes.running(lay)
     by_name = {n: (r["pid"], r["started"]) for n, r in recs.items()}
-    for name in ("kubelet", "kube-proxy", "coredns", "kube-scheduler", "kube-controller-manager"):
+    further = [f"{c}{n.suffix}" for n in NODES[1:] for c in ("kubelet", "kube-proxy")]
+    for name in ("kubelet", "kube-proxy", *further, "coredns", "kube-scheduler", "kube-controller-manager"):
         if name in by_name:
             process.stop_started([by_name[name]], timeout_s=15)
     _kill_containers(lay, log)
-    process.stop_started([by_name["containerd"]] if "containerd" in by_name else [], timeout_s=15)
+    runtimes = [by_name[f"containerd{n.suffix}"] for n in NODES if f"containerd{n.suffix}" in by_name]
+    process.stop_started(runtimes, timeout_s=15)
     process.stop_started(_shims(lay), timeout_s=5)
     for name in ("kube-apiserver", "etcd"):
         if name in by_name:
@@ -269,6 +330,8 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
         except OSError as e:  # still mounted somewhere: said at the end, the rest is cleaned anyway
             log(f"could not remove {ns}: {e}")
     _clean_iptables()
+    for node in NODES[1:]:
+        host.remove_node(node)
     if not before.get("bridge_existed") and Path("/sys/class/net", BRIDGE).exists():
         host.sh("ip", "link", "delete", BRIDGE, check=False)
     for key, value in before.get("sysctls", {}).items():
@@ -277,6 +340,15 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
         if d not in before.get("existed", HOST_DIRS) and Path(d).exists():
             shutil.rmtree(d, ignore_errors=True)
     stuck = _remove_cgroups()
+    for node in NODES[1:]:  # the further nodes' cgroup roots, their kubepods gone above
+        for hierarchy in host.cgroup_hierarchies():
+            own = hierarchy / node.cgroup_root.strip("/")
+            try:
+                own.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                stuck.append(str(own))
     if lay.root.exists():
         shutil.rmtree(lay.root, ignore_errors=True)
     if marker.get("root") == str(lay.root) and not stuck:
@@ -288,12 +360,15 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
 
 
 def status(lay: Layout) -> dict[str, object]:
+    """Which components run, whether the API answers and whether every node is Ready (``node_ready``)."""
     alive = processes.running(lay)
-    out: dict[str, object] = {"components": {n: (n in alive) for n in ORDER}, "api": False, "node_ready": False}
+    nodes = nodes_of(lay)
+    out: dict[str, object] = {"components": {n: (n in alive) for n in components(nodes)}, "api": False,
+                              "node_ready": False, "nodes": [n.name for n in nodes]}
     if "kube-apiserver" in alive:
         try:
             out["api"] = kube_api.ready(lay)
-            out["node_ready"] = kube_api.node_ready(lay)
+            out["node_ready"] = all(kube_api.node_ready(lay, n.name) for n in nodes)
         except Exception:  # noqa: BLE001 - not answering is the status
             pass
     return out
