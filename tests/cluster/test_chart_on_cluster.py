@@ -219,7 +219,9 @@ def test_faults_on_two_masters_reach_the_second_broker_the_proxy_and_the_name_se
     scenario = REPO_ROOT / "tests" / "resources" / "scenarios" / "short-faults-two-masters.yaml"
     brokers: dict = {}
     stop = threading.Event()
-    watcher = threading.Thread(target=_pods_seen, args=(v1, f"{naming.VARIANT}=patched", brokers, stop), daemon=True)
+    # The variant's broker pods only: its worker pods carry the variant's label too (they run on the other node).
+    selector = f"{naming.VARIANT}=patched,{naming.COMPONENT}=rocketmq"
+    watcher = threading.Thread(target=_pods_seen, args=(v1, selector, brokers, stop), daemon=True)
     watcher.start()
     try:
         assert main(["k8s", "run", "--release", RELEASE, "--namespace", NAMESPACE, "--variant", "patched",
