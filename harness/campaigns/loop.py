@@ -2,7 +2,8 @@
 scenario on some variants. Before the first step, every step is checked as a run checks itself (harness.run.plan),
 so bad input stops the campaign before anything starts. A variant a scenario cannot ask sits that step out (the
 others run it again without it) and is recorded as not applicable; a run that fails is recorded and the campaign
-goes on; each run's summary is handed on as it lands.
+goes on; each run's summary is handed on as it lands. With ``keep_brokers`` the steps share their brokers
+wherever they start them alike (harness.run.kept).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from harness.core.errors import ConfigError, HarnessError, NotApplicable
 from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run import plan
+from harness.run.kept import KeptBrokers
 from harness.run.sequence import Run, RunResult
 
 Log = Callable[[str], None]
@@ -42,7 +44,8 @@ class Failed:
 class Campaign:
     """``min_variants``: a step that fewer variants can run is not run (a comparison needs two);
     ``stop_on_config_error``: a ConfigError of a step (e.g. an external cluster that does not answer) ends the
-    campaign rather than failing the step."""
+    campaign rather than failing the step; ``keep_brokers``: a step runs on the brokers of the step before when it
+    starts them alike (harness.run.kept), and they are stopped when a step fails and when the campaign finishes."""
 
     runs_dir: Path | str
     options: RunOptions
@@ -51,8 +54,10 @@ class Campaign:
     on_result: Callable[[list[dict]], None] = lambda summary: None
     min_variants: int = 1
     stop_on_config_error: bool = False
+    keep_brokers: bool = False
     outcome: Outcome = field(default_factory=Outcome)
     started: float = field(default_factory=time.monotonic)
+    kept: KeptBrokers | None = None
 
     @property
     def elapsed_min(self) -> float:
@@ -63,6 +68,10 @@ class Campaign:
         is found out step by step)."""
         for sc in scenarios:
             plan.check(variants, sc, plan.options_for(sc, self.options, lambda _: None), applicable=False)
+        external = [v.name for v in variants if v.is_external]
+        if self.keep_brokers and external:
+            raise ConfigError(f"--keep-brokers keeps brokers the harness starts; {', '.join(external)} is an external "
+                              "cluster: drop --keep-brokers or that variant")
 
     def run(self, scenario: Scenario, variants: Sequence[Variant], label: str,
             note: str = "") -> RunResult | Failed | None:
@@ -71,24 +80,44 @@ class Campaign:
         while len(left) >= self.min_variants:
             self.log(f"{label} on {', '.join(v.name for v in left)} (elapsed {self.elapsed_min:.1f} min{note})")
             try:
-                result = self.make_run(left, scenario, self.runs_dir, self.options, log=self.log).execute()
+                result = self.make_run(left, scenario, self.runs_dir, self.options, log=self.log,
+                                       **self._site(scenario)).execute()
             except NotApplicable as e:  # that variant sits this step out; the rest run it
                 self.outcome.not_applicable[f"{scenario.name}@{e.variant}"] = str(e)
                 self.log(f"not applicable: {e}")
                 left = [v for v in left if v.name != e.variant]
                 continue
             except HarnessError as e:  # a broker that would not start, a run refused: the other steps still run
+                self._discard()  # in whatever state the failure left them
                 if isinstance(e, ConfigError) and self.stop_on_config_error:
                     raise
                 why = str(e).splitlines()[0][:300]
                 self.log(f"{label}: run failed: {why}")
                 return Failed(why, left)
+            except BaseException:
+                self.finish()
+                raise
             self.outcome.archives.append(result.archive)
             self.on_result(result.summary)
             return result
         self.log(f"{label}: fewer than {self.min_variants} variants can run it; not run")
         return None
 
+    def _site(self, scenario: Scenario) -> dict:
+        if not self.keep_brokers:
+            return {}
+        if self.kept is None:
+            self.kept = KeptBrokers(self.runs_dir, self.log)
+        return {"site": self.kept.site(scenario, self.options)}
+
+    def _discard(self) -> None:
+        if self.kept is not None:
+            self.kept.discard()
+
     def finish(self) -> Outcome:
+        """The outcome; the kept brokers stopped."""
+        if self.kept is not None:
+            self.kept.close()
+            self.kept = None
         self.outcome.wall_s = time.monotonic() - self.started
         return self.outcome

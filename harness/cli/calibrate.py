@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from harness.cli.options import add_out_file, add_variants_file
+from harness.cli.options import add_keep_brokers, add_out_file, add_variants_file
 from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import VerdictRule, add_rule_options
 from harness.core.errors import ConfigError, HarnessError
@@ -40,6 +40,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_rule_options(cal)
     # The variants' order stays random (the calibration measures the rule as runs give it, order effect included).
     add_run_options(cal, probe=False, order=False, ui=False, keep_resources=False)
+    add_keep_brokers(cal)
     cal.set_defaults(func=calibrate_command)
 
 
@@ -62,7 +63,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         archives = args.archives
     else:
         campaign = Campaign(args.runs_dir or Path("runs") / f"calibration-{stamp}", RunOptions.from_args(args), log,
-                            min_variants=2)
+                            min_variants=2, keep_brokers=args.keep_brokers)
         archives = calibrate.run_all(p, scenarios, args.runs, args.shift_runs, campaign)
         if not archives:
             raise HarnessError("every calibration run failed; see the lines above")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.options import add_variants_file, refuse_existing
+from harness.cli.options import add_keep_brokers, add_variants_file, refuse_existing
 from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import add_gate_option, gate_exit
 from harness.core.errors import HarnessError
@@ -35,6 +35,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     mx.add_argument("--out", type=Path, default=None, help="report directory (default: reports/<time>-matrix)")
     add_variants_file(mx)
     add_run_options(mx)
+    add_keep_brokers(mx)
     add_gate_option(mx, "any candidate regresses against the baseline")
     mx.set_defaults(func=matrix_command)
 
@@ -55,7 +56,8 @@ def matrix_command(args: argparse.Namespace) -> int:
         plan, not_applicable = planned.scenarios, planned.not_applicable
         for name, why in not_applicable.items():
             console.print(f"[yellow]not run: {name}[/]: {why}")
-        campaign = Campaign(args.runs_dir, RunOptions.from_args(args), log, on_result=print_summary, min_variants=2)
+        campaign = Campaign(args.runs_dir, RunOptions.from_args(args), log, on_result=print_summary, min_variants=2,
+                            keep_brokers=args.keep_brokers)
         matrix.check(plan, variants, campaign)
         total = sum(matrix.estimate_s(sc) for sc in plan)
         console.print(f"matrix: {len(plan)} scenario(s) x {len(variants)} variant(s), about {total / 60:.0f} min: "

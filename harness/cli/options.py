@@ -158,6 +158,15 @@ def add_variants_file(parser: argparse.ArgumentParser) -> None:
                                      "taken from its folder when there"), VARIANTS_FILE_ENV)
 
 
+def add_keep_brokers(parser: argparse.ArgumentParser) -> None:
+    """A campaign's runs on the brokers of the run before, where they start alike (harness.run.kept)."""
+    parser.add_argument("--keep-brokers", action="store_true",
+                        help="run each scenario on the brokers of the one before when every variant starts alike "
+                             "(same build, settings, topology; not after faults, actions, plants, observations or "
+                             "--probe), instead of starting them again (30-50 s a run); the log and each manifest "
+                             "say where brokers were kept")
+
+
 def add_out_file(parser: argparse.ArgumentParser, default: str) -> None:
     """--out for a command that writes one file (a folder elsewhere: its own environment name)."""
     set_env(parser.add_argument("--out", type=Path, default=None, metavar="FILE",

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from harness.cli.options import add_variants_file, refuse_existing, scenario_of
+from harness.cli.options import add_keep_brokers, add_variants_file, refuse_existing, scenario_of
 from harness.contracts.options import RunOptions, add_run_options
 from harness.core.errors import ConfigError
 from harness.core.storage import dir_or_uri
@@ -49,6 +49,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--out", type=Path, default=None, help="where ramp.json goes (default: reports/<time>-ramp)")
     add_variants_file(rp)
     add_run_options(rp, grpc_client_default=GRPC_CLIENT)
+    add_keep_brokers(rp)
     rp.set_defaults(func=ramp_command, grpc_client=None)  # None: native for a gRPC scenario (a remoting one has none)
 
 
@@ -68,7 +69,7 @@ def ramp_command(args: argparse.Namespace) -> int:
     console.print(f"ramp: {scenario.name} at {', '.join(f'{r:g}' for r in args.rates)} messages/s, "
                   f"{args.duration:g} s each, on {', '.join(v.name for v in variants)}")
     campaign = Campaign(args.runs_dir, RunOptions.from_args(args), log, on_result=print_summary,
-                        stop_on_config_error=True, outcome=ramp.Outcome())
+                        stop_on_config_error=True, outcome=ramp.Outcome(), keep_brokers=args.keep_brokers)
     outcome = ramp.run_all(scenario, variants, args.rates, campaign, duration_s=args.duration, rules=args.rules)
     result = {"scenario": scenario.name, "rules": [*scenario.expect, *args.rules], "rates": args.rates,
               "duration_s": args.duration, "wall_s": round(outcome.wall_s, 1), "steps": outcome.steps,

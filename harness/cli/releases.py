@@ -8,7 +8,7 @@ import datetime as dt
 import time
 from pathlib import Path
 
-from harness.cli.options import add_out_file, adopt, refuse_existing, scenario_of
+from harness.cli.options import add_keep_brokers, add_out_file, adopt, refuse_existing, scenario_of
 from harness.contracts.options import RunOptions, add_run_options
 from harness.contracts.verdict import EXIT_REGRESSION, VerdictRule
 from harness.core.errors import ConfigError, HarnessError
@@ -30,6 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--batch", type=int, default=None, metavar="N",
                     help="releases side by side in one run (default: 4, what this 2-core machine keeps apart)")
     add_run_options(sw)
+    add_keep_brokers(sw)
     sw.add_argument("--runs-dir", type=dir_or_uri, default=None,
                     help="where run archives go: a directory or s3://bucket/prefix (default: runs/sweep-<time>)")
     sw.add_argument("--archives", type=dir_or_uri, nargs="+", default=None,
@@ -99,7 +100,7 @@ def sweep(args: argparse.Namespace) -> int:
                       f"{', '.join(ready)}" + (f"; skipped {', '.join(skipped)}" if skipped else ""))
         print_hybrids(got.hybrids)
         campaign = Campaign(args.runs_dir or Path("runs") / f"sweep-{_stamp()}", RunOptions.from_args(args), log,
-                            on_result=print_summary)
+                            on_result=print_summary, keep_brokers=args.keep_brokers)
         campaign.check(plan, variants)
         done = sweeping.run_all(plan, variants, batch, campaign)
         if not done.archives:

@@ -55,6 +55,9 @@ class VariantRecord(BaseModel):
     # The scenario's observations read off its brokers (harness.run.observability.observed), raw: name -> number, None
     # where one could not be read (schema 10; None before, or without observe:).
     observed: dict[str, float | None] | None = None
+    # Brokers a campaign kept from an earlier run (harness.run.kept: started_by, scenario, runs_on_them; schema 11);
+    # None: started for this run.
+    kept: dict[str, Any] | None = None
 
 
 class HostInfo(BaseModel):

@@ -63,6 +63,8 @@ MANIFEST = Schema("run manifest", "docs/archive.md", "## Manifest (`schema_versi
        "wherever rows are shown (harness/measure/enrich.py)",
     10: "actions: one record per scenario action and variant (what was asked when, what the brokers answered, "
         "or the error); action events; per variant observed: the scenario's observations read off its brokers",
+    11: "per variant kept: brokers a campaign kept from an earlier run of it (--keep-brokers): the run that started "
+        "them, its scenario, how many runs they served before this one",
 })
 EVENTS = Schema("events", "docs/archive.md", "## Events (`event_schema_version` {v};", {
     1: "one row per thing that happened",

@@ -52,4 +52,8 @@ def standard_hooks(run: RunState) -> list[Hook]:
     hooks.append(Scraping())
     if getattr(run.backend, "external", None) is not None:  # harness.run.site.with_external split the backend
         hooks.append(ExternalFacts())
+    if getattr(run.backend, "kept", None) is not None:  # a campaign's brokers (harness.run.kept)
+        from harness.run.kept import KeptFacts
+
+        hooks.append(KeptFacts())
     return hooks

@@ -5,7 +5,8 @@ every pop wakeup 50 ms late), with --fail-on-regression.
 Not a test: it records what this machine did into bench-results/gate-<time>.json (the wall time, the exit
 code, each scenario's primary verdict and cycles per candidate) and says whether the issue's targets held:
 no scenario ends "not enough data", the whole takes at most 25 minutes, and the planted regression exits 3.
-Run by `make bench-gate` (about 20 minutes).
+Run by `make bench-gate` (about 20 minutes); `python -m tests.benchmarks.bench_gate --keep-brokers` runs each
+scenario on the brokers of the one before where they start alike (harness.run.kept), and the JSON says so.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ PLANTED = "patched-slow"
 TARGET_S = 25 * 60
 
 
-def main() -> int:
+def main(args: list[str] | None = None) -> int:
+    keep = "--keep-brokers" in (sys.argv[1:] if args is None else args)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     runs, report = REPO_ROOT / "runs" / f"gate-{stamp}", REPO_ROOT / "reports" / f"gate-{stamp}"
     argv = [sys.executable, "-m", "harness.cli.main", "matrix", "--scenario", "gate", "--fail-on-regression",
-            "--runs-dir", str(runs), "--out", str(report), *[x for v in VARIANTS for x in ("--variant", v)]]
+            "--runs-dir", str(runs), "--out", str(report), *[x for v in VARIANTS for x in ("--variant", v)],
+            *(["--keep-brokers"] if keep else [])]
     started = time.monotonic()
     code = subprocess.run(argv, cwd=REPO_ROOT, check=False).returncode
     wall = time.monotonic() - started
@@ -43,7 +46,7 @@ def main() -> int:
         f"exit {EXIT_REGRESSION} with the planted regression among the variants": code == EXIT_REGRESSION,
         f"{PLANTED} a regression overall": summary["against_baseline"][PLANTED]["verdict"] == REGRESSION,
     }
-    out = {"bench": "gate", "at": stamp, "variants": VARIANTS, "command": " ".join(argv[2:]),
+    out = {"bench": "gate", "at": stamp, "variants": VARIANTS, "command": " ".join(argv[2:]), "keep_brokers": keep,
            "wall_s": round(wall, 1), "exit_code": code, "report": str(report.relative_to(REPO_ROOT)),
            "overall": {cand: res["verdict"] for cand, res in summary["against_baseline"].items()},
            "primary": cells, "targets": targets}

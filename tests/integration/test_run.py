@@ -45,7 +45,7 @@ def test_every_sent_ledger_id_is_received_and_retries_are_measured(archive: Path
 
 def test_manifest_and_locust_output(archive: Path):
     m = json.loads((archive / "manifest.json").read_text())
-    assert m["schema_version"] == MANIFEST_SCHEMA_VERSION == 10
+    assert m["schema_version"] == MANIFEST_SCHEMA_VERSION == 11
     assert m["event_schema_version"] == EVENT_SCHEMA_VERSION == 8
     assert m["scenario"]["name"] == "short-burst"
     assert [v["name"] for v in m["variants"]] == ["unpatched", "patched"]

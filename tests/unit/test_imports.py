@@ -45,7 +45,9 @@ ALLOWED: dict[str, set[str]] = {
 # A particular backend: chosen where the site of a run is chosen (run.site), by the commands that drive one
 # backend by name, and by what assembles releases (their jars).
 BACKENDS = ("harness.deploy.local", "harness.deploy.k8s")
-CHOOSE_A_BACKEND = ("harness.deploy", "harness.run.site", "harness.cli", "harness.campaigns.releases", "tools")
+# harness.run.kept: the site of a campaign's runs on brokers it keeps between them (local ones).
+CHOOSE_A_BACKEND = ("harness.deploy", "harness.run.site", "harness.run.kept", "harness.cli",
+                    "harness.campaigns.releases", "tools")
 
 
 def package(module: str) -> str:

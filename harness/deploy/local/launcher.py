@@ -126,20 +126,36 @@ class LocalBackend:
             stopped.append(f"{len(strays)} stray process(es)")
         return stopped
 
-    def collect(self, dest: Path) -> None:
+    def collect(self, dest: Path, since: dict[Path, int] | None = None) -> None:
+        """``since``: where each server output or log file began for this run (log_sizes when a campaign kept
+        the brokers from an earlier run: harness.run.kept); only what was written after is copied."""
         # From the directories, not the state files, so logs can be collected after `down` too.
         if not self.workdir.is_dir():
             return
+        since = since or {}
+
+        def copy(src: str | Path, dst: str | Path) -> None:
+            _copy_from(Path(src), Path(dst), since.get(Path(src), 0))
+
         for root in sorted(d for d in self.workdir.iterdir() if (d / "conf").is_dir()):
             dirs = config.VariantDirs(root)
             target = dest / root.name
             shutil.copytree(dirs.conf, target / "conf", dirs_exist_ok=True)
             for out in sorted(root.glob("*.out")):
                 role = out.stem
-                shutil.copy2(out, target / out.name)
+                target.mkdir(parents=True, exist_ok=True)
+                copy(out, target / out.name)
                 logs = dirs.server_logs(role)
                 if logs.is_dir():
-                    shutil.copytree(logs, target / role, dirs_exist_ok=True)
+                    shutil.copytree(logs, target / role, dirs_exist_ok=True, copy_function=copy)
+
+    def log_sizes(self, name: str) -> dict[Path, int]:
+        """The size now of every server output and log file of a variant (what collect's ``since`` takes)."""
+        root = self.workdir / name
+        dirs = config.VariantDirs(root)
+        files = [*root.glob("*.out"), *(f for out in root.glob("*.out") if dirs.server_logs(out.stem).is_dir()
+                                         for f in dirs.server_logs(out.stem).rglob("*") if f.is_file())]
+        return {f: f.stat().st_size for f in files}
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
         """What each agent printed so far: read again now, so lines printed while the load ran (a planted
@@ -304,3 +320,12 @@ class LocalBackend:
             (lv.dirs.root / STATE_FILE).unlink(missing_ok=True)
             self._slots.release(lv.ports.slot)
 
+
+def _copy_from(src: Path, dst: Path, offset: int) -> None:
+    """``src`` from byte ``offset`` on (all of it when it is shorter now: a rolled log file)."""
+    if offset <= 0 or src.stat().st_size < offset:
+        shutil.copy2(src, dst)
+        return
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        fin.seek(offset)
+        shutil.copyfileobj(fin, fout)
