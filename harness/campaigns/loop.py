@@ -94,8 +94,8 @@ class Campaign:
                 why = str(e).splitlines()[0][:300]
                 self.log(f"{label}: run failed: {why}")
                 return Failed(why, left)
-            except BaseException:
-                self.finish()
+            except BaseException:  # Ctrl-C: the kept brokers go with the campaign
+                self._close()
                 raise
             self.outcome.archives.append(result.archive)
             self.on_result(result.summary)
@@ -114,10 +114,13 @@ class Campaign:
         if self.kept is not None:
             self.kept.discard()
 
-    def finish(self) -> Outcome:
-        """The outcome; the kept brokers stopped."""
+    def _close(self) -> None:
         if self.kept is not None:
             self.kept.close()
             self.kept = None
+
+    def finish(self) -> Outcome:
+        """The outcome; the kept brokers stopped."""
+        self._close()
         self.outcome.wall_s = time.monotonic() - self.started
         return self.outcome

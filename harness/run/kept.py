@@ -22,7 +22,6 @@ from pathlib import Path
 from harness.contracts.endpoints import Endpoints, run_tag
 from harness.contracts.modules import ModuleJar
 from harness.contracts.options import RunOptions
-from harness.core.process import free_port
 from harness.core.waiting import Deadline
 from harness.deploy import readiness
 from harness.deploy.local import LocalBackend
@@ -32,8 +31,7 @@ from harness.inputs.scenario import Scenario
 from harness.inputs.variants import Variant
 from harness.run import outbox
 from harness.run.hooks import Hook, Log, RunState
-from harness.run.observability.prometheus import Prometheus
-from harness.run.site import RUN_BROKER_STOP_S, Site, SiteFactory
+from harness.run.site import RUN_BROKER_STOP_S, Site, SiteFactory, on_loopback
 
 # Kept brokers answered a round trip seconds ago, when their last run ended; this is for a busy machine.
 READY_S = 60.0
@@ -54,11 +52,7 @@ def why_fresh(scenario: Scenario, options: RunOptions) -> str | None:
     return None
 
 
-def _key(v: Variant, topology: Topology) -> str:
-    return v.model_dump_json() + topology.model_dump_json()
-
-
-def _differs(old: Variant, new: Variant, was: Topology, now: Topology) -> str:
+def _differs(old: Variant, new: Variant) -> str:
     """What the log says of brokers started again for another variant or topology."""
     if old == new:
         return "the topology differs"
@@ -99,9 +93,7 @@ class KeptBrokers:
         """The site of one run of ``scenario``: these brokers, a Prometheus and ports of its own."""
 
         def factory(work: Path, log: Log) -> Site:
-            return Site(backend=RunBrokers(self, work.name, scenario, why_fresh(scenario, options)),
-                        prometheus=Prometheus(work / "prometheus", free_port()), bind_host="127.0.0.1",
-                        advertise_host="127.0.0.1", worker_port=lambda _n: free_port())
+            return on_loopback(RunBrokers(self, work.name, scenario, why_fresh(scenario, options)), work)
 
         return factory
 
@@ -145,9 +137,8 @@ class RunBrokers:
             k = owner.kept.get(v.name)
             if k is None:
                 start.append(v)
-            elif self.fresh or k.changed or _key(k.variant, k.topology) != _key(v, topology):
-                why = self.fresh or (f"the run before changed them ({k.changed})" if k.changed
-                                     else _differs(k.variant, v, k.topology, topology))
+            elif self.fresh or k.variant != v or k.topology != topology:
+                why = self.fresh or _differs(k.variant, v)
                 log(f"{v.name}: starting its brokers again: {why}")
                 owner.discard([v.name])
                 start.append(v)

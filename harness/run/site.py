@@ -41,17 +41,22 @@ class Site:
 SiteFactory = Callable[[Path, Log], Site]
 
 
-def local_site(work: Path, log: Log) -> Site:
-    """Brokers started for the run on loopback, a Prometheus of its own, free ports."""
-    from harness.deploy.local import LocalBackend
-
+def on_loopback(backend: Backend, work: Path) -> Site:
+    """This machine's site with ``backend``'s brokers: a Prometheus of the run's own, free ports on loopback."""
     return Site(
-        backend=LocalBackend(work / "brokers", attached=True, log=log, stop_timeout_s=RUN_BROKER_STOP_S),
+        backend=backend,
         prometheus=Prometheus(work / "prometheus", free_port()),
         bind_host="127.0.0.1",
         advertise_host="127.0.0.1",
         worker_port=lambda _n: free_port(),
     )
+
+
+def local_site(work: Path, log: Log) -> Site:
+    """Brokers started for the run on loopback, a Prometheus of its own, free ports."""
+    from harness.deploy.local import LocalBackend
+
+    return on_loopback(LocalBackend(work / "brokers", attached=True, log=log, stop_timeout_s=RUN_BROKER_STOP_S), work)
 
 
 def _pod_env(name: str) -> str:

@@ -5,8 +5,10 @@ them) and imported straight into the cluster's containerd, where pods run them w
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -59,9 +61,6 @@ def load(lay: Layout | Sequence[Layout], image: str, log: Callable[[str], None])
     """Copy ``image`` from podman's store into the containerd (namespace k8s.io) of each node ``lay`` names (a
     node's Layout, Layout.of, or several): saved once, the archive's stream fanned out to every node's import
     (saving the harness image costs 25 s of CPU here, and it goes to both nodes of a two-node cluster)."""
-    import shutil
-    import threading
-
     nodes = [lay] if isinstance(lay, Layout) else list(lay)
     save = subprocess.Popen(podman("save", "--format", "docker-archive", image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=_podman_env())

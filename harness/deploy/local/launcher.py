@@ -153,8 +153,10 @@ class LocalBackend:
         """The size now of every server output and log file of a variant (what collect's ``since`` takes)."""
         root = self.workdir / name
         dirs = config.VariantDirs(root)
-        files = [*root.glob("*.out"), *(f for out in root.glob("*.out") if dirs.server_logs(out.stem).is_dir()
-                                         for f in dirs.server_logs(out.stem).rglob("*") if f.is_file())]
+        files = list(root.glob("*.out"))
+        for logs in [dirs.server_logs(out.stem) for out in files]:
+            if logs.is_dir():
+                files += [f for f in logs.rglob("*") if f.is_file()]
         return {f: f.stat().st_size for f in files}
 
     def agent_report(self, name: str) -> dict[str, list[str]]:
