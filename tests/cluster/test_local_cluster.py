@@ -3,13 +3,15 @@ services and pod addresses across the nodes, the API from a pod, and a down that
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 from kubernetes import client as kclient
 from kubernetes.stream import stream
 
 from harness.core.waiting import Pending, wait_until
 from tools.cluster import binaries, images, kube_api
-from tools.cluster.layout import FIRST, NODES, SECOND
+from tools.cluster.layout import FIRST, NODES, SECOND, SERVICE_CIDR
 
 NS = "default"
 
@@ -104,3 +106,13 @@ def _address(hex_endpoint: str) -> str:
 
 def test_a_pod_reaches_the_api_server_by_its_service(pods):
     assert _exec(pods, "client", "exec 3<>/dev/tcp/kubernetes.default/443 && echo open").strip() == "open"
+
+
+def test_a_service_address_no_proxy_has_rewritten_is_refused_not_answered_from_outside(pods):
+    """A Service made a moment ago has an address before kube-proxy rewrites it. Left to the default route, a
+    connection to it once reached this sandbox's egress, which answered HTTP 404 on a connection Prometheus kept
+    alive for the whole run; the host refuses it instead (tools.cluster.host.UNROUTED_SERVICES)."""
+    taken = {s.spec.cluster_ip for s in pods.list_service_for_all_namespaces().items}
+    free = next(str(a) for a in reversed(list(ipaddress.ip_network(SERVICE_CIDR).hosts())) if str(a) not in taken)
+    out = _exec(pods, "client", f"exec 3<>/dev/tcp/{free}/9099 && echo connected")
+    assert "Connection refused" in out and "connected" not in out, out

@@ -31,6 +31,12 @@ from tools.cluster.layout import (
 # The one masquerade of the cluster: what leaves every node's pods for elsewhere (the bridge plugin's own
 # would NAT one node's pods to another's). A chain of its own, named as the down's cleanup finds it.
 MASQUERADE = "CNI-RMQH-MASQ"
+# Service addresses no kube-proxy has rewritten yet (a Service made a moment ago) refused here, as kube-proxy
+# refuses one without endpoints: left alone they follow the default route out of the machine, where this
+# sandbox's egress answers any address with HTTP 404 and keeps the connection alive, so a client that
+# connected early (Prometheus's http_sd) kept getting 404 from it for the whole run. Rewritten addresses are
+# pod addresses by the time the filter table sees them (nat runs first), so only the unrewritten are refused.
+UNROUTED_SERVICES = "CNI-RMQH-SVC"
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -77,6 +83,12 @@ def prepare() -> None:
         sh("iptables", "-t", "nat", "-A", MASQUERADE, "-d", CLUSTER_POD_CIDR, "-j", "RETURN")
         sh("iptables", "-t", "nat", "-A", MASQUERADE, "-j", "MASQUERADE")
         sh("iptables", "-t", "nat", "-A", "POSTROUTING", "-s", CLUSTER_POD_CIDR, "-j", MASQUERADE)
+    if sh("iptables", "-S", UNROUTED_SERVICES, check=False).returncode != 0:
+        sh("iptables", "-N", UNROUTED_SERVICES)
+        sh("iptables", "-A", UNROUTED_SERVICES, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset")
+        sh("iptables", "-A", UNROUTED_SERVICES, "-j", "REJECT")
+        for chain in ("FORWARD", "OUTPUT"):  # every node's pods leave through the host's FORWARD
+            sh("iptables", "-A", chain, "-d", SERVICE_CIDR, "-j", UNROUTED_SERVICES)
 
 
 def in_node(node: Node, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
