@@ -39,7 +39,12 @@ class Layer:
 # 7 s and 16 min 24 s, every layer over its budget, and in the second the chart's Prometheus never fetched a
 # run's targets within 90 s (twice): it stays alone. The budgets assume a machine of that speed: on the slower
 # one of 2026-12-07 (same kind, about 1.7x slower) every layer ran over, warm: unit 247 s, chart 167, spark 396,
-# integration 1,680 (21 min 54 s below the cluster), and the cluster's, on two nodes since, 11 min 38 s.
+# integration 1,680 (21 min 54 s below the cluster), and the cluster's, on two nodes since, 11 min 38 s. The
+# Prometheus that "never fetched a run's targets" was a race, not the load: found 2026-12-07 and fixed in the
+# cluster (tools.cluster.host.UNROUTED_SERVICES). Tried again beside the others on that slower machine: 26 min
+# 40 s in all against about 31 alone, every layer two to three times its budget (unit 404 s, chart 356, spark
+# 663, integration 1,623, cluster 642), and the contention delayed the workers' metrics past 30 s, which
+# exposed a crash in the run's hooks (fixed): the gain does not pay for that, and the cluster stays alone.
 LAYERS: dict[str, Layer] = {
     "unit": Layer("pure logic: no server, no JVM, no network beyond loopback stubs", 150, 10),
     "chart": Layer("the Helm chart rendered, linted, validated and security-checked", 90, 30),

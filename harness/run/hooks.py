@@ -133,6 +133,9 @@ class Hooks(Hook):
                     self.sending_started(run, variant, time.monotonic())
                 for k in range(last + 1, p.cycle + 1):
                     self.cycle_started(run, variant, k)
+            if p.sending == 0 and variant in self._cycle and variant not in self._draining:
+                self._draining.add(variant)
+                self.drain_started(run, variant)
         if elapsed_s >= METRICS_SILENT_S:
             for ep in run.endpoints:
                 if ep.variant not in progress and ep.variant not in self._sending:
@@ -140,9 +143,6 @@ class Hooks(Hook):
                     run.log(f"{ep.variant}: no live progress from its workers; what the scenario times from its "
                             "first sends counts from the load's start + produce.delay_s")
                     self.sending_started(run, ep.variant, self._load_started + run.scenario.produce.delay_s)
-            if p.sending == 0 and variant in self._cycle and variant not in self._draining:
-                self._draining.add(variant)
-                self.drain_started(run, variant)
 
     def sending_started(self, run: RunState, variant: str, since: float) -> None:
         self._each("sending_started", run, variant, since)

@@ -5,6 +5,7 @@ host without a trace of it afterwards."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -57,6 +58,9 @@ def cluster(tmp_path_factory, request):
     before = host_traces()
     lay = Layout(tmp_path_factory.mktemp("cluster"))
     previous = os.environ.get("KUBECONFIG")
+    # Stopped by SIGTERM (a CI's timeout, a kill by PID, a shell's background job that ignores Ctrl-C), the
+    # layer unwinds as on Ctrl-C and takes the cluster down, instead of leaving it running on the host.
+    sigterm = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         node.up(lay, log=print, nodes=len(NODES))
         images.load([lay.of(n) for n in NODES], images.base(print), print)
@@ -74,5 +78,6 @@ def cluster(tmp_path_factory, request):
         else:
             os.environ["KUBECONFIG"] = previous
         node.down(lay, log=print)
+        signal.signal(signal.SIGTERM, sigterm)
     assert processes.running(lay) == {}
     assert host_traces() == before
