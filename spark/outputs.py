@@ -39,9 +39,10 @@ def summary_of(c: Collected, result: dict, per_variant: list[dict] | None = None
 
 
 def what_ran(record: RunRecord) -> dict:
-    """What a report's first screen says of a run (summary schema 11; 12: its gRPC client): the scenario, the
-    harness, the host, when and how long, the client the workers drove and each build with its agents, as its
-    record says them (None where an older manifest did not)."""
+    """What a report's first screen says of a run (summary schema 11; 12: its gRPC client; 17: kept brokers): the
+    scenario, the harness, the host, when and how long, the client the workers drove and each build with its
+    agents and, in a campaign run with --keep-brokers, the earlier run whose brokers it ran on, as its record
+    says them (None where an older manifest did not)."""
     scenario = record.scenario
     return {
         "scenario": {"name": scenario.get("name"), "description": scenario.get("description"),
@@ -56,7 +57,7 @@ def what_ran(record: RunRecord) -> dict:
         "builds": [{"variant": v.name, "version": v.version, "jars": v.jars, "external": bool(v.external),
                     "agents": [{"jar": Path(g.jar).name, "options": g.options,
                                 "report": v.agent_report.get(Path(g.jar).name, [])} for g in v.agents],
-                    "clock_offset_ms": v.clock_offset_ms}
+                    "clock_offset_ms": v.clock_offset_ms, "kept": v.kept}
                    for v in record.variants],
     }
 

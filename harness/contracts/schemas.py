@@ -113,6 +113,8 @@ SUMMARY = Schema("summary.json", "docs/summary.md", "schema_version   {v} ", {
         "inconclusive verdict's reason says it",
     16: "per_variant cycles_timed_out: cycles the run stopped waiting for (drain_timeout_s ran out), in which "
         "lost and never redelivered are not back yet rather than shown lost",
+    17: "each run's builds: kept (brokers a campaign kept from an earlier run of it, as the manifest's variant "
+        "kept says: started_by, scenario, runs_on_them; null: the run started its own)",
 })
 HISTORY = Schema("history dataset", "docs/releases.md", "Columns (`dataset_schema_version` {v})", {
     1: "one row per (run, scenario, variant, metric, cycle): the cycle's level",

@@ -11,9 +11,11 @@ import pytest
 from harness.campaigns.loop import Campaign
 from harness.contracts.endpoints import run_tag
 from harness.contracts.options import RunOptions
+from harness.contracts.record import RunRecord
 from harness.core import process
 from harness.inputs.catalogue import load_scenario
 from harness.inputs.variants import load_variants, select
+from spark.outputs import what_ran
 
 SCENARIO = Path(__file__).parent.parent / "resources" / "scenarios" / "short-burst.yaml"
 LEDGER = ("acked_first", "acked_after_retry", "late", "duplicated", "dead_lettered", "lost")
@@ -43,6 +45,9 @@ def test_the_second_run_ran_on_the_first_runs_brokers_under_its_own_names(campai
     assert v2["endpoints"]["grpc"] == v1["endpoints"]["grpc"]
     assert sum("started RocketMQ" in ln for ln in lines) == 1
     assert any(f"patched: brokers kept from run {first['run_id']}" in ln for ln in lines)
+    # and what a report's first screen says ran (summary schema 17)
+    [build] = what_ran(RunRecord.model_validate(second))["builds"]
+    assert build["kept"] == v2["kept"]
 
 
 def test_every_message_of_both_runs_is_accounted_for(campaign):
