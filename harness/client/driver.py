@@ -150,5 +150,52 @@ def flow_limited(e: BaseException) -> bool:
     return type(e).__name__ == "TooManyRequestsException"
 
 
+# An ack whose outcome the client cannot know (outcome_unknown) is sent again at most this many times: acks are
+# idempotent (a second ack of one the broker applied changes nothing), so the pair ends acked or with an error
+# the broker surely saw, not "lost" for a message the broker had in fact acked.
+ACK_AGAIN = 2
+# The gRPC status a call's own deadline gives (grpc/doc/statuscodes.md).
+_DEADLINE_EXCEEDED = 4
+
+
+def outcome_unknown(e: BaseException) -> bool:
+    """Whether a failed call may still have been applied: it was sent and only a timeout came back. The proxy's
+    PROXY_TIMEOUT (and the persistence timeouts the official client raises with it as ProxyTimeoutException)
+    says its own request to the broker ran out (2 s for an ack), not that the broker did not apply it: a broker
+    stopped for longer applies the ack when it runs again, and a proxy stopped for longer times out the answer
+    already in its socket (measured: docs/findings/ack-timeout-applied.md). A client's own deadline (grpc's
+    DEADLINE_EXCEEDED, the native driver's TransportError, a remoting read that timed out) says the same."""
+    if type(e).__name__ == "ProxyTimeoutException":
+        return True
+    code = getattr(e, "code", None)
+    code = code() if callable(code) else code  # grpc.aio.AioRpcError's code is a method
+    if getattr(code, "name", None) == "DEADLINE_EXCEEDED":
+        return True
+    if type(e).__name__ == "TransportError" and code == _DEADLINE_EXCEEDED:
+        return True
+    return isinstance(e.__cause__, TimeoutError)  # a remoting read (socket.timeout is TimeoutError)
+
+
+def ack_again(ack: Callable[[], None], err: BaseException,
+              refused: Callable[[BaseException, int], bool] = lambda e, tries: False,
+              unknown: Callable[[BaseException], None] = lambda e: None) -> BaseException | None:
+    """After an ack failed with ``err``: ``ack`` called again while ``refused(error, tries)`` says to (flow
+    control: the caller pauses and records it) or while the outcome is unknown (``outcome_unknown``; ``unknown``
+    is given each such error), at most ACK_AGAIN times. The error that remains, or None once an ack went through."""
+    tries = unknowns = 0
+    while True:
+        tries += 1
+        if not refused(err, tries):
+            if not outcome_unknown(err) or unknowns == ACK_AGAIN:
+                return err
+            unknowns += 1
+            unknown(err)
+        try:
+            ack()
+            return None
+        except Exception as again:  # noqa: BLE001 - every client failure is the caller's data
+            err = again
+
+
 def direct(fn: Callable[[], T]) -> T:
     return fn()

@@ -56,6 +56,11 @@ class TooManyRequestsException(ProxyError):
     harness.client.driver.flow_limited treats both drivers' refusals alike."""
 
 
+class ProxyTimeoutException(ProxyError):
+    """The proxy's request to the broker ran out (PROXY_TIMEOUT) or a store's flush did; named as the official
+    client names these, so harness.client.driver.outcome_unknown treats both drivers' timeouts alike."""
+
+
 def new_client_id(index: int) -> str:
     """A client id unique to this process and client, in the official clients' host@pid@index@... shape."""
     return f"{socket.gethostname()}@{os.getpid()}@{index}@{uuid.uuid4().hex[:12]}"
@@ -280,8 +285,12 @@ def sent_id(response: svc.SendMessageResponse, what: str) -> str:
     return entry.message_id
 
 
+_TIMEOUTS = (pb.Code.PROXY_TIMEOUT, pb.Code.MASTER_PERSISTENCE_TIMEOUT, pb.Code.SLAVE_PERSISTENCE_TIMEOUT)
+
+
 def status_error(status: pb.Status, what: str) -> ProxyError:
-    cls = TooManyRequestsException if status.code == pb.Code.TOO_MANY_REQUESTS else ProxyError
+    cls = (TooManyRequestsException if status.code == pb.Code.TOO_MANY_REQUESTS
+           else ProxyTimeoutException if status.code in _TIMEOUTS else ProxyError)
     return cls(status.code, status.message, what)
 
 

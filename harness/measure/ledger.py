@@ -13,7 +13,9 @@ by the first class that applies:
   acked_first        acked, never retried
   acked_after_retry  acked after one or more retries (``retries`` says how many; a failed nack counts, as the
                      message comes back all the same)
-  lost               neither acked nor dead-lettered when the run, drain phase included, ended
+  lost               neither acked nor dead-lettered when the run, drain phase included, ended (an ack that
+                     timed out was sent again, harness.client.driver.ack_again; a pair lost after one anyway
+                     says so in its why: the broker may have applied it)
 
 A message with a tag is owed only to the groups whose consumers filter for it; ``tag_changed`` counts
 owed pairs delivered with another tag than they were sent with (a retry must keep its tag).
@@ -52,6 +54,10 @@ PAIR = [*KEYS, "group"]
 # A failed nack still gives the message back (when its invisible time runs out): it explains the next
 # attempt as a nack would. A failed ack does not: what comes back after it is a duplicate.
 NACK_FAILURE_PREFIX = "nack:"
+# An ack whose outcome the client could not know (harness.client.driver.outcome_unknown: a timeout after it was
+# sent) is an error event whose detail starts so; a pair lost after one may have been acked by the broker after
+# all, and its why says so.
+ACK_UNKNOWN = "ack, outcome unknown"
 # A nack that asked the broker to keep the reconsume times (nack.suspend: its event's detail ends so) expects the
 # message back as the same attempt, not the next (harness.workload.users).
 SUSPEND_SUFFIX = "suspend"
@@ -190,6 +196,8 @@ def classify(events: pd.DataFrame, subscriptions: Subscriptions, allowed_deliver
 
     rows = (owed.merge(per_pair, on=pair, how="left").merge(acked, on=pair, how="left")
             .merge(dead, on=pair, how="left").merge(retries, on=pair, how="left"))
+    unknown = ev.loc[(kind == "error") & ev["detail"].fillna("").str.startswith(f"{ACK_UNKNOWN}:"), pair]
+    rows["ack_unknown"] = rows[pair].isin(unknown.to_numpy())
     rows["allowed_deliveries"] = rows["group"].map(dict(allowed_deliveries))
     rows["class"] = _owed_class(rows, late_after_ms)
     rows["why"] = _why(rows)
@@ -235,6 +243,7 @@ def _why(rows: pd.DataFrame) -> pd.Series:
     lost = rows["class"] == "lost"
     why[lost & rows["deliveries"].isna()] = "never delivered"
     why[lost & rows["deliveries"].notna()] = "delivered, never acked"
+    why[lost & rows["ack_unknown"]] = "delivered, its ack timed out: the broker may have applied it"
     why[rows["class"] == "late"] = "acked after the drain timeout"
     dup = rows["class"] == "duplicated"
     for col, text in (("unexplained", "an attempt came back without a nack"),

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.client.driver import Delivery, Driver, PopConsumer, Producer
+from harness.client.driver import Delivery, Driver, PopConsumer, Producer, ack_again
 from harness.contracts.metrics import HarnessMetrics
 from harness.inputs.scenario import Scenario
 from harness.measure.latency import waited, wakeup_ms
@@ -166,7 +166,13 @@ class Canary:
         s = self.plan.scenario
         try:
             if not nack:
-                consumer.ack(d)
+                try:
+                    consumer.ack(d)
+                except Exception as e:  # noqa: BLE001 - again while its outcome is unknown, then as any failure
+                    err = ack_again(lambda: consumer.ack(d), e,
+                                    unknown=lambda _: self._m(self.metrics.errors, operation="ack").inc())
+                    if err is not None:
+                        raise err from None
                 self._m(self.metrics.acks).inc()
                 if key is not None:
                     with self._lock:

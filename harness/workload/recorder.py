@@ -14,10 +14,10 @@ import time
 
 from locust import events
 
-from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, Received
+from harness.client.driver import CLIENT_UNFIT, Delivery, DriverError, Received, outcome_unknown
 from harness.contracts.events import MessageBody
 from harness.measure.latency import due_ms, redelivery_ms, waited, wakeup_ms
-from harness.measure.ledger import ANY_GROUP
+from harness.measure.ledger import ACK_UNKNOWN, ANY_GROUP
 from harness.workload.runtime import WorkerRuntime
 
 # What every event of one delivery says of it: consumer, topic, group, ledger_id, message_id, delivery_attempt,
@@ -199,6 +199,13 @@ class ConsumerRecorder(_Reader):
         self._record("error", detail=_detail(name, e), **common)
         _count_error(self._rt, self.group, name)
         _fire(self._protocol, name, started, time.time_ns() if ended is None else ended, exc=e)
+
+    def ack_failed(self, common: Columns, e: BaseException, started: int, ended: int | None = None) -> None:
+        """An ack failed (``ended``: when its round trip did, by default now); one whose outcome the client
+        cannot know (harness.client.driver.outcome_unknown) says so in its detail, which the ledger's why reads."""
+        self._record("error", detail=_detail(ACK_UNKNOWN if outcome_unknown(e) else "ack", e), **common)
+        _count_error(self._rt, self.group, "ack")
+        _fire(self._protocol, "ack", started, time.time_ns() if ended is None else ended, exc=e)
 
     def acked(self, common: Columns, started: int, ended: int) -> None:
         """One delivery acked by the ack round trip from ``started`` to ``ended``; the acks counter goes up

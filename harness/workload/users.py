@@ -15,7 +15,7 @@ import gevent
 import gevent.pool
 from locust import User, constant
 
-from harness.client.driver import FLOW_BACKOFF_S, FLOW_RETRIES, Delivery, PopConsumer, flow_limited
+from harness.client.driver import FLOW_BACKOFF_S, FLOW_RETRIES, Delivery, PopConsumer, ack_again, flow_limited
 from harness.contracts.events import MessageBody
 from harness.core.waiting import Deadline
 from harness.inputs import timing
@@ -317,19 +317,16 @@ class PopConsumerUser(User):
         final: dict[object, list[object]] = {}
         for (d, common), err in zip(acks, errors, strict=True):
             if err is not None:
-                tries = 1
-                while err is not None and self._refused("ack", err, tries, common):
-                    tries += 1
-                    try:
-                        self.consumer.ack(d)
-                        err = None
-                    except Exception as again:  # noqa: BLE001 - every client failure is data
-                        err = again
+                err = ack_again(lambda d=d: self.consumer.ack(d), err,
+                                lambda e, tries, common=common: self._refused("ack", e, tries, common),
+                                lambda e, common=common: recorder.ack_failed(common, e, time.time_ns()))
                 if err is not None:
-                    recorder.failed("ack", err, common, started, ended)
+                    recorder.ack_failed(common, err, started, ended)
                     failed += 1
                     continue
-            recorder.acked(common, started, ended)
+                recorder.acked(common, started, time.time_ns())  # through on a later try
+            else:
+                recorder.acked(common, started, ended)
             cycle = common["cycle"]
             if cycle is not None:
                 final.setdefault(cycle, []).append(common["ledger_id"])
