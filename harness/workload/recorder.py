@@ -195,17 +195,13 @@ class ConsumerRecorder(_Reader):
         self._record("refused", detail=_detail(name, e), **common)
 
     def failed(self, name: str, e: BaseException, common: Columns, started: int, ended: int | None = None) -> None:
-        """A call on one delivery failed for good (``ended``: when its round trip did, by default now)."""
-        self._record("error", detail=_detail(name, e), **common)
+        """A call on one delivery failed (``ended``: when its round trip did, by default now). An ack
+        whose outcome the client cannot know (harness.client.driver.outcome_unknown) says so in its detail, which
+        the ledger's why reads."""
+        what = ACK_UNKNOWN if name == "ack" and outcome_unknown(e) else name
+        self._record("error", detail=_detail(what, e), **common)
         _count_error(self._rt, self.group, name)
         _fire(self._protocol, name, started, time.time_ns() if ended is None else ended, exc=e)
-
-    def ack_failed(self, common: Columns, e: BaseException, started: int, ended: int | None = None) -> None:
-        """An ack failed (``ended``: when its round trip did, by default now); one whose outcome the client
-        cannot know (harness.client.driver.outcome_unknown) says so in its detail, which the ledger's why reads."""
-        self._record("error", detail=_detail(ACK_UNKNOWN if outcome_unknown(e) else "ack", e), **common)
-        _count_error(self._rt, self.group, "ack")
-        _fire(self._protocol, "ack", started, time.time_ns() if ended is None else ended, exc=e)
 
     def acked(self, common: Columns, started: int, ended: int) -> None:
         """One delivery acked by the ack round trip from ``started`` to ``ended``; the acks counter goes up

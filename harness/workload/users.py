@@ -319,9 +319,9 @@ class PopConsumerUser(User):
             if err is not None:
                 err = ack_again(lambda d=d: self.consumer.ack(d), err,
                                 lambda e, tries, common=common: self._refused("ack", e, tries, common),
-                                lambda e, common=common: recorder.ack_failed(common, e, time.time_ns()))
+                                lambda e, common=common: recorder.failed("ack", e, common, time.time_ns()))
                 if err is not None:
-                    recorder.ack_failed(common, err, started, ended)
+                    recorder.failed("ack", err, common, started, ended)
                     failed += 1
                     continue
                 recorder.acked(common, started, time.time_ns())  # through on a later try
