@@ -28,29 +28,25 @@ class Layer:
     per_test_s: float  # one test (setup, call and teardown together)
 
 
-# Cheapest first, the order `make test` runs them. A budget is the layer's test time summed over its tests
-# (setup, call and teardown), warm on 2 cores. `make test` runs the layers below the cluster on two workers, a
-# file's tests on one (--dist loadfile), so their wall time is about half their sum (measured 2026-11-27: 12 min
-# 31 s for all four), then the cluster's alone (7 min 11 s): 19 min 57 s in all, with setup, lint and the
-# agents' JUnit tests. The integration layer's 1,100 s: its short burst goes through an S3 server since
-# 2026-11-26 (it measured 1,022-1,080 s); the total stays under 20 minutes. On 2026-11-29 (a fresh machine of
-# this kind, warm): 12 min 42 s below the cluster, every layer inside its budget, and 6 min 44 s for the cluster's:
-# 19 min 55 s. The cluster layer run beside the others (the machine is 47 % idle through it alone) made it 16 min
-# 7 s and 16 min 24 s, every layer over its budget, and in the second the chart's Prometheus never fetched a
-# run's targets within 90 s (twice): it stays alone. The budgets assume a machine of that speed: on the slower
-# one of 2026-12-07 (same kind, about 1.7x slower) every layer ran over, warm: unit 247 s, chart 167, spark 396,
-# integration 1,680 (21 min 54 s below the cluster), and the cluster's, on two nodes since, 11 min 38 s. The
-# Prometheus that "never fetched a run's targets" was a race, not the load: found 2026-12-07 and fixed in the
-# cluster (tools.cluster.host.UNROUTED_SERVICES). Tried again beside the others on that slower machine: 26 min
-# 40 s in all against about 31 alone, every layer two to three times its budget (unit 404 s, chart 356, spark
-# 663, integration 1,623, cluster 642), and the contention delayed the workers' metrics past 30 s, which
-# exposed a crash in the run's hooks (fixed): the gain does not pay for that, and the cluster stays alone.
+# A budget is the layer's test time summed over its tests (setup, call and teardown), warm, on a 2-core machine of
+# the kind of 2026-12-07 evening (about 1.7x faster than that morning's), with every layer run side by side as
+# `make test` runs them: one pytest on three workers, a file's tests on one (--dist loadfile), the costliest first
+# (`_ByGroup`: the cluster's tests on a worker of their own from the start). Side by side each test takes longer
+# than alone (the two cores are busy throughout) but the wall time falls: on that machine, one after the other
+# (the layers below the cluster on two workers, then the cluster's alone) took 12 min 32 s + 7 min 33 s, side by
+# side 15 min 48 s (unit 132 s, chart 112, spark 210, integration 1,519, cluster 729, browser 11; 16 min 37 s
+# the first time, when two cluster tests failed on the drop below).
+# Running them side by side was tried twice before and left: the chart's Prometheus missed a run's targets (a race
+# in the cluster, fixed: tools.cluster.host.UNROUTED_SERVICES), a crash in the run's hooks when the workers'
+# metrics came late (fixed), and a Locust master that dropped a k8s run's workers held up 4 s (fixed:
+# docs/findings/dropped-workers.md). A machine half as fast would take twice these (the earlier one of 2026-12-07,
+# about 1.7x slower, took 31-37 min one after the other); the budgets leave no room for it.
 LAYERS: dict[str, Layer] = {
-    "unit": Layer("pure logic: no server, no JVM, no network beyond loopback stubs", 150, 10),
-    "chart": Layer("the Helm chart rendered, linted, validated and security-checked", 90, 30),
-    "spark": Layer("Spark jobs on local[2], and on a standalone Spark cluster, over small archives", 240, 45),
-    "integration": Layer("real RocketMQ servers started on this machine", 1100, 150),
-    "cluster": Layer("the chart across a real two-node Kubernetes built here", 480, 300),
+    "unit": Layer("pure logic: no server, no JVM, no network beyond loopback stubs", 180, 20),
+    "chart": Layer("the Helm chart rendered, linted, validated and security-checked", 150, 60),
+    "spark": Layer("Spark jobs on local[2], and on a standalone Spark cluster, over small archives", 300, 45),
+    "integration": Layer("real RocketMQ servers started on this machine", 1800, 150),
+    "cluster": Layer("the chart across a real two-node Kubernetes built here", 900, 600),
     "browser": Layer("reports opened in headless Chromium", 60, 30),
 }
 
@@ -82,7 +78,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if homeless:
         raise pytest.UsageError(f"tests outside every layer's folder ({', '.join(sorted(LAYERS))}): "
                                 f"{', '.join(homeless[:5])}")
-    # Cheapest layer first: a broken unit test fails the run in a minute, not after the cluster's twenty.
+    # Cheapest layer first when one process runs them (`pytest -m ...`): a broken unit test fails in a minute.
+    # Under xdist the scheduler orders them costliest first (_ByGroup).
     order = list(LAYERS)
     items.sort(key=lambda item: order.index(layer_of(item.path)))
 
@@ -91,6 +88,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # brokers, are made once), a layer whose tests share one costly session fixture (a Spark JVM, a cluster), or
 # modules that read one session fixture together.
 ONE_WORKER = ("spark", "cluster")
+COSTLIEST_FIRST = ["cluster", "integration", "spark", "chart", "browser", "unit"]
+REPO = TESTS.parent
 SHARED = {
     "tests/integration/test_run.py": "short-burst",  # both read conftest.short_burst
     "tests/integration/test_agents.py": "short-burst",
@@ -113,6 +112,17 @@ else:
     class _ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            # Costliest layer first (longest first keeps one worker from finishing long after the others): the
+            # cluster's group to a worker of its own at once, the real-broker modules next, the unit files last
+            # to fill in. Within a layer, xdist's order (most tests first).
+            def rank(scope: str) -> int:
+                nodeid = next(iter(self.workqueue[scope]))
+                return COSTLIEST_FIRST.index(layer_of(REPO / nodeid.split("::", 1)[0]))
+
+            self.workqueue.move_to_end(min(self.workqueue, key=rank), last=False)
+            super()._assign_work_unit(node)
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadScopeScheduling:
         return _ByGroup(config, log)

@@ -27,6 +27,7 @@ from harness.core.paths import REPO_ROOT
 from harness.inputs import timing
 from harness.inputs.scenario import Scenario
 from harness.workload import shipping
+from harness.workload.launch import WORKER_SILENCE_S
 from harness.workload.spec import MASTER, WorkloadSpec
 
 LOCUSTFILE = REPO_ROOT / "workloads" / "locustfile.py"
@@ -138,6 +139,25 @@ def worker_command(master_host: str, master_port: int) -> list[str]:
 
 # What the command needs besides its spec: the harness importable from the locustfile.
 WORKER_ENV = {"PYTHONPATH": str(REPO_ROOT)}
+
+
+# Locust's master's line for a worker it dropped (locust.runners.MasterRunner.heartbeat_worker): the worker's
+# users stop there; with none left the test stops, and the master still exits 0.
+DROPPED = "failed to send heartbeat, setting state to missing"
+
+
+def dropped_workers(master_log: Path) -> list[str]:
+    """The lines of a master's log in which it dropped a worker for want of heartbeats."""
+    if not master_log.is_file():
+        return []
+    return [line for line in master_log.read_text(errors="replace").splitlines() if DROPPED in line]
+
+
+def event_rows(shard_dir: Path, names: Sequence[str]) -> int:
+    """How many events the workers ``names`` left in ``shard_dir`` (their Parquet shards' row counts)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for w in names for f in shard_dir.glob(f"{w}-*.parquet"))
 
 
 def missing_events(shard_dir: Path, names: Sequence[str], shipped: bool) -> list[str]:
@@ -337,6 +357,14 @@ class LocustFleet:
                     f"{g.variant}: {', '.join(where)} {'sent' if self.workers.ship_files else 'wrote'} no events "
                     f"(exit codes {g.exit_codes}); see {g.logs}/locust-{missing[0]}.log"
                 )
+            dropped = dropped_workers(g.logs / "locust-master.log")
+            if dropped:
+                raise HarnessError(f"{g.variant}: Locust's master dropped {len(dropped)} worker(s) that sent no "
+                                   f"heartbeat for {WORKER_SILENCE_S} s, and their users with them; see "
+                                   f"{g.logs}/locust-master.log", detail="\n".join(dropped))
+            if not event_rows(g.shard_dir, g.workers):
+                raise HarnessError(f"{g.variant}: its workers recorded no event: nothing was sent or received "
+                                   f"(exit codes {g.exit_codes}); see {g.logs}/locust-master.log")
 
     def _start(self, ep: Endpoints) -> LocustGroup:
         sc = self.scenario

@@ -76,11 +76,16 @@ def test_the_cycle_is_the_newest_a_worker_started_and_the_producers_sending_are_
         _stop(*servers)
 
 
-def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, tmp_path):
+def _finished(monkeypatch, tmp_path, rows: int = 1, master_log: str = "") -> tuple[object, list[str]]:
+    """A fleet of one variant and one worker that runs three ticks and whose metrics nobody can reach, its shard
+    of ``rows`` events and its master's log as given: (the fleet, what it said)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from harness.workload import fleet
     from harness.workload.fleet import LocustFleet, LocustGroup
 
-    class Workers:  # workers that run for three ticks and whose metrics nobody can reach
+    class Workers:
         ship_files, ticks = False, 3
 
         def running(self, variant: str) -> bool:
@@ -97,15 +102,34 @@ def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, t
     monkeypatch.setattr(fleet.timing, "run_time_s", lambda _sc: 60)
     f = LocustFleet("r", NS(), [], tmp_path, lambda *_: tmp_path, Workers(), log=said.append)
     shards = tmp_path / "events"
-    shards.mkdir()
-    (shards / "worker-1-0000.parquet").write_bytes(b"x")
+    shards.mkdir(parents=True)
+    pq.write_table(pa.table({"kind": ["sent"] * rows}), shards / "worker-1-0000.parquet")
+    (tmp_path / "locust-master.log").write_text(master_log)
     f.groups = [LocustGroup("v", 0, ("worker-1",), {"worker-1": f"127.0.0.1:{_silent_port()}"}, shards, tmp_path)]
     monkeypatch.setattr(fleet, "METRICS_SILENT_S", 0.0)
     monkeypatch.setattr(fleet.process, "exit_code", lambda _pid: 0)
     monkeypatch.setattr(fleet.time, "sleep", lambda _s: None)
+    return f, said
+
+
+def test_a_variant_whose_worker_metrics_never_answer_is_said_once(monkeypatch, tmp_path):
+    f, said = _finished(monkeypatch, tmp_path)
     f.wait(on_tick=lambda *_: None)
     assert len(said) == 2 and said[0].startswith("v: no worker's metrics answered at 127.0.0.1:")
     assert said[1].startswith("Locust finished: every master and worker exited")
+
+
+def test_a_variant_whose_master_dropped_a_worker_or_that_recorded_nothing_fails_the_run(monkeypatch, tmp_path):
+    from harness.core.errors import HarnessError
+
+    dropped = "[18:54:48,513] m/INFO/locust.runners: Worker w-0 failed to send heartbeat, setting state to missing."
+    f, _ = _finished(monkeypatch, tmp_path / "dropped", master_log=f"spawned\n{dropped}\n")
+    with pytest.raises(HarnessError, match="v: Locust's master dropped 1 worker") as e:
+        f.wait(on_tick=lambda *_: None)
+    assert e.value.detail == dropped
+    f, _ = _finished(monkeypatch, tmp_path / "empty", rows=0)
+    with pytest.raises(HarnessError, match="v: its workers recorded no event"):
+        f.wait(on_tick=lambda *_: None)
 
 
 def test_a_worker_that_died_while_its_master_waits_fails_the_run_at_once(tmp_path, monkeypatch):
