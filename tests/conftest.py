@@ -89,7 +89,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # modules that read one session fixture together.
 ONE_WORKER = ("spark", "cluster")
 COSTLIEST_FIRST = ["cluster", "integration", "spark", "chart", "browser", "unit"]
-REPO = TESTS.parent
 SHARED = {
     "tests/integration/test_run.py": "short-burst",  # both read conftest.short_burst
     "tests/integration/test_agents.py": "short-burst",
@@ -98,9 +97,14 @@ SHARED = {
 }
 
 
-def group_of(nodeid: str) -> str:
+def layer_of_nodeid(nodeid: str) -> str:
+    """The layer of a test id (tests/<layer>/...), from the id alone: the scheduler asks it often."""
     path = nodeid.split("::", 1)[0]
-    layer = path.split("/")[1] if path.count("/") >= 2 else ""
+    return path.split("/")[1] if path.count("/") >= 2 else ""
+
+
+def group_of(nodeid: str) -> str:
+    layer, path = layer_of_nodeid(nodeid), nodeid.split("::", 1)[0]
     return layer if layer in ONE_WORKER else SHARED.get(path, path)
 
 
@@ -118,8 +122,7 @@ else:
             # cluster's group to a worker of its own at once, the real-broker modules next, the unit files last
             # to fill in. Within a layer, xdist's order (most tests first).
             def rank(scope: str) -> int:
-                nodeid = next(iter(self.workqueue[scope]))
-                return COSTLIEST_FIRST.index(layer_of(REPO / nodeid.split("::", 1)[0]))
+                return COSTLIEST_FIRST.index(layer_of_nodeid(next(iter(self.workqueue[scope]))))
 
             self.workqueue.move_to_end(min(self.workqueue, key=rank), last=False)
             super()._assign_work_unit(node)

@@ -141,6 +141,8 @@ def worker_command(master_host: str, master_port: int) -> list[str]:
 WORKER_ENV = {"PYTHONPATH": str(REPO_ROOT)}
 
 
+# The master's own log, beside its output, in a variant's logs (what the checks below read).
+MASTER_LOG = "locust-master.log"
 # Locust's master's line for a worker it dropped (locust.runners.MasterRunner.heartbeat_worker): the worker's
 # users stop there; with none left the test stops, and the master still exits 0.
 DROPPED = "failed to send heartbeat, setting state to missing"
@@ -307,7 +309,7 @@ class LocustFleet:
             elapsed = time.monotonic() - started
             if elapsed > limit:
                 raise HarnessError(f"Locust did not finish within {limit:.0f} s; "
-                                   f"see {self.groups[0].logs}/locust-master.log")
+                                   f"see {self.groups[0].logs / MASTER_LOG}")
             if elapsed - checked >= WORKER_CHECK_S:
                 checked = elapsed
                 self._check_workers_alive()
@@ -357,14 +359,14 @@ class LocustFleet:
                     f"{g.variant}: {', '.join(where)} {'sent' if self.workers.ship_files else 'wrote'} no events "
                     f"(exit codes {g.exit_codes}); see {g.logs}/locust-{missing[0]}.log"
                 )
-            dropped = dropped_workers(g.logs / "locust-master.log")
+            dropped = dropped_workers(g.logs / MASTER_LOG)
             if dropped:
                 raise HarnessError(f"{g.variant}: Locust's master dropped {len(dropped)} worker(s) that sent no "
                                    f"heartbeat for {WORKER_SILENCE_S} s, and their users with them; see "
-                                   f"{g.logs}/locust-master.log", detail="\n".join(dropped))
+                                   f"{g.logs / MASTER_LOG}", detail="\n".join(dropped))
             if not event_rows(g.shard_dir, g.workers):
                 raise HarnessError(f"{g.variant}: its workers recorded no event: nothing was sent or received "
-                                   f"(exit codes {g.exit_codes}); see {g.logs}/locust-master.log")
+                                   f"(exit codes {g.exit_codes}); see {g.logs / MASTER_LOG}")
 
     def _start(self, ep: Endpoints) -> LocustGroup:
         sc = self.scenario
@@ -381,7 +383,7 @@ class LocustFleet:
              "--master-bind-port", str(plan.master_port), "--expect-workers", str(sc.workers), "--users",
              str(users), "--spawn-rate", str(users), "--run-time", f"{int(timing.run_time_s(sc) + 1)}s", "--csv",
              str(locust_out / "stats"), "--csv-full-history", "--html", str(locust_out / "report.html"),
-             "--exit-code-on-error", "0", "--only-summary", "--logfile", str(logs / "locust-master.log")],
+             "--exit-code-on-error", "0", "--only-summary", "--logfile", str(logs / MASTER_LOG)],
             logs / "locust-master.out", cwd=plan.work, env={**env, ENV_SPEC: str(master_spec)}, die_with_parent=True,
         )
         self.workers.start(ep.variant)
