@@ -127,9 +127,13 @@ class CpuSampler:
             self.sample()
 
     @staticmethod
-    def _machine_busy_s() -> float:
+    def _machine_busy_s() -> tuple[float, float]:
+        """The machine's busy and all CPU-seconds since boot (every core): its busy share is the one's step over the
+        other's, both read from one set of counters. Over the sampler's own clock it is not: the kernel's ticks and
+        this process's wake-ups drift apart by a tick, and a saturated machine read 100.1 % busy (make test,
+        2026-12-07)."""
         t = psutil.cpu_times()
-        return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+        return sum(t) - t.idle - getattr(t, "iowait", 0.0), sum(t)
 
     def _read(self) -> dict[tuple[int, float], float]:
         """CPU seconds of every live descendant now; new ones labelled (and counted from zero)."""
@@ -160,9 +164,11 @@ class CpuSampler:
         dt, self._last_wall = wall - self._last_wall, wall
         if dt <= 0:
             return
-        busy = self._machine_busy_s()
-        self.machine.add(max(0.0, busy - self._last_machine), dt)
-        self._last_machine = busy
+        busy, total = self._machine_busy_s()
+        busy_then, total_then = self._last_machine
+        share = max(0.0, busy - busy_then) / (total - total_then) if total > total_then else 0.0
+        self.machine.add(share * self.cores * dt, dt)
+        self._last_machine = (busy, total)
         self.wall_s += dt
         now = self._read()
         used: dict[tuple[str, str], float] = {}
