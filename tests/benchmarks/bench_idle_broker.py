@@ -12,7 +12,6 @@ CPU-seconds do not depend much on what else runs, but its wake-ups do.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 from harness.core.paths import REPO_ROOT
 from harness.deploy.local import LocalBackend
 from harness.inputs.variants import load_variants
+from tests.benchmarks import write_result
 
 OUT = Path(os.environ.get("RMQ_HARNESS_BENCH_OUT", REPO_ROOT / "bench-results" / "idle-broker.json"))
 IDLE_S = float(os.environ.get("RMQ_HARNESS_BENCH_IDLE_S", "30"))
@@ -77,9 +77,7 @@ def main() -> int:
         for role, got in one.items():
             top = ", ".join(f"{n} {s:.2f}" for n, s in list(got["threads_cpu_s"].items())[:4])
             print(f"{name}: {role} {got['cores']:.3f} cores idle ({top} CPU-s)", flush=True)
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"written to {OUT}")
+    write_result(out, OUT)
     return 0
 
 

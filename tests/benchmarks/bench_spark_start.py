@@ -9,7 +9,6 @@ minutes; RMQ_HARNESS_BENCH_START_RUNS runs of each, default 3, the median kept).
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from harness.core.paths import REPO_ROOT
 from spark import jvm
+from tests.benchmarks import write_result
 
 RUNS = int(os.environ.get("RMQ_HARNESS_BENCH_START_RUNS", "3"))
 OUT = REPO_ROOT / "bench-results" / "spark-start.json"
@@ -69,9 +69,7 @@ def main() -> int:
     out["golden_comparison"] = _median(runs)
     print(f"{'golden comparison':28} {out['golden_comparison']['wall_s']:6.1f} s "
           f"{out['golden_comparison']['busy_cpu_s']:6.1f} CPU-s")
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"written to {OUT.relative_to(REPO_ROOT)}")
+    write_result(out, OUT)
     return 0
 
 
