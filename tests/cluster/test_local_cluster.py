@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client as kclient
 from kubernetes.stream import stream
 
+from harness.core.paths import cache_dir
 from harness.core.waiting import Pending, wait_until
 from tools.cluster import binaries, images, kube_api
 from tools.cluster.layout import FIRST, NODES, SECOND, SERVICE_CIDR
@@ -71,6 +72,16 @@ def test_both_nodes_are_ready_and_run_the_pinned_kubelet(cluster):
         assert node.status.node_info.kubelet_version == binaries.KUBERNETES
         assert kube_api.node_ready(lay, n.name)
         assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [n.ip]
+
+
+def test_each_node_keeps_its_images_in_a_store_of_its_own_that_outlives_the_cluster(cluster):
+    lay, _ = cluster
+    base = images.base(print)  # loaded into both nodes by the cluster fixture
+    for n in NODES:
+        mine = lay.of(n)
+        assert mine.image_store.is_relative_to(cache_dir()) and not mine.image_store.is_relative_to(lay.root)
+        assert images.holds(mine, base, images.image_id_of(base)), f"{n.name} does not hold {base} as recorded"
+    assert lay.of(FIRST).image_store != lay.of(SECOND).image_store
 
 
 def test_logs_and_exec_go_through_the_api_server(pods):

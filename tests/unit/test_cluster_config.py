@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from harness.core.errors import HarnessError
+from harness.core.paths import cache_dir
 from tools.cluster import binaries, configs
 from tools.cluster.layout import NODE_IP, POD_CIDR, Layout
 
@@ -101,5 +102,8 @@ def test_a_second_node_has_its_own_runtime_cgroups_logs_and_pod_range(tmp_path):
     assert ipaddress.ip_address(SECOND.ip) in ranges[0]  # on the first node's bridge, below its pods' range start
     assert ipaddress.ip_address(SECOND.ip) < ipaddress.ip_address(FIRST.range_start)
     cri = tomllib.loads(configs.containerd_toml(second))
-    assert cri["root"].startswith(str(second.containerd)) and cri["grpc"]["address"] == str(second.containerd_socket)
+    assert cri["state"].startswith(str(second.containerd)) and cri["grpc"]["address"] == str(second.containerd_socket)
+    # Each node's image store its own, in the user's cache: it outlives the cluster (images.load skips what it kept).
+    assert cri["root"] == str(second.image_store) != str(first.image_store)
+    assert second.image_store.is_relative_to(cache_dir())
     assert SECOND.nsenter() == ["nsenter", f"--net=/run/netns/{SECOND.netns}", "--"] and FIRST.nsenter() == []

@@ -30,7 +30,7 @@ RUNC = "/usr/sbin/runc"
 def containerd_toml(lay: Layout) -> str:
     c = lay.containerd
     return f"""version = 2
-root = "{c / 'root'}"
+root = "{lay.image_store}"
 state = "{c / 'state'}"
 
 [grpc]

@@ -4,6 +4,7 @@ them) and imported straight into the cluster's containerd, where pods run them w
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -57,11 +58,66 @@ def build(image: str, context: Path, containerfile: str, log: Callable[[str], No
         Path(f.name).unlink(missing_ok=True)
 
 
+def _ctr(lay: Layout, *args: str) -> list[str]:
+    return ["ctr", "--address", str(lay.containerd_socket), "--namespace", "k8s.io", *args]
+
+
+def image_id_of(image: str) -> str:
+    """The podman image's id (its config's digest)."""
+    found = _run(podman("image", "inspect", "--format", "{{.Id}}", image), f"reading {image}'s id")
+    return found.stdout.decode().strip()
+
+
+def _loaded_record(lay: Layout) -> Path:
+    """Which podman image (by id) each image of the node's store was imported from."""
+    return lay.image_store / "rmq-harness-images.json"
+
+
+def holds(lay: Layout, image: str, image_id: str) -> bool:
+    """Whether the node's store holds ``image`` as imported from podman's ``image_id`` (an earlier cluster's)."""
+    record = _loaded_record(lay)
+    if not record.is_file() or json.loads(record.read_text()).get(image) != image_id:
+        return False
+    listed = subprocess.run(_ctr(lay, "images", "ls", "-q"), capture_output=True, text=True, check=False)
+    return listed.returncode == 0 and image in listed.stdout.split()
+
+
+def _remember(lay: Layout, image: str, image_id: str) -> None:
+    record = _loaded_record(lay)
+    known = json.loads(record.read_text()) if record.is_file() else {}
+    record.write_text(json.dumps({**known, image: image_id}, indent=1, sort_keys=True))
+
+
+def forget_containers(lay: Layout, log: Callable[[str], None]) -> bool:
+    """Remove from the node's store the containers an earlier cluster left recorded in it (its pods, stopped with
+    it or killed with the machine's processes): a kubelet starting on them would stop and remove pods it never
+    ran. True when there were any: containerd's CRI holds them in memory from its start, so it must start again."""
+    listed = subprocess.run(_ctr(lay, "containers", "ls", "-q"), capture_output=True, text=True, check=False)
+    ids = listed.stdout.split() if listed.returncode == 0 else []
+    for cid in ids:
+        subprocess.run(_ctr(lay, "tasks", "delete", "--force", cid), capture_output=True, check=False)
+    if ids:
+        gone = subprocess.run(_ctr(lay, "containers", "delete", *ids), capture_output=True, text=True, check=False)
+        if gone.returncode:
+            raise HarnessError(f"could not remove an earlier cluster's containers from {lay.image_store}",
+                               detail=gone.stderr.strip()[-2000:] + f"\nremove {lay.image_store} and start again")
+        log(f"{lay.node.name}: {len(ids)} containers of an earlier cluster removed from its image store")
+    return bool(ids)
+
+
 def load(lay: Layout | Sequence[Layout], image: str, log: Callable[[str], None]) -> None:
     """Copy ``image`` from podman's store into the containerd (namespace k8s.io) of each node ``lay`` names (a
     node's Layout, Layout.of, or several): saved once, the archive's stream fanned out to every node's import
-    (saving the harness image costs 25 s of CPU here, and it goes to both nodes of a two-node cluster)."""
-    nodes = [lay] if isinstance(lay, Layout) else list(lay)
+    (saving the harness image costs 25 s of CPU here, and it goes to both nodes of a two-node cluster). A node
+    whose store kept this very image from an earlier cluster (Layout.image_store) is skipped, and said."""
+    asked = [lay] if isinstance(lay, Layout) else list(lay)
+    image_id = image_id_of(image)
+    nodes = [n for n in asked if not holds(n, image, image_id)]
+    if len(nodes) < len(asked):
+        kept = ", ".join(n.node_name for n in asked if n not in nodes)
+        log(f"{image}: kept in {kept} from an earlier cluster (image {image_id[:12]})")
+    if not nodes:
+        return
     save = subprocess.Popen(podman("save", "--format", "docker-archive", image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=_podman_env())
     imports = [subprocess.Popen(["ctr", "--address", str(n.containerd_socket), "--namespace", "k8s.io", "images",
@@ -98,6 +154,8 @@ def load(lay: Layout | Sequence[Layout], image: str, log: Callable[[str], None])
     if save.wait() != 0 or any(codes):
         detail = save_err + "".join(e.decode(errors="replace") for e in errors)
         raise HarnessError(f"loading {image} into the cluster failed", detail=detail.strip()[-2000:])
+    for n in nodes:
+        _remember(n, image, image_id)
     log(f"{image}: loaded into {', '.join(n.node_name for n in nodes)}")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.core.paths import state_dir
+from harness.core.paths import cache_dir, state_dir
 
 NODE_NAME = "rmq-harness-node"
 BRIDGE = "rmqh0"
@@ -107,6 +107,14 @@ class Layout:
     @property
     def containerd(self) -> Path:
         return self._own / "containerd"
+
+    @property
+    def image_store(self) -> Path:
+        """The node's containerd root (images, their unpacked layers, containers' records): in the user's cache,
+        outliving the cluster, so a cluster started again finds the images it had (images.load) instead of
+        importing about 3 GB a node again. What an earlier cluster left running in it is forgotten at the start
+        (images.forget_containers); nothing is mounted under it (containers' roots are under ``containerd``)."""
+        return cache_dir() / "cluster" / "containerd" / self.node.name
 
     @property
     def containerd_socket(self) -> Path:

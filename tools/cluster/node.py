@@ -151,8 +151,7 @@ def up(lay: Layout, log: Callable[[str], None], nodes: int = 1) -> None:
         str(progs["kube-scheduler"]), f"--kubeconfig={sc}", f"--authentication-kubeconfig={sc}",
         f"--authorization-kubeconfig={sc}", "--bind-address=127.0.0.1", "--secure-port=10259",
         "--leader-elect=false", "--profiling=false"], log)
-    processes.start(lay, "containerd", ["containerd", "--config", str(lay.config / "containerd.toml")], log)
-    processes.wait_up("containerd's socket to appear", lay.containerd_socket.exists, lay, "containerd", 60)
+    _start_containerd(lay, FIRST, [], log)
     images.load_pause(lay, progs["pause"], log)
     processes.start(lay, "kubelet", [
         str(progs["kubelet"]), f"--config={lay.config / 'kubelet.yaml'}", f"--kubeconfig={kc / 'kubelet.conf'}",
@@ -169,6 +168,21 @@ def up(lay: Layout, log: Callable[[str], None], nodes: int = 1) -> None:
     log(f"cluster up in {time.monotonic() - t0:.1f} s; KUBECONFIG={lay.admin_kubeconfig}")
 
 
+def _start_containerd(lay: Layout, node: Node, run_in: list[str], log: Callable[[str], None]) -> None:
+    """``node``'s containerd, on its image store; started again once an earlier cluster's containers are removed
+    from that store (images.forget_containers), so that its CRI starts without them."""
+    mine, name = lay.of(node), f"containerd{node.suffix}"
+    mine.image_store.mkdir(parents=True, exist_ok=True)
+    for again in (False, True):
+        processes.start(lay, name, [*run_in, "containerd", "--config", str(mine.config / "containerd.toml")], log)
+        processes.wait_up(f"{node.name}'s containerd socket to appear", mine.containerd_socket.exists, lay, name, 60)
+        if again or not images.forget_containers(mine, log):
+            return
+        rec = processes.read_pids(lay)[name]
+        process.stop_started([(rec["pid"], rec["started"])], timeout_s=15)
+        mine.containerd_socket.unlink(missing_ok=True)
+
+
 def add_node(lay: Layout, node: Node, progs: dict[str, Path], log: Callable[[str], None]) -> None:
     """A further node: its network namespace and cgroup root (host.add_node), its credentials and configs, then
     its containerd, kubelet and kube-proxy in that namespace, each a process of the cluster's record."""
@@ -177,10 +191,7 @@ def add_node(lay: Layout, node: Node, progs: dict[str, Path], log: Callable[[str
     host.node_credentials(lay, node, progs["kubeadm"])
     host.write_configs(lay, node)
     run_in = node.nsenter()
-    processes.start(lay, f"containerd{node.suffix}",
-                    [*run_in, "containerd", "--config", str(mine.config / "containerd.toml")], log)
-    processes.wait_up(f"{node.name}'s containerd socket to appear", mine.containerd_socket.exists, lay,
-                      f"containerd{node.suffix}", 60)
+    _start_containerd(lay, node, run_in, log)
     images.load_pause(mine, progs["pause"], log)
     processes.start(lay, f"kubelet{node.suffix}", [
         *run_in, str(progs["kubelet"]), f"--config={mine.config / 'kubelet.yaml'}",
@@ -323,7 +334,8 @@ def down(lay: Layout, log: Callable[[str], None]) -> None:
         before = marker["host"]
     else:  # nothing recorded what the way up changed: change nothing back that may not be ours
         before = {"sysctls": {}, "existed": list(HOST_DIRS), "bridge_existed": True}
-    n = _unmount_under([str(lay.root) + "/", "/run/netns/cni-", "/var/lib/kubelet/"])
+    stores = [str(lay.of(node).image_store) + "/" for node in NODES]  # an import cut short leaves its mounts there
+    n = _unmount_under([str(lay.root) + "/", *stores, "/run/netns/cni-", "/var/lib/kubelet/"])
     for ns in Path("/run/netns").glob("cni-*"):
         try:
             ns.unlink(missing_ok=True)
