@@ -120,8 +120,7 @@ def load(lay: Layout | Sequence[Layout], image: str, log: Callable[[str], None])
         return
     save = subprocess.Popen(podman("save", "--format", "docker-archive", image), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=_podman_env())
-    imports = [subprocess.Popen(["ctr", "--address", str(n.containerd_socket), "--namespace", "k8s.io", "images",
-                                 "import", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+    imports = [subprocess.Popen(_ctr(n, "images", "import", "-"), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE) for n in nodes]
     errors = [b""] * len(imports)
 
